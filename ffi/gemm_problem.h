@@ -1,0 +1,306 @@
+// The GEMM problem as both FFI handlers see it.
+//
+// Python (jax_dynoff/lowering.py) encodes everything static about one call
+// into a flat int64 attribute `desc`; this header decodes and validates it
+// against the buffers XLA hands the handler, and defines the one clamping
+// rule every backend uses.  Plain C++17: no CUTLASS, no CUDA runtime, so the
+// CPU handler, the CUDA handler and device code all share it
+// (JAX_DYNOFF_HD marks the functions device code calls).
+//
+// Semantics (see jax_dynoff/reference.py, the oracle):
+//   for every batch index t:
+//     acc = alpha * op(A_t) @ op(B_t) + beta * C_t      (float32 accumulation)
+//     D_t[window] = cast(acc)
+// where every operand is a window of an array of rank r (>= 2), placed at
+// starts that follow lax.dynamic_slice exactly: s < 0 becomes s + dim, then
+// s is clamped to [0, dim - size].  Leading dims have window extent 1.
+//
+// FFI layout of one call (target "jax_dynoff_gemm"):
+//   args:  the arrays named by the operand blocks (A, B, C when c_mode is
+//          kOwn, the caller's `out` when there is one: only there for the
+//          input/output alias, never read), then the dynamic start scalars
+//          (S32 or S64, one element or one per batch item).
+//   rets:  ret 0 is D (aliased to `out` when the call has one, so it already
+//          holds out's contents); on CUDA, ret 1 is a U8 workspace whose size
+//          the Python side fixed at trace time.
+//   attrs: desc (int64 array, below), alpha and beta (f64).
+#ifndef JAX_DYNOFF_GEMM_PROBLEM_H_
+#define JAX_DYNOFF_GEMM_PROBLEM_H_
+
+#include <cstdint>
+#include <string>
+
+#if defined(__CUDACC__)
+#define JAX_DYNOFF_HD __host__ __device__ __forceinline__
+#else
+#define JAX_DYNOFF_HD inline
+#endif
+
+namespace jax_dynoff {
+
+inline constexpr int64_t kDescVersion = 1;
+inline constexpr int kMaxRank = 8;       // rank of one operand's array
+inline constexpr int kMaxBatchRank = 4;  // nested vmaps
+inline constexpr int kNumOperands = 4;   // A, B, C, D
+
+enum class DType : int64_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
+enum Operand : int { kA = 0, kB = 1, kC = 2, kD = 3 };
+// Where C comes from: absent, its own array, or D's buffer (the caller passed
+// windows of one array as `c` and `out`; the windows may differ or overlap).
+enum class CMode : int64_t { kNone = 0, kOwn = 1, kFromD = 2 };
+enum class Precision : int64_t { kDefault = 0, kHighest = 1 };
+
+// Kernel paths, chosen at trace time by jax_dynoff/plan.py from static
+// information only.  The CPU handler ignores the choice; the CUDA handler
+// refuses a path whose static requirements (alignment, dtype) do not hold.
+enum class Path : int64_t {
+  kGeneric = 0,      // non-TMA kernel, any alignment, any GPU >= sm_80
+  kSm90Large = 1,    // TMA warp-specialized ptr-array, large tiles
+  kSm90SmallM = 2,   // TMA warp-specialized ptr-array, tiles for small m
+  kSm90SplitK = 3,   // skinny m: split K through the batch, then reduce
+};
+
+// Offsets into `desc`.
+namespace desc {
+inline constexpr int kVersion = 0, kM = 1, kN = 2, kK = 3, kInDType = 4,
+                     kOutDType = 5, kTransA = 6, kTransB = 7, kCMode = 8,
+                     kPrecision = 9, kPath = 10, kSplitK = 11, kBatchRank = 12,
+                     kBatchShape = 13;  // kMaxBatchRank entries
+inline constexpr int kHeaderSize = 20;
+// One block per operand, in the order A, B, C, D.
+inline constexpr int kPresent = 0, kArg = 1, kRank = 2, kBatchedMask = 3,
+                     kDims = 4, kWin = kDims + kMaxRank,
+                     kStart = kWin + kMaxRank, kStartArg = kStart + kMaxRank;
+inline constexpr int kBlockSize = kStartArg + kMaxRank;  // 36
+inline constexpr int kSize = kHeaderSize + kNumOperands * kBlockSize;
+}  // namespace desc
+
+// lax.dynamic_slice's rule for one start: negative starts count from the end,
+// then the window is moved inside the array.  Total for every int64 value.
+JAX_DYNOFF_HD int64_t ClampStart(int64_t start, int64_t dim, int64_t size) {
+  if (start < 0) start += dim;  // cannot overflow: start < 0 < dim
+  const int64_t hi = dim - size;
+  return start < 0 ? 0 : (start > hi ? hi : start);
+}
+
+struct OperandDesc {
+  bool present = false;
+  int64_t arg = -1;             // FFI arg index of the array; -1: ret 0 (D)
+  int rank = 0;                 // rank of the array without batch dims
+  int64_t batched_mask = 0;     // bit j: the array carries batch dim j
+  int64_t dims[kMaxRank] = {};
+  int64_t win[kMaxRank] = {};   // window extent per dim (1 for leading dims)
+  int64_t start[kMaxRank] = {}; // static start, already clamped
+  int64_t start_arg[kMaxRank] = {};  // FFI arg of a dynamic start, or -1
+  // Derived by Decode:
+  int64_t strides[kMaxRank] = {};   // elements, row-major
+  int64_t batch_strides[kMaxBatchRank] = {};  // elements; 0 if not batched
+  int64_t elements = 0;         // elements of the whole buffer (batch incl.)
+  int64_t static_offset = 0;    // elements contributed by static starts
+
+  JAX_DYNOFF_HD int64_t rows() const { return win[rank - 2]; }
+  JAX_DYNOFF_HD int64_t cols() const { return win[rank - 1]; }
+  // Leading dimension of the window viewed as a row-major matrix.
+  JAX_DYNOFF_HD int64_t ld() const { return dims[rank - 1]; }
+};
+
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  DType in_dtype = DType::kF32, out_dtype = DType::kF32;
+  bool trans_a = false, trans_b = false;
+  CMode c_mode = CMode::kNone;
+  Precision precision = Precision::kDefault;
+  Path path = Path::kGeneric;
+  int64_t split_k = 1;
+  int batch_rank = 0;
+  int64_t batch_shape[kMaxBatchRank] = {};
+  int64_t batch = 1;  // product of batch_shape
+  double alpha = 1.0, beta = 0.0;
+  OperandDesc op[kNumOperands];
+
+  // Multi-index of flat batch item t along batch dim j (row-major).
+  JAX_DYNOFF_HD int64_t BatchIndex(int64_t t, int j) const {
+    for (int i = batch_rank - 1; i > j; --i) t /= batch_shape[i];
+    return t % batch_shape[j];
+  }
+};
+
+// What the handler knows about one FFI buffer, independent of the FFI API.
+struct BufferInfo {
+  int64_t dtype_code;  // DType, or -1 for anything else
+  int rank;
+  const int64_t* dims;
+  bool is_s32 = false, is_s64 = false;
+  int64_t elements() const {
+    int64_t e = 1;
+    for (int i = 0; i < rank; ++i) e *= dims[i];
+    return e;
+  }
+};
+
+inline int64_t ElementBytes(DType t) { return t == DType::kF32 ? 4 : 2; }
+
+// Decodes `d` (length `len`) into `p`, checking it against the buffers: the
+// arrays' shapes and dtypes, the start scalars' types and element counts, the
+// windows' extents.  After a successful Decode no start value, whatever it
+// is, can address memory outside a buffer.  Returns "" or an error message.
+// `arg_info(i)` / `num_args` describe the FFI args; `d_info` describes ret 0.
+template <typename ArgInfoFn>
+std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
+                   int64_t num_args, ArgInfoFn arg_info,
+                   const BufferInfo& d_info, GemmProblem* p) {
+  using namespace desc;
+  auto err = [](const std::string& s) { return "jax_dynoff_gemm: " + s; };
+  if (len != kSize)
+    return err("desc has " + std::to_string(len) + " entries, expected " +
+               std::to_string(kSize) + " (extension and Python out of sync)");
+  if (d[kVersion] != kDescVersion)
+    return err("desc version " + std::to_string(d[kVersion]) +
+               ", expected " + std::to_string(kDescVersion));
+  p->m = d[kM];
+  p->n = d[kN];
+  p->k = d[kK];
+  if (p->m < 0 || p->n < 0 || p->k < 0) return err("negative m, n or k");
+  if (d[kInDType] < 0 || d[kInDType] > 2 || d[kOutDType] < 0 ||
+      d[kOutDType] > 2)
+    return err("bad dtype code");
+  p->in_dtype = static_cast<DType>(d[kInDType]);
+  p->out_dtype = static_cast<DType>(d[kOutDType]);
+  p->trans_a = d[kTransA] != 0;
+  p->trans_b = d[kTransB] != 0;
+  if (d[kCMode] < 0 || d[kCMode] > 2) return err("bad c_mode");
+  p->c_mode = static_cast<CMode>(d[kCMode]);
+  p->precision = static_cast<Precision>(d[kPrecision]);
+  p->path = static_cast<Path>(d[kPath]);
+  p->split_k = d[kSplitK];
+  if (p->split_k < 1) return err("split_k must be >= 1");
+  p->batch_rank = static_cast<int>(d[kBatchRank]);
+  if (p->batch_rank < 0 || p->batch_rank > kMaxBatchRank)
+    return err("bad batch rank");
+  p->batch = 1;
+  for (int j = 0; j < p->batch_rank; ++j) {
+    p->batch_shape[j] = d[kBatchShape + j];
+    if (p->batch_shape[j] < 0) return err("negative batch extent");
+    p->batch *= p->batch_shape[j];
+  }
+  p->alpha = alpha;
+  p->beta = beta;
+
+  for (int o = 0; o < kNumOperands; ++o) {
+    const int64_t* b = d + kHeaderSize + o * kBlockSize;
+    OperandDesc& op = p->op[o];
+    op.present = b[kPresent] != 0;
+    const char* name = "ABCD" + o;
+    const std::string who = std::string("operand ") + name[0];
+    if (!op.present) {
+      if (o == kA || o == kB || o == kD) return err(who + " missing");
+      if (p->c_mode != CMode::kNone) return err("c_mode needs operand C");
+      continue;
+    }
+    op.arg = b[kArg];
+    op.rank = static_cast<int>(b[kRank]);
+    op.batched_mask = b[kBatchedMask];
+    if (op.rank < 2 || op.rank > kMaxRank) return err(who + ": bad rank");
+    // The buffer this operand reads or writes.
+    BufferInfo info;
+    if (o == kD || (o == kC && p->c_mode == CMode::kFromD)) {
+      if (op.arg != -1) return err(who + " must name ret 0");
+      info = d_info;
+    } else {
+      if (op.arg < 0 || op.arg >= num_args) return err(who + ": bad arg");
+      info = arg_info(op.arg);
+    }
+    const DType want = (o == kA || o == kB) ? p->in_dtype : p->out_dtype;
+    if (info.dtype_code != static_cast<int64_t>(want))
+      return err(who + ": buffer dtype does not match desc");
+    // Expected buffer shape: the batch dims it carries, then dims.
+    int expect_rank = 0;
+    int64_t expect[kMaxBatchRank + kMaxRank];
+    for (int j = 0; j < p->batch_rank; ++j)
+      if (op.batched_mask & (int64_t{1} << j))
+        expect[expect_rank++] = p->batch_shape[j];
+    for (int i = 0; i < op.rank; ++i) {
+      op.dims[i] = b[kDims + i];
+      op.win[i] = b[kWin + i];
+      if (op.dims[i] < 0 || op.win[i] < 0 || op.win[i] > op.dims[i])
+        return err(who + ": window larger than its array");
+      if (i < op.rank - 2 && op.win[i] != 1)
+        return err(who + ": leading window extents must be 1");
+      expect[expect_rank++] = op.dims[i];
+    }
+    if (info.rank != expect_rank) return err(who + ": buffer rank mismatch");
+    for (int i = 0; i < expect_rank; ++i)
+      if (info.dims[i] != expect[i]) return err(who + ": buffer shape mismatch");
+    // Strides.
+    int64_t s = 1;
+    for (int i = op.rank - 1; i >= 0; --i) {
+      op.strides[i] = s;
+      s *= op.dims[i];
+    }
+    for (int j = p->batch_rank - 1; j >= 0; --j) {
+      if (op.batched_mask & (int64_t{1} << j)) {
+        op.batch_strides[j] = s;
+        s *= p->batch_shape[j];
+      } else {
+        op.batch_strides[j] = 0;
+      }
+    }
+    op.elements = s;
+    // Starts: static ones are re-clamped here (cheap, and it makes a bad
+    // desc harmless); dynamic ones must be integer scalars per batch item.
+    op.static_offset = 0;
+    for (int i = 0; i < op.rank; ++i) {
+      op.start_arg[i] = b[kStartArg + i];
+      if (op.start_arg[i] < 0) {
+        op.start[i] = ClampStart(b[kStart + i], op.dims[i], op.win[i]);
+        op.static_offset += op.start[i] * op.strides[i];
+      } else {
+        if (op.start_arg[i] >= num_args) return err(who + ": bad start arg");
+        const BufferInfo si = arg_info(op.start_arg[i]);
+        if (!si.is_s32 && !si.is_s64)
+          return err(who + ": start must be int32 or int64");
+        const int64_t e = si.elements();
+        if (e != 1 && e != p->batch)
+          return err(who + ": start has " + std::to_string(e) +
+                     " elements, expected 1 or the batch size");
+        op.start[i] = 0;
+      }
+    }
+  }
+  // Shapes of the matrix product.
+  const OperandDesc &A = p->op[kA], &B = p->op[kB], &D = p->op[kD];
+  const int64_t am = p->trans_a ? A.cols() : A.rows();
+  const int64_t ak = p->trans_a ? A.rows() : A.cols();
+  const int64_t bk = p->trans_b ? B.cols() : B.rows();
+  const int64_t bn = p->trans_b ? B.rows() : B.cols();
+  if (am != p->m || ak != p->k || bk != p->k || bn != p->n)
+    return err("A or B window does not match m, n, k");
+  if (D.rows() != p->m || D.cols() != p->n)
+    return err("D window does not match m, n");
+  if (p->op[kC].present &&
+      (p->op[kC].rows() != p->m || p->op[kC].cols() != p->n))
+    return err("C window does not match m, n");
+  if (D.batched_mask != (int64_t{1} << p->batch_rank) - 1)
+    return err("D must carry every batch dim");
+  return "";
+}
+
+// Element offset of operand `op`'s window for batch item t.  `load(arg, t)`
+// returns the dynamic start stored in FFI arg `arg` for item t (element 0
+// when the start is not batched).
+template <typename LoadStart>
+JAX_DYNOFF_HD int64_t WindowOffset(const GemmProblem& p, const OperandDesc& op,
+                                   int64_t t, LoadStart load) {
+  int64_t off = op.static_offset;
+  for (int j = 0; j < p.batch_rank; ++j)
+    off += p.BatchIndex(t, j) * op.batch_strides[j];
+  for (int i = 0; i < op.rank; ++i)
+    if (op.start_arg[i] >= 0)
+      off += ClampStart(load(op.start_arg[i], t), op.dims[i], op.win[i]) *
+             op.strides[i];
+  return off;
+}
+
+}  // namespace jax_dynoff
+
+#endif  // JAX_DYNOFF_GEMM_PROBLEM_H_

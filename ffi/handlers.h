@@ -1,0 +1,24 @@
+// The FFI handlers this extension exports, one per platform.  module.cc
+// wraps them in capsules; the CUDA one exists only in CUDA builds.
+#ifndef JAX_DYNOFF_HANDLERS_H_
+#define JAX_DYNOFF_HANDLERS_H_
+
+#include "xla/ffi/api/c_api.h"
+
+namespace jax_dynoff {
+
+// The one FFI target every jax_dynoff.gemm call lowers to.
+inline constexpr const char kTargetName[] = "jax_dynoff_gemm";
+
+XLA_FFI_Handler* CpuGemmHandler();
+
+#ifdef JAX_DYNOFF_WITH_CUDA
+XLA_FFI_Handler* CudaGemmHandler();
+// Free-form description of the CUDA build (architectures, kernels), for
+// jax_dynoff.build_info().
+const char* CudaBuildInfo();
+#endif
+
+}  // namespace jax_dynoff
+
+#endif  // JAX_DYNOFF_HANDLERS_H_

@@ -1,0 +1,88 @@
+// The interface between the CUDA handler (ffi/cuda_gemm.cu) and the CUTLASS
+// instantiations in ffi/kernels/*.cu (one instantiation per translation
+// unit, so that the build parallelises and a kernel's compile cost is paid
+// once).
+//
+// Every kernel computes, for each batch item l < batch,
+//   D_l = cast(alpha * op(A_l) @ op(B_l) + beta * C_l)     (f32 accumulation)
+// with the operand addresses read from device pointer arrays (ptr_a[l], ...)
+// that the handler's prep kernel wrote: the offsets never reach the host.
+// D and C are row-major (m x n) with leading dimensions ldd / ldc.  beta == 0
+// means C is not read (ptr_c must still be a valid array of pointers: the
+// SM90 epilogue reads the pointer, not the data).
+#ifndef JAX_DYNOFF_KERNELS_LAUNCH_H_
+#define JAX_DYNOFF_KERNELS_LAUNCH_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace jax_dynoff {
+namespace kernels {
+
+struct GemmLaunch {
+  int m = 0, n = 0, k = 0;  // op(A) is m x k, op(B) is k x n
+  int batch = 0;            // items of this launch
+  const void* const* ptr_a = nullptr;
+  const void* const* ptr_b = nullptr;
+  const void* const* ptr_c = nullptr;
+  void* const* ptr_d = nullptr;
+  // Strides in elements of op(A) (m x k) and op(B) (k x n): element (i, j)
+  // of op(A) sits at i * a_row + j * a_col.  A kernel whose layout is fixed
+  // reads the one stride that is not 1 (see the kernel's LayoutA/LayoutB).
+  int64_t a_row = 0, a_col = 0, b_row = 0, b_col = 0;
+  int64_t ldc = 0, ldd = 0;
+  float alpha = 1.f, beta = 0.f;
+  void* workspace = nullptr;  // the kernel's own scratch (SM90 descriptors)
+  size_t workspace_bytes = 0;
+  int device = 0;
+  int sm_count = 0;
+  cudaStream_t stream = nullptr;
+};
+
+// One compiled kernel.  `workspace` returns the bytes `run` needs in
+// GemmLaunch::workspace for this launch (0 for the generic kernels); `run`
+// enqueues the kernel on launch.stream and returns "" or an error message.
+struct KernelEntry {
+  const char* name;
+  size_t (*workspace)(const GemmLaunch&);
+  std::string (*run)(const GemmLaunch&);
+};
+
+// Upper bound on the SMs an SM90 persistent kernel is launched on; the
+// workspace Python reserves for the SM90 paths (jax_dynoff/plan.py,
+// SM90_KERNEL_WORKSPACE) covers the TMA descriptors of this many SMs.
+inline constexpr int kSm90MaxSms = 256;
+inline constexpr size_t kSm90KernelWorkspace = size_t{1} << 19;  // 512 KiB
+
+// --- Generic path: CUTLASS 2.x GemmUniversal, SIMT, kArray mode, alignment
+// 1 element, AffineRank2 A and B (both strides at run time: one kernel per
+// dtype pair covers every transpose combination).
+extern const KernelEntry kGenericF32F32;
+extern const KernelEntry kGenericBf16Bf16;
+extern const KernelEntry kGenericBf16F32;
+extern const KernelEntry kGenericF16F16;
+extern const KernelEntry kGenericF16F32;
+
+// --- SM90 paths: CUTLASS 3.x ptr-array TMA warp-specialized kernels.
+// Names: <in><out>_<layout of A><layout of B>, N = not transposed (A row-
+// major m x k, B row-major k x n), T = transposed.  Only built for sm_90a
+// (JAX_DYNOFF_WITH_SM90); nullptr-free: the handler checks availability
+// through Sm90Kernel() in cuda_gemm.cu.
+#ifdef JAX_DYNOFF_WITH_SM90
+extern const KernelEntry kSm90LargeBf16Bf16NN;
+extern const KernelEntry kSm90SmallBf16Bf16NN;
+extern const KernelEntry kSm90LargeBf16Bf16NT;
+extern const KernelEntry kSm90SmallBf16Bf16NT;
+extern const KernelEntry kSm90LargeBf16Bf16TN;
+extern const KernelEntry kSm90SmallBf16Bf16TN;
+extern const KernelEntry kSm90LargeF16F16NN;
+extern const KernelEntry kSm90SmallF16F16NN;
+#endif
+
+}  // namespace kernels
+}  // namespace jax_dynoff
+
+#endif  // JAX_DYNOFF_KERNELS_LAUNCH_H_

@@ -1,0 +1,46 @@
+// nanobind module: hands the FFI handlers to Python as capsules.
+#include <nanobind/nanobind.h>
+
+#include "handlers.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+nb::capsule Capsule(XLA_FFI_Handler* handler) {
+  return nb::capsule(reinterpret_cast<void*>(handler));
+}
+
+}  // namespace
+
+NB_MODULE(_jax_dynoff, m) {
+  m.doc() = "jax_dynoff FFI handlers";
+  // {platform: {target name: capsule}}; jax_dynoff/lowering.py registers
+  // each with jax.ffi.register_ffi_target.
+  m.def("registrations", []() {
+    nb::dict platforms;
+    nb::dict cpu;
+    cpu[jax_dynoff::kTargetName] = Capsule(jax_dynoff::CpuGemmHandler());
+    platforms["cpu"] = cpu;
+#ifdef JAX_DYNOFF_WITH_CUDA
+    nb::dict cuda;
+    cuda[jax_dynoff::kTargetName] = Capsule(jax_dynoff::CudaGemmHandler());
+    platforms["CUDA"] = cuda;
+#endif
+    return platforms;
+  });
+  m.def("cuda_built", []() {
+#ifdef JAX_DYNOFF_WITH_CUDA
+    return true;
+#else
+    return false;
+#endif
+  });
+  m.def("cuda_build_info", []() -> nb::object {
+#ifdef JAX_DYNOFF_WITH_CUDA
+    return nb::str(jax_dynoff::CudaBuildInfo());
+#else
+    return nb::none();
+#endif
+  });
+}

@@ -1,0 +1,15 @@
+"""jax_dynoff: CUTLASS GEMMs at device-resident offsets, from JAX.
+
+    import jax_dynoff as dyn
+    dyn.window(x, start, shape)      # a 2-D block of x at (traced) starts
+    dyn.gemm(a, b, c=None, *, out=None, alpha=1.0, beta=1.0, ...)
+    dyn.reference.gemm(...)          # the same in pure jax.lax: the oracle
+"""
+
+from jax_dynoff import reference
+from jax_dynoff.lowering import cuda_available
+from jax_dynoff.ops import gemm
+from jax_dynoff.window import Window, window
+
+__all__ = ["gemm", "window", "Window", "reference", "cuda_available"]
+__version__ = "0.1.0"

@@ -1,0 +1,61 @@
+"""The public op: `gemm` on windows at device-resident offsets."""
+
+from __future__ import annotations
+
+from jax_dynoff import lowering  # noqa: F401  (registers the FFI lowering)
+from jax_dynoff.primitive import Operands, bind
+from jax_dynoff.signature import GemmCall, check_call
+from jax_dynoff.spec import GemmSpec, WinSpec
+from jax_dynoff.window import Window
+
+
+def _winspec(w: Window) -> WinSpec:
+  return WinSpec(tuple(w.x.shape), w.win, w.static_starts())
+
+
+def make_spec(call: GemmCall) -> GemmSpec:
+  """The static problem of a checked call."""
+  if call.c is None:
+    c_mode = "none"
+  else:
+    c_mode = "from_d" if call.c_is_out else "own"
+  if call.out is not None:
+    d = _winspec(call.out)
+  else:
+    d = WinSpec((call.m, call.n), (call.m, call.n), (0, 0))
+  return GemmSpec(
+      m=call.m, n=call.n, k=call.k, a=_winspec(call.a), b=_winspec(call.b),
+      c=None if call.c is None else _winspec(call.c), d=d,
+      in_dtype=call.in_dtype, out_dtype=call.out_dtype,
+      trans_a=call.trans_a, trans_b=call.trans_b, c_mode=c_mode,
+      has_out=call.out is not None, alpha=call.alpha,
+      beta=call.beta if call.c is not None else 0.0,
+      precision=call.precision)
+
+
+def gemm(a, b, c=None, *, out=None, alpha=1.0, beta=1.0, transpose_a=False,
+         transpose_b=False, precision=None, preferred_element_type=None):
+  """`alpha * op(a) @ op(b) + beta * c`, at offsets that may live on device.
+
+  a, b, c, out: arrays (rank 2: the whole array) or `jax_dynoff.window`s.
+  Returns the (m, n) result of `preferred_element_type` (default: a's dtype);
+  or, with `out`, the whole `out` array with its window overwritten (every
+  other element bit-for-bit unchanged; in place when `out` is donated or a
+  loop carry).  `c` may be a window of the same array as `out`, overlapping
+  or not.  Accumulation is float32; float32 inputs use TF32 tensor cores on
+  GPU unless `precision=lax.Precision.HIGHEST`.  The exact semantics are
+  `jax_dynoff.reference.gemm`.
+  """
+  call = check_call(a, b, c, out=out, alpha=alpha, beta=beta,
+                    transpose_a=transpose_a, transpose_b=transpose_b,
+                    precision=precision,
+                    preferred_element_type=preferred_element_type)
+  spec = make_spec(call)
+  ops = Operands(
+      call.a.x, call.b.x,
+      call.c.x if spec.c_mode == "own" else None,
+      call.out.x if call.out is not None else None,
+      {"a": call.a.dynamic_starts(), "b": call.b.dynamic_starts(),
+       "c": call.c.dynamic_starts() if call.c is not None else [],
+       "d": call.out.dynamic_starts() if call.out is not None else []})
+  return bind(spec, ops)

@@ -1,0 +1,373 @@
+"""The `jax_dynoff_gemm` primitive and its transformation rules.
+
+Operands, in order: a, b, [c when c_mode == "own"], [out when has_out], then
+the dynamic starts of A, B, C, D (dim order).  The one parameter `spec`
+(a `GemmSpec`) holds everything static.  The result is D: the whole `out`
+array with its window rewritten, or a fresh (m, n) array.
+
+- vmap: one call with a batch dim (batched arrays carry it as a leading dim,
+  batched starts hold one value per item); never a Python loop.
+- jvp / transpose: expressed again with dynamic-offset GEMMs.  The gradient
+  of a windowed operand is a GEMM written into a window of zeros; the rules
+  are written for one batch item and vmapped for batched calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching
+
+from jax_dynoff import reference
+from jax_dynoff.spec import GemmSpec, WinSpec
+from jax_dynoff.window import Window
+
+gemm_p = Primitive("jax_dynoff_gemm")
+
+
+# ---------------------------------------------------------------------------
+# Operand bookkeeping
+
+
+@dataclasses.dataclass
+class Operands:
+  """The primitive's flat operand list, by role."""
+
+  a: object
+  b: object
+  c: object = None      # only when c_mode == "own"
+  out: object = None    # only when has_out
+  starts: dict = dataclasses.field(default_factory=dict)  # name -> list
+
+  @classmethod
+  def split(cls, spec: GemmSpec, args) -> "Operands":
+    args = list(args)
+    ops = cls(args.pop(0), args.pop(0))
+    if spec.c_mode == "own":
+      ops.c = args.pop(0)
+    if spec.has_out:
+      ops.out = args.pop(0)
+    for name, w in spec.operands():
+      ops.starts[name] = [args.pop(0) for _ in range(w.num_dynamic)]
+    assert not args, "operand count does not match spec"
+    return ops
+
+  def flat(self, spec: GemmSpec) -> list:
+    out = [self.a, self.b]
+    if spec.c_mode == "own":
+      out.append(self.c)
+    if spec.has_out:
+      out.append(self.out)
+    for name, _ in spec.operands():
+      out.extend(self.starts[name])
+    return out
+
+
+def bind(spec: GemmSpec, ops: Operands):
+  return gemm_p.bind(*ops.flat(spec), spec=spec)
+
+
+def _window(x, w: WinSpec, dyn) -> Window:
+  """A Window over array x whose starts are w's static ones and `dyn`."""
+  dyn = iter(dyn)
+  start = tuple(s if s is not None else next(dyn) for s in w.starts)
+  return Window(x, start, (w.rows, w.cols))
+
+
+# ---------------------------------------------------------------------------
+# Abstract evaluation and the plain implementation
+
+
+def _abstract_eval(*args, spec: GemmSpec):
+  dims = spec.d.dims if spec.has_out else (spec.m, spec.n)
+  return jax.core.ShapedArray(tuple(spec.batch_shape) + tuple(dims),
+                              spec.out_dtype)
+
+
+gemm_p.def_abstract_eval(_abstract_eval)
+
+
+@functools.lru_cache(maxsize=256)
+def _jitted(spec: GemmSpec):
+  return jax.jit(lambda *args: gemm_p.bind(*args, spec=spec))
+
+
+# Eager calls run the lowered FFI call through jit (one compile per spec).
+gemm_p.def_impl(lambda *args, spec: _jitted(spec)(*args))
+
+
+# ---------------------------------------------------------------------------
+# vmap
+
+
+def _batch_rule(args, dims, *, spec: GemmSpec):
+  size = next(np.shape(x)[d] for x, d in zip(args, dims)
+              if d is not batching.not_mapped)
+  ops = Operands.split(spec, args)
+  odims = Operands.split(spec, dims)
+  old_total = spec.batch
+
+  def lead(x, d):  # array operand: the new batch dim first, if it has one
+    return (x, False) if d is batching.not_mapped else (
+        jnp.moveaxis(x, d, 0), True)
+
+  def start(s, d):  # start operand: () or one value per (new x old) item
+    if d is batching.not_mapped:
+      return s if np.ndim(s) == 0 else jnp.tile(s, size)
+    s = jnp.moveaxis(s, d, 0)
+    if np.ndim(s) == 1 and spec.batch_shape:
+      return jnp.repeat(s, old_total)
+    return s.reshape(-1)
+
+  a, a_b = lead(ops.a, odims.a)
+  b, b_b = lead(ops.b, odims.b)
+  c, c_b = (None, False) if ops.c is None else lead(ops.c, odims.c)
+  new = Operands(a, b, c)
+  d_batched = True
+  if spec.has_out:
+    out, out_b = lead(ops.out, odims.out)
+    if not out_b:  # every item gets its own copy of out
+      out = jnp.broadcast_to(out, (size,) + out.shape)
+    new.out = out
+  new.starts = {n: [start(s, d) for s, d in zip(ops.starts[n], odims.starts[n])]
+                for n in ops.starts}
+
+  def add(w: Optional[WinSpec], flag: bool):
+    return None if w is None else dataclasses.replace(
+        w, batched=(flag,) + tuple(w.batched))
+
+  c_flag = c_b if spec.c_mode == "own" else d_batched
+  new_spec = dataclasses.replace(
+      spec, a=add(spec.a, a_b), b=add(spec.b, b_b), c=add(spec.c, c_flag),
+      d=add(spec.d, d_batched), batch_shape=(size,) + tuple(spec.batch_shape))
+  return bind(new_spec, new), 0
+
+
+batching.primitive_batchers[gemm_p] = _batch_rule
+
+
+# ---------------------------------------------------------------------------
+# Per-item rules for batched calls
+
+
+def _unbatched(spec: GemmSpec) -> GemmSpec:
+  def strip(w):
+    return None if w is None else dataclasses.replace(w, batched=())
+  return dataclasses.replace(spec, a=strip(spec.a), b=strip(spec.b),
+                             c=strip(spec.c), d=strip(spec.d), batch_shape=())
+
+
+def _per_item(fn, spec: GemmSpec, arrays: dict, starts: dict, shared=()):
+  """Runs fn(arrays, starts, *shared) once per batch item, through vmap.
+
+  arrays: name -> (value, WinSpec or None); a value with a WinSpec carries the
+  batch dims its spec marks, one without is fully batched (D-shaped values).
+  starts: name -> list of start operands (shape () or (batch,)).
+  Returns fn's dict of outputs, each with every batch dim leading.
+  """
+  nb = len(spec.batch_shape)
+  if nb == 0:
+    return fn(arrays, starts, *shared)
+  names = list(arrays)
+  vals = [arrays[n][0] for n in names]
+  flags = [arrays[n][1].batched if arrays[n][1] is not None else (True,) * nb
+           for n in names]
+  svals = {n: [s if np.ndim(s) == 0 else s.reshape(spec.batch_shape)
+               for s in lst] for n, lst in starts.items()}
+
+  def call(vals, svals, *shared):
+    return fn(dict(zip(names, [(v, None) for v in vals])), svals, *shared)
+
+  f = call
+  for j in reversed(range(nb)):
+    v_axes = [0 if (v is not None and fl[j]) else None
+              for v, fl in zip(vals, flags)]
+    s_axes = {n: [None if np.ndim(s) == 0 else 0 for s in lst]
+              for n, lst in svals.items()}
+    f = jax.vmap(f, in_axes=(v_axes, s_axes) + (None,) * len(shared))
+  return f(vals, svals, *shared)
+
+
+def _sum_to(x, w: WinSpec, batch_shape):
+  """Sums a fully batched cotangent down to the batch dims w carries."""
+  axes = tuple(j for j, f in enumerate(w.batched) if not f)
+  return x.sum(axes) if axes else x
+
+
+# ---------------------------------------------------------------------------
+# jvp
+
+
+def _accumulate_spec(spec: GemmSpec) -> GemmSpec:
+  """spec, but C is D's own window (beta 1): D_w = alpha op(A) op(B) + D_w."""
+  if not spec.has_out:
+    return dataclasses.replace(spec, c=None, c_mode="none", beta=0.0)
+  return dataclasses.replace(spec, c=spec.d, c_mode="from_d", beta=1.0)
+
+
+def _jvp_rule(primals, tangents, *, spec: GemmSpec):
+  y = gemm_p.bind(*primals, spec=spec)
+  p = Operands.split(spec, primals)
+  t = Operands.split(spec, tangents)
+  nz = lambda v: v is not None and type(v) is not ad.Zero
+  da = t.a if nz(t.a) else None
+  db = t.b if nz(t.b) else None
+  item = _unbatched(spec)
+
+  def zeros_like(x):
+    return jnp.zeros(np.shape(x), x.dtype)
+
+  # Tangents of the linear operands, materialised (cheap next to the GEMM).
+  dc = None
+  if spec.c_mode == "own":
+    dc = t.c if nz(t.c) else zeros_like(p.c)
+  dout = None
+  if spec.has_out:
+    dout = t.out if nz(t.out) else zeros_like(p.out)
+
+  if da is None and db is None:
+    # Only C and out move: D_w' = beta * C_w', the rest of out passes through.
+    return y, _linear_only(spec, item, p, dc, dout)
+
+  first = Operands(da if da is not None else p.a,
+                   p.b if da is not None else db, dc, dout, p.starts)
+  ty = bind(spec, first)
+  if da is not None and db is not None:
+    acc = _accumulate_spec(spec)
+    starts = dict(p.starts)
+    if spec.has_out:
+      starts["c"] = p.starts["d"]
+      ty = bind(acc, Operands(p.a, db, None, ty, starts))
+    else:
+      starts.pop("c", None)
+      ty = ty + bind(acc, Operands(p.a, db, None, None, starts))
+  return y, ty
+
+
+def _linear_only(spec, item, p: Operands, dc, dout):
+  """The tangent when only c and out have tangents (lax window ops)."""
+
+  def fn(arrays, starts):
+    dcv = arrays.get("c", (None,))[0]
+    doutv = arrays.get("out", (None,))[0]
+    if spec.c_mode == "own":
+      cval = reference.read_window(_window(dcv, item.c, starts["c"]))
+    elif spec.c_mode == "from_d":
+      cval = reference.read_window(_window(doutv, item.c, starts["c"]))
+    else:
+      cval = jnp.zeros((spec.m, spec.n), spec.out_dtype)
+    cval = (spec.beta * cval.astype(jnp.float32)).astype(spec.out_dtype)
+    if not spec.has_out:
+      return cval
+    return reference.write_window(_window(doutv, item.d, starts["d"]), cval)
+
+  arrays = {}
+  if dc is not None:
+    arrays["c"] = (dc, spec.c)
+  if dout is not None:
+    arrays["out"] = (dout, None)  # out is fully batched
+  return _per_item(fn, spec, arrays, p.starts)
+
+
+ad.primitive_jvps[gemm_p] = _jvp_rule
+
+
+# ---------------------------------------------------------------------------
+# transpose
+
+
+def _transpose_rule(ct, *args, spec: GemmSpec):
+  ops = Operands.split(spec, args)
+  undef = lambda v: ad.is_undefined_primal(v)
+  if undef(ops.a) and undef(ops.b):
+    raise NotImplementedError("jax_dynoff_gemm is bilinear in (a, b); it "
+                              "cannot be transposed in both at once")
+  if type(ct) is ad.Zero:
+    return [None] * len(args)
+  item = _unbatched(spec)
+  want = {n for n in ("a", "b", "c", "out") if undef(getattr(ops, n))}
+
+  def aval(v):
+    return v.aval if undef(v) else None
+
+  shapes = {n: aval(getattr(ops, n)) for n in want}
+  # Item shapes: strip the batch dims each undefined operand carries.
+  item_shape = {}
+  for n in want:
+    w = {"a": spec.a, "b": spec.b, "c": spec.c, "out": spec.d}[n]
+    item_shape[n] = (tuple(w.dims), shapes[n].dtype)
+
+  def fn(arrays, starts, *_):
+    g = arrays["ct"][0]
+    res = {}
+    gw = _window(g, item.d, starts["d"]) if spec.has_out else Window(
+        g, (0, 0), (spec.m, spec.n))
+    if spec.out_dtype != spec.in_dtype and ({"a", "b"} & want):
+      gin = reference.read_window(gw).astype(spec.in_dtype)
+      gin = Window(gin, (0, 0), (spec.m, spec.n))
+    else:
+      gin = gw
+    from jax_dynoff.ops import gemm  # the public op: same rules, same paths
+
+    def zeros_window(n, w, st):
+      shape, dtype = item_shape[n]
+      return _window(jnp.zeros(shape, dtype), w, st)
+
+    kw = dict(alpha=spec.alpha, precision=_lax_precision(spec))
+    if "a" in want:
+      bw = _window(arrays["b"][0], item.b, starts["b"])
+      zw = zeros_window("a", item.a, starts["a"])
+      if not spec.trans_a:   # dA = alpha G op(B)^T
+        res["a"] = gemm(gin, bw, out=zw, transpose_b=not spec.trans_b, **kw)
+      else:                  # dA = alpha op(B) G^T
+        res["a"] = gemm(bw, gin, out=zw, transpose_a=spec.trans_b,
+                        transpose_b=True, **kw)
+    if "b" in want:
+      aw = _window(arrays["a"][0], item.a, starts["a"])
+      zw = zeros_window("b", item.b, starts["b"])
+      if not spec.trans_b:   # dB = alpha op(A)^T G
+        res["b"] = gemm(aw, gin, out=zw, transpose_a=not spec.trans_a, **kw)
+      else:                  # dB = alpha G^T op(A)
+        res["b"] = gemm(gin, aw, out=zw, transpose_a=True,
+                        transpose_b=spec.trans_a, **kw)
+    if "c" in want or "out" in want:
+      bg = spec.beta * reference.read_window(gw).astype(jnp.float32)
+    if "c" in want:
+      res["c"] = reference.write_window(zeros_window("c", item.c, starts["c"]),
+                                        bg)
+    if "out" in want:
+      zero = jnp.zeros((spec.m, spec.n), spec.out_dtype)
+      o = reference.write_window(gw, zero)
+      if spec.c_mode == "from_d":
+        cw = _window(o, item.c, starts["c"])
+        o = reference.write_window(
+            cw, reference.read_window(cw).astype(jnp.float32) + bg)
+      res["out"] = o
+    return res
+
+  arrays = {"ct": (ct, None)}
+  if "a" in want:
+    arrays["b"] = (ops.b, spec.b)
+  if "b" in want:
+    arrays["a"] = (ops.a, spec.a)
+  res = _per_item(fn, spec, arrays, ops.starts)
+  if spec.batch_shape:
+    for n, w in (("a", spec.a), ("b", spec.b), ("c", spec.c)):
+      if n in res:
+        res[n] = _sum_to(res[n], w, spec.batch_shape)
+  out = Operands(res.get("a"), res.get("b"), res.get("c"), res.get("out"),
+                 {n: [None] * len(v) for n, v in ops.starts.items()})
+  return out.flat(spec)
+
+
+def _lax_precision(spec: GemmSpec):
+  return jax.lax.Precision.HIGHEST if spec.precision == "highest" else None
+
+
+ad.primitive_transposes[gemm_p] = _transpose_rule

@@ -1,0 +1,142 @@
+"""Checks one `gemm(...)` call and resolves its static facts.
+
+Shared by `jax_dynoff.gemm` and `jax_dynoff.reference.gemm`, so both accept
+and reject exactly the same calls with the same messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jax_dynoff.window import Window, as_window
+
+INPUT_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16),
+                jnp.dtype(jnp.float32))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GemmCall:
+  a: Window
+  b: Window
+  c: Optional[Window]
+  out: Optional[Window]
+  m: int
+  n: int
+  k: int
+  in_dtype: np.dtype
+  out_dtype: np.dtype
+  trans_a: bool
+  trans_b: bool
+  alpha: float
+  beta: float
+  precision: str          # "default" or "highest"
+  lax_precision: Any      # what to hand lax.dot_general (the reference)
+  c_is_out: bool          # c is a window of the very array passed as out
+
+
+def _static_float(arg: str, v: Any) -> float:
+  if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+    raise TypeError(
+        f"{arg} must be a static Python number (it is baked into the "
+        f"kernel), got {type(v).__name__}")
+  return float(v)
+
+
+def _static_bool(arg: str, v: Any) -> bool:
+  if not isinstance(v, (bool, np.bool_)):
+    raise TypeError(f"{arg} must be a Python bool, got {type(v).__name__}")
+  return bool(v)
+
+
+def _precision(v: Any) -> tuple[str, Any]:
+  """('highest' | 'default', the value for lax).  Accepts what jnp.dot does."""
+  if v is None:
+    return "default", None
+  vals = v if isinstance(v, (tuple, list)) else (v,)
+  if len(vals) not in (1, 2):
+    raise ValueError(f"precision must be None, a lax.Precision or a pair of "
+                     f"them, got {v!r}")
+  parsed = []
+  for p in vals:
+    try:
+      parsed.append(lax.Precision(p) if p is not None else None)
+    except (ValueError, KeyError, TypeError):
+      raise ValueError(f"precision must be None, a lax.Precision or a pair "
+                       f"of them, got {v!r}") from None
+  highest = all(p == lax.Precision.HIGHEST for p in parsed)
+  lp = lax.Precision.HIGHEST if highest else None
+  return ("highest" if highest else "default"), lp
+
+
+def check_call(a, b, c=None, *, out=None, alpha=1.0, beta=1.0,
+               transpose_a=False, transpose_b=False, precision=None,
+               preferred_element_type=None) -> GemmCall:
+  a, b = as_window("a", a), as_window("b", b)
+  c = None if c is None else as_window("c", c)
+  out = None if out is None else as_window("out", out)
+  ta = _static_bool("transpose_a", transpose_a)
+  tb = _static_bool("transpose_b", transpose_b)
+  alpha = _static_float("alpha", alpha)
+  beta = _static_float("beta", beta)
+  prec, lax_prec = _precision(precision)
+
+  in_dtype = jnp.dtype(a.dtype)
+  if in_dtype not in INPUT_DTYPES:
+    raise TypeError(f"a must be bfloat16, float16 or float32, got {in_dtype}")
+  if jnp.dtype(b.dtype) != in_dtype:
+    raise TypeError(
+        f"b must have a's dtype {in_dtype} (a and b share one dtype), got "
+        f"{jnp.dtype(b.dtype)}")
+
+  if preferred_element_type is not None:
+    try:
+      pref = jnp.dtype(preferred_element_type)
+    except TypeError:
+      raise TypeError(f"preferred_element_type must be a dtype, got "
+                      f"{preferred_element_type!r}") from None
+  else:
+    pref = None
+  if out is not None:
+    out_dtype = jnp.dtype(out.dtype)
+    if pref is not None and pref != out_dtype:
+      raise TypeError(
+          f"preferred_element_type {pref} disagrees with out's dtype "
+          f"{out_dtype}")
+    who = "out"
+  else:
+    out_dtype = pref if pref is not None else in_dtype
+    who = "preferred_element_type"
+  if out_dtype not in (in_dtype, jnp.dtype(jnp.float32)):
+    raise TypeError(
+        f"{who} dtype must be the input dtype {in_dtype} or float32, got "
+        f"{out_dtype}")
+
+  am, ak = (a.shape[1], a.shape[0]) if ta else a.shape
+  bk, bn = (b.shape[1], b.shape[0]) if tb else b.shape
+  if ak != bk:
+    raise ValueError(
+        f"b: inner dimensions do not match: op(a) is {am}x{ak} but op(b) is "
+        f"{bk}x{bn} (a window {a.shape}, transpose_a={ta}; b window "
+        f"{b.shape}, transpose_b={tb})")
+  m, n, k = am, bn, ak
+
+  if c is not None:
+    if jnp.dtype(c.dtype) != out_dtype:
+      raise TypeError(
+          f"c must have the output dtype {out_dtype}, got {jnp.dtype(c.dtype)}")
+    if tuple(c.shape) != (m, n):
+      raise ValueError(
+          f"c window must be (m, n) = {(m, n)}, got {tuple(c.shape)}")
+  if out is not None and tuple(out.shape) != (m, n):
+    raise ValueError(
+        f"out window must be (m, n) = {(m, n)}, got {tuple(out.shape)}")
+  c_is_out = c is not None and out is not None and c.x is out.x
+  return GemmCall(a, b, c, out, m, n, k, in_dtype, out_dtype, ta, tb, alpha,
+                  beta, prec, lax_prec, c_is_out)

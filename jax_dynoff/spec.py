@@ -1,0 +1,165 @@
+"""The static description of one GEMM call, and its encoding for the FFI.
+
+Everything here is known at trace time.  `GemmSpec` is the primitive's
+parameter; `encode_desc` turns it into the int64 `desc` attribute that
+ffi/gemm_problem.h decodes (keep the two layouts in step: DESC_VERSION).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+DESC_VERSION = 1
+MAX_RANK = 8
+MAX_BATCH_RANK = 4
+HEADER_SIZE = 20
+BLOCK_SIZE = 4 + 4 * MAX_RANK
+DESC_SIZE = HEADER_SIZE + 4 * BLOCK_SIZE
+
+DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype("float16"): 1}
+try:  # ml_dtypes ships with jax
+  import ml_dtypes
+
+  DTYPE_CODES[np.dtype(ml_dtypes.bfloat16)] = 2
+except ImportError:  # pragma: no cover
+  pass
+
+C_MODES = {"none": 0, "own": 1, "from_d": 2}
+PRECISIONS = {"default": 0, "highest": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class WinSpec:
+  """One operand: a window of an array, as the kernel sees it.
+
+  dims:    the array's shape without batch dims.
+  win:     the window's extent per dim (1 in the leading dims).
+  starts:  per dim, the start already clamped (a Python int) or None when it
+           is dynamic (then it comes as a scalar operand of the call).
+  batched: per batch dim of the call, whether this array carries it (as a
+           leading dim, in batch-dim order).
+  """
+
+  dims: tuple[int, ...]
+  win: tuple[int, ...]
+  starts: tuple[Optional[int], ...]
+  batched: tuple[bool, ...] = ()
+
+  @property
+  def rows(self) -> int:
+    return self.win[-2]
+
+  @property
+  def cols(self) -> int:
+    return self.win[-1]
+
+  @property
+  def ld(self) -> int:
+    return self.dims[-1]
+
+  @property
+  def strides(self) -> tuple[int, ...]:
+    s, out = 1, []
+    for d in reversed(self.dims):
+      out.append(s)
+      s *= d
+    return tuple(reversed(out))
+
+  @property
+  def num_dynamic(self) -> int:
+    return sum(s is None for s in self.starts)
+
+  def static_offset(self) -> int:
+    """Elements contributed by the static starts."""
+    return sum(s * st for s, st in zip(self.starts, self.strides)
+               if s is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmSpec:
+  """Everything static about one call (the primitive's one parameter)."""
+
+  m: int
+  n: int
+  k: int
+  a: WinSpec
+  b: WinSpec
+  c: Optional[WinSpec]
+  d: WinSpec
+  in_dtype: np.dtype
+  out_dtype: np.dtype
+  trans_a: bool
+  trans_b: bool
+  c_mode: str          # "none", "own" (c is its own array), "from_d"
+  has_out: bool        # D is the caller's `out` (aliased) or a fresh array
+  alpha: float
+  beta: float
+  precision: str       # "default" (tf32 for float32) or "highest"
+  batch_shape: tuple[int, ...] = ()
+
+  @property
+  def batch(self) -> int:
+    return int(np.prod(self.batch_shape, dtype=np.int64))
+
+  def operands(self):
+    """(name, WinSpec) of every present operand, in FFI order A, B, C, D."""
+    out = [("a", self.a), ("b", self.b)]
+    if self.c is not None:
+      out.append(("c", self.c))
+    out.append(("d", self.d))
+    return out
+
+
+def encode_desc(spec: GemmSpec, path: int, split_k: int) -> np.ndarray:
+  """The int64 `desc` attribute (layout: ffi/gemm_problem.h, namespace desc).
+
+  FFI args are laid out as: a, b, [c if c_mode == "own"], [out if has_out],
+  then the dynamic starts of A, B, C, D in dim order.
+  """
+  if len(spec.batch_shape) > MAX_BATCH_RANK:
+    raise ValueError(f"at most {MAX_BATCH_RANK} nested vmaps are supported")
+  d = np.zeros(DESC_SIZE, np.int64)
+  d[0:13] = [DESC_VERSION, spec.m, spec.n, spec.k,
+             DTYPE_CODES[np.dtype(spec.in_dtype)],
+             DTYPE_CODES[np.dtype(spec.out_dtype)],
+             int(spec.trans_a), int(spec.trans_b), C_MODES[spec.c_mode],
+             PRECISIONS[spec.precision], path, split_k, len(spec.batch_shape)]
+  d[13:13 + len(spec.batch_shape)] = spec.batch_shape
+
+  array_args = {"a": 0, "b": 1}
+  next_arg = 2
+  if spec.c_mode == "own":
+    array_args["c"] = next_arg
+    next_arg += 1
+  if spec.has_out:
+    next_arg += 1  # `out`: passed for the alias only, D is ret 0
+  array_args["d"] = -1
+  if spec.c_mode == "from_d":
+    array_args["c"] = -1
+
+  blocks = {"a": spec.a, "b": spec.b, "c": spec.c, "d": spec.d}
+  for i, name in enumerate("abcd"):
+    w = blocks[name]
+    base = HEADER_SIZE + i * BLOCK_SIZE
+    if w is None:
+      continue
+    r = len(w.dims)
+    if r > MAX_RANK:
+      raise ValueError(f"arrays of rank > {MAX_RANK} are not supported")
+    mask = sum(1 << j for j, bt in enumerate(w.batched) if bt)
+    d[base:base + 4] = [1, array_args[name], r, mask]
+    d[base + 4:base + 4 + r] = w.dims
+    d[base + 4 + MAX_RANK:base + 4 + MAX_RANK + r] = w.win
+    for j, s in enumerate(w.starts):
+      if s is None:
+        d[base + 4 + 2 * MAX_RANK + j] = 0
+        d[base + 4 + 3 * MAX_RANK + j] = next_arg
+        next_arg += 1
+      else:
+        d[base + 4 + 2 * MAX_RANK + j] = s
+        d[base + 4 + 3 * MAX_RANK + j] = -1
+    d[base + 4 + 3 * MAX_RANK + r:base + 4 + 4 * MAX_RANK] = -1
+  return d

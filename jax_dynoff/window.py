@@ -1,0 +1,160 @@
+"""Windows: a 2-D block of an array at starts that may be traced.
+
+A `Window` is what `gemm` accepts for each operand.  Construction checks
+everything static (ranks, extents, the types of the starts) and raises a
+`TypeError` / `ValueError` that names the argument; the dynamic starts stay
+traced values and are clamped on the device exactly like
+`lax.dynamic_slice` (see `clamp_start`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any, Optional, Sequence, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Start = Union[int, jax.Array]
+
+
+def clamp_start(start: int, dim: int, size: int) -> int:
+  """lax.dynamic_slice's rule for one start (allow_negative_indices=True).
+
+  A start s < 0 first becomes s + dim; then it is clamped to
+  [0, dim - size] so that the window lies inside the array.
+  """
+  if start < 0:
+    start += dim
+  return min(max(start, 0), dim - size)
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclasses.dataclass(frozen=True, eq=False)
+class Window:
+  """`x[start[0], ..., start[r-3], start[r-2]:+rows, start[r-1]:+cols]`.
+
+  x:     the whole array (rank r >= 2).
+  start: r entries, each a Python int or an integer scalar (traced or not).
+  shape: (rows, cols), the extent in the two trailing dims.
+  """
+
+  x: jax.Array
+  start: tuple[Start, ...]
+  shape: tuple[int, int]
+
+  @property
+  def dtype(self):
+    return self.x.dtype
+
+  @property
+  def win(self) -> tuple[int, ...]:
+    """The window's extent in every dim of x (1 in the leading dims)."""
+    return (1,) * (self.x.ndim - 2) + tuple(self.shape)
+
+  def static_starts(self) -> tuple[Optional[int], ...]:
+    """Per dim: the clamped start if it is a Python int, else None."""
+    return tuple(
+        clamp_start(s, d, w) if isinstance(s, int) else None
+        for s, d, w in zip(self.start, self.x.shape, self.win))
+
+  def dynamic_starts(self) -> list[jax.Array]:
+    return [s for s in self.start if not isinstance(s, int)]
+
+  def tree_flatten(self):
+    return (self.x, self.start), self.shape
+
+  @classmethod
+  def tree_unflatten(cls, shape, children):
+    x, start = children
+    return cls(x, tuple(start), shape)
+
+
+def _is_array(x: Any) -> bool:
+  return isinstance(x, (jax.Array, np.ndarray)) or hasattr(x, "aval")
+
+
+def _check_start(arg: str, i: int, s: Any) -> Start:
+  """One start entry: a Python int, or an integer scalar array."""
+  if isinstance(s, (bool, np.bool_)):
+    raise TypeError(f"{arg}[{i}] must be an integer, got a bool ({s!r})")
+  if isinstance(s, (int, np.integer)):
+    return int(s)
+  if isinstance(s, (float, complex, np.floating)):
+    raise TypeError(
+        f"{arg}[{i}] must be an integer or an integer scalar array, "
+        f"got {type(s).__name__} {s!r}")
+  if not _is_array(s):
+    raise TypeError(
+        f"{arg}[{i}] must be an integer or an integer scalar array, got "
+        f"{type(s).__name__}")
+  shape, dtype = np.shape(s), np.dtype(s.dtype)
+  if shape != ():
+    raise ValueError(
+        f"{arg}[{i}] must be a scalar (shape ()), got shape {shape}")
+  if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+    raise TypeError(f"{arg}[{i}] must be int32 or int64, got {dtype}")
+  if isinstance(s, np.ndarray):  # concrete numpy scalar: static
+    return int(s)
+  return s
+
+
+def window(x: jax.Array, start: Sequence[Start], shape: Sequence[int]) -> Window:
+  """A window of `x` for `gemm`: `shape = (rows, cols)` in the trailing dims.
+
+  `start` has one entry per dim of `x`; each is a Python int or an int32 /
+  int64 scalar (typically traced: a loop index, a value read from a device
+  table).  Starts follow `lax.dynamic_slice`: negative ones count from the
+  end, then every start is clamped so the window lies inside `x`.
+  """
+  if not _is_array(x):
+    x = jnp.asarray(x)
+  if x.ndim < 2:
+    raise ValueError(f"window: x must have rank >= 2, got shape {x.shape}")
+  try:
+    start = tuple(start)
+  except TypeError:
+    raise TypeError(
+        f"window: start must be a sequence of {x.ndim} integers, got "
+        f"{type(start).__name__}") from None
+  if len(start) != x.ndim:
+    raise ValueError(
+        f"window: start must have {x.ndim} entries (one per dim of x, shape "
+        f"{x.shape}), got {len(start)}")
+  start = tuple(_check_start("start", i, s) for i, s in enumerate(start))
+  try:
+    shape = tuple(operator.index(v) for v in shape)
+  except TypeError:
+    raise TypeError(
+        f"window: shape must be two Python ints (rows, cols), got {shape!r}"
+    ) from None
+  if len(shape) != 2 or min(shape) < 0:
+    raise ValueError(
+        f"window: shape must be (rows, cols) with rows, cols >= 0, got "
+        f"{shape}")
+  if shape[0] > x.shape[-2] or shape[1] > x.shape[-1]:
+    raise ValueError(
+        f"window: shape {shape} is larger than the trailing dims of x "
+        f"{x.shape[-2:]} (x has shape {x.shape})")
+  return Window(x, start, shape)
+
+
+def as_window(arg: str, v: Any) -> Window:
+  """`v` as a Window: a Window as is, a rank-2 array as the whole array."""
+  if isinstance(v, Window):
+    return v
+  if not _is_array(v):
+    if isinstance(v, (list, tuple, int, float)):
+      v = jnp.asarray(v)
+    else:
+      raise TypeError(
+          f"{arg} must be an array or a jax_dynoff.Window, got "
+          f"{type(v).__name__}")
+  if v.ndim != 2:
+    raise ValueError(
+        f"{arg} must be a rank-2 array or a jax_dynoff.Window (use "
+        f"jax_dynoff.window to pick a 2-D block of a rank-{v.ndim} array), "
+        f"got shape {v.shape}")
+  return Window(v, (0, 0), tuple(v.shape))
