@@ -92,7 +92,7 @@ struct GenericGemm {
 #define JAX_DYNOFF_GENERIC_KERNEL(NAME, IN, OUT)                             \
   namespace jax_dynoff {                                                     \
   namespace kernels {                                                        \
-  const KernelEntry NAME = {#NAME, &GenericGemm<IN, OUT>::Workspace,         \
+  extern const KernelEntry NAME = {#NAME, &GenericGemm<IN, OUT>::Workspace,         \
                             &GenericGemm<IN, OUT>::Run};                     \
   }                                                                          \
   }

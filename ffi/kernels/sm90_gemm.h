@@ -1,0 +1,174 @@
+// The SM90 paths: CUTLASS 3.x ptr-array TMA warp-specialized GEMMs (after
+// CUTLASS example 56).  The kernel reads the operand addresses of batch item
+// l from device pointer arrays and rewrites its TMA descriptors on the device,
+// so the offsets computed by the handler's prep kernel never reach the host.
+//
+// Requirements (proved statically by jax_dynoff/plan.py, re-checked by the
+// handler before it picks this path): every A/B/C/D address and every leading
+// dimension is a multiple of 16 bytes, the contiguous extent of every window
+// is a multiple of 8 elements, k > 0.  Compiled for sm_90a only.
+#ifndef JAX_DYNOFF_KERNELS_SM90_GEMM_H_
+#define JAX_DYNOFF_KERNELS_SM90_GEMM_H_
+
+#include <string>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/thread/linear_combination.h"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/kernel_hardware_info.h"
+#include "kernels/launch.h"
+
+namespace jax_dynoff {
+namespace kernels {
+
+// Large problems: 256x128x64 cooperative (two consumer warp groups share one
+// tile), cluster 1x2 (multicast of A across the pair).
+struct Sm90LargeConfig {
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+  using TileShape = cute::Shape<cute::_256, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
+};
+
+// Small m: 64x128x64 ping-pong (two consumer warp groups alternate tiles,
+// one's epilogue hides behind the other's MMA); 4x the CTAs of the large
+// tile for m <= 256.
+struct Sm90SmallConfig {
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+  using TileShape = cute::Shape<cute::_64, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+};
+
+template <typename Config, typename ElementIn, typename ElementOut,
+          typename LayoutA, typename LayoutB>
+struct Sm90Gemm {
+  using LayoutC = cutlass::layout::RowMajor;
+  static constexpr int kAlignIn = 128 / cutlass::sizeof_bits<ElementIn>::value;
+  static constexpr int kAlignOut =
+      128 / cutlass::sizeof_bits<ElementOut>::value;
+
+  using CollectiveEpilogue =
+      typename cutlass::epilogue::collective::CollectiveBuilder<
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+          typename Config::TileShape, typename Config::ClusterShape,
+          cutlass::epilogue::collective::EpilogueTileAuto,
+          float, float,                             // accumulator, compute
+          ElementOut, LayoutC, kAlignOut,           // C
+          ElementOut, LayoutC, kAlignOut,           // D
+          typename Config::EpilogueSchedule>::CollectiveOp;
+
+  using CollectiveMainloop =
+      typename cutlass::gemm::collective::CollectiveBuilder<
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+          ElementIn, LayoutA, kAlignIn,
+          ElementIn, LayoutB, kAlignIn,
+          float,
+          typename Config::TileShape, typename Config::ClusterShape,
+          cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+              sizeof(typename CollectiveEpilogue::SharedStorage))>,
+          typename Config::KernelSchedule>::CollectiveOp;
+
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
+      cutlass::gemm::ArrayProblemShape<cute::Shape<int, int, int, int>>,
+      CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+  using StrideA = typename Gemm::GemmKernel::StrideA;
+  using StrideB = typename Gemm::GemmKernel::StrideB;
+  using StrideC = typename Gemm::GemmKernel::StrideC;
+  using StrideD = typename Gemm::GemmKernel::StrideD;
+
+  // Puts the leading dimension into the one run-time stride of a CUTLASS 3.x
+  // (MN, K, L) stride; the unit stride is static, L is unused (ptr-array).
+  template <typename Stride>
+  static Stride MakeStride(int64_t ld) {
+    Stride s{};
+    if constexpr (cute::is_static<
+                      cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value)
+      cute::get<1>(s) = ld;
+    else
+      cute::get<0>(s) = ld;
+    return s;
+  }
+
+  static typename Gemm::Arguments Args(const GemmLaunch& l) {
+    // op(A) is m x k: row-major A has row stride a_row = lda, column-major
+    // A (a transposed window) has column stride a_col = lda.  op(B) is k x n;
+    // CUTLASS 3.x indexes B as (n, k): row-major B -> stride (1, ldb).
+    const int64_t lda = std::is_same_v<LayoutA, cutlass::layout::RowMajor>
+                            ? l.a_row : l.a_col;
+    const int64_t ldb = std::is_same_v<LayoutB, cutlass::layout::RowMajor>
+                            ? l.b_row : l.b_col;
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = l.device;
+    hw.sm_count = l.sm_count;
+    using EA = typename Gemm::ElementA;
+    using EB = typename Gemm::ElementB;
+    using EC = typename Gemm::ElementC;
+    using ED = typename Gemm::EpilogueOutputOp::ElementOutput;
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kArray,
+        {{l.m, l.n, l.k, l.batch}},
+        {reinterpret_cast<const EA**>(const_cast<const void**>(l.ptr_a)),
+         MakeStride<StrideA>(lda),
+         reinterpret_cast<const EB**>(const_cast<const void**>(l.ptr_b)),
+         MakeStride<StrideB>(ldb)},
+        {{l.alpha, l.beta},
+         reinterpret_cast<const EC**>(const_cast<const void**>(l.ptr_c)),
+         MakeStride<StrideC>(l.ldc),
+         reinterpret_cast<ED**>(const_cast<void**>(l.ptr_d)),
+         MakeStride<StrideD>(l.ldd)},
+        hw};
+    return args;
+  }
+
+  static size_t Workspace(const GemmLaunch& l) {
+    return Gemm::get_workspace_size(Args(l));
+  }
+
+  static std::string Run(const GemmLaunch& l) {
+    auto args = Args(l);
+    Gemm gemm;
+    cutlass::Status s = gemm.can_implement(args);
+    if (s != cutlass::Status::kSuccess)
+      return std::string("SM90 GEMM: can_implement: ") +
+             cutlass::cutlassGetStatusString(s);
+    if (Gemm::get_workspace_size(args) > l.workspace_bytes)
+      return "SM90 GEMM: workspace too small";
+    s = gemm.initialize(args, l.workspace, l.stream);
+    if (s != cutlass::Status::kSuccess)
+      return std::string("SM90 GEMM: initialize: ") +
+             cutlass::cutlassGetStatusString(s);
+    s = gemm.run(l.stream);
+    if (s != cutlass::Status::kSuccess) {
+      cudaError_t e = cudaGetLastError();
+      return std::string("SM90 GEMM: launch: ") +
+             cutlass::cutlassGetStatusString(s) + ": " + cudaGetErrorString(e);
+    }
+    return "";
+  }
+};
+
+}  // namespace kernels
+}  // namespace jax_dynoff
+
+// One instantiation per translation unit:
+//   JAX_DYNOFF_SM90_KERNEL(kSm90LargeBf16Bf16NN, Sm90LargeConfig,
+//                          cutlass::bfloat16_t, cutlass::bfloat16_t,
+//                          cutlass::layout::RowMajor, cutlass::layout::RowMajor)
+#define JAX_DYNOFF_SM90_KERNEL(NAME, CONFIG, IN, OUT, LA, LB)                \
+  namespace jax_dynoff {                                                     \
+  namespace kernels {                                                        \
+  using NAME##_t = Sm90Gemm<CONFIG, IN, OUT, LA, LB>;                        \
+  extern const KernelEntry NAME = {#NAME, &NAME##_t::Workspace, &NAME##_t::Run};    \
+  }                                                                          \
+  }
+
+#endif  // JAX_DYNOFF_KERNELS_SM90_GEMM_H_
