@@ -63,6 +63,13 @@ class Window:
   def dynamic_starts(self) -> list[jax.Array]:
     return [s for s in self.start if not isinstance(s, int)]
 
+  def __repr__(self):  # not the default: that would print all of x
+    start = ", ".join(str(s) if isinstance(s, int) else
+                      f"<{getattr(s, 'dtype', type(s).__name__)} scalar>"
+                      for s in self.start)
+    return (f"Window(x: {self.x.dtype}{list(self.x.shape)}, start=({start}), "
+            f"shape={tuple(self.shape)})")
+
   def tree_flatten(self):
     return (self.x, self.start), self.shape
 
