@@ -6,7 +6,8 @@
 # Needs: python3 with jax[cuda], nanobind, scikit-build-core, pytest and
 # hypothesis; the nvidia-cutlass wheel in ./.whl (pip download --no-deps -d
 # .whl nvidia-cutlass==4.2.0.0 on a machine with network).
-# Env: JOBS (build parallelism), PYTEST_ARGS (extra pytest args), SKIP_BENCH.
+# Env: JOBS (build parallelism), TESTS (test paths relative to the repo,
+# default: tests), PYTEST_ARGS (extra pytest args), SKIP_BENCH.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 res=${1:-${OUT:-$repo/gpu_results}}
@@ -31,7 +32,7 @@ grep -E "ptxas|warning" "$res/build.log" | head -20
 step "tests on the GPU"
 # From outside the repo so that the installed package is imported.
 (cd /tmp && python3 -m pytest -q -p no:cacheprovider --junitxml="$res/pytest.xml" \
-   "$repo/tests" ${PYTEST_ARGS:-}) 2>&1 | tee "$res/pytest.log" | tail -40
+   $(for t in ${TESTS:-tests}; do echo "$repo/$t"; done) ${PYTEST_ARGS:-}) 2>&1 | tee "$res/pytest.log" | tail -40
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 if [ -z "${SKIP_BENCH:-}" ]; then

@@ -3,7 +3,8 @@
 `jax_dynoff.gemm(...)` must equal `reference.gemm(...)` to the tolerance of
 its dtype for every input.  Read this file for the exact meaning of a call:
 
-  acc = alpha * op(A) @ op(B) (+ beta * C when c is given), in float32,
+  acc = alpha * op(A) @ op(B) (+ beta * C when c is given and beta != 0:
+        beta == 0 means C is not read, as in BLAS), in float32,
   op(X) = X.T when the transpose flag is set;
   without `out`: acc cast to preferred_element_type (default: a's dtype);
   with `out`:    out with its window replaced by acc cast to out.dtype.

@@ -137,6 +137,10 @@ def check_call(a, b, c=None, *, out=None, alpha=1.0, beta=1.0,
   if out is not None and tuple(out.shape) != (m, n):
     raise ValueError(
         f"out window must be (m, n) = {(m, n)}, got {tuple(out.shape)}")
+  if beta == 0.0:
+    # BLAS convention: beta == 0 means C is not read at all, so NaN or Inf
+    # in C does not reach the result (0 * NaN would be NaN).
+    c = None
   c_is_out = c is not None and out is not None and c.x is out.x
   return GemmCall(a, b, c, out, m, n, k, in_dtype, out_dtype, ta, tb, alpha,
                   beta, prec, lax_prec, c_is_out)

@@ -4,8 +4,8 @@ Hypothesis profiles (pick one with JAX_DYNOFF_HYPOTHESIS_PROFILE):
   default   ~30 examples per property, no deadline (compiles dominate)
   quick     few examples, for a fast smoke run
   thorough  many examples, for a long local soak
-Property tests that need a different count set `max_examples` locally and
-scale it with `strategies.examples(n)`.
+Property tests set their own `max_examples` through `strategies.examples(n)`,
+which JAX_DYNOFF_HYPOTHESIS_SCALE multiplies (e.g. 10 for a long soak).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import jax_dynoff as dyn
 from strategies import (BF16, DTYPES, F16, F32, INT32_MAX, INT32_MIN,
                         INT64_MAX, INT64_MIN, TOL, GemmCase, Operand,
                         assert_bits_equal, assert_close, check_case,
-                        clamp_start, gemm_cases, poison_array, random_array,
+                        clamp_start, examples, gemm_cases, poison_array, random_array,
                         run_case)
 
 
@@ -29,7 +29,7 @@ from strategies import (BF16, DTYPES, F16, F32, INT32_MAX, INT32_MIN,
 # Property tests
 # ----------------------------------------------------------------------------
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(gemm_cases(allow_plain="always", ranks=(2,), with_out=False,
                   c_from_out=False))
 def test_plain_arrays(case):
@@ -37,28 +37,28 @@ def test_plain_arrays(case):
   check_case(case)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(gemm_cases(kinds=("static",)))
 def test_windows_python_int_starts(case):
   """Windows with Python int starts anywhere in the int64 range."""
   check_case(case)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(gemm_cases(kinds=("traced",), allow_plain=False))
 def test_windows_traced_int32_starts(case):
   """Every start a traced int32 scalar (a jit argument)."""
   check_case(case)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(gemm_cases(kinds=("static", "traced")))
 def test_windows_mixed_starts(case):
   """Python int and traced int32 starts mixed within one window."""
   check_case(case)
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(gemm_cases(kinds=("static", "traced"), start_dtype="int64"))
 def test_windows_traced_int64_starts(case):
   """Traced int64 starts (x64 on, inside a context), int64 extremes and
@@ -67,14 +67,14 @@ def test_windows_traced_int64_starts(case):
     check_case(case)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(gemm_cases(with_out=True, c_from_out=False))
 def test_poisoned_out(case):
   """`out` full of NaN or random bits: only the window changes."""
   check_case(case)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(gemm_cases(with_out=True, c_from_out=True))
 def test_c_is_a_window_of_out(case):
   """c and out windows of one array: equal, overlapping or disjoint."""

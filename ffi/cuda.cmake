@@ -1,0 +1,124 @@
+# CUDA part of the build, included by CMakeLists.txt when nvcc is found.
+#
+# Adds to the nanobind target _jax_dynoff:
+#   - ffi/cuda_gemm.cu (the CUDA FFI handler) and the generic CUTLASS 2.x
+#     kernels, compiled as SASS for every architecture in
+#     JAX_DYNOFF_CUDA_ARCHS (an "a" suffix is dropped for these: they use no
+#     arch-specific feature) plus PTX of the lowest one for newer GPUs;
+#   - the SM90 CUTLASS 3.x kernels, compiled only for sm_90a, and only when
+#     JAX_DYNOFF_CUDA_ARCHS lists 90a (then JAX_DYNOFF_WITH_SM90 is defined
+#     for the handler).
+# cudart is linked statically, so the module imports on a machine without a
+# GPU driver (the CPU handler still works there).  CUTLASS comes from the
+# nvidia-cutlass wheel; CCCL from <cuda>/include/cccl (CUDA 13 layout).
+
+set(JAX_DYNOFF_CUDA_ARCHS "90a;80" CACHE STRING
+    "CUDA architectures: 90a builds the SM90 TMA kernels; every entry gets the generic kernels")
+
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+
+execute_process(
+  COMMAND "${Python_EXECUTABLE}" -c
+          "import cutlass_library, os; print(cutlass_library.source_path)"
+  OUTPUT_STRIP_TRAILING_WHITESPACE OUTPUT_VARIABLE JAX_DYNOFF_CUTLASS_DIR
+  COMMAND_ERROR_IS_FATAL ANY)
+set(JAX_DYNOFF_CUTLASS_INCLUDE_DIRS
+    "${JAX_DYNOFF_CUTLASS_DIR}/include"
+    "${JAX_DYNOFF_CUTLASS_DIR}/tools/util/include")
+if(NOT EXISTS "${JAX_DYNOFF_CUTLASS_DIR}/include/cutlass/cutlass.h")
+  message(FATAL_ERROR "CUTLASS headers not found under ${JAX_DYNOFF_CUTLASS_DIR}")
+endif()
+message(STATUS "jax_dynoff: CUTLASS headers: ${JAX_DYNOFF_CUTLASS_DIR}/include")
+
+set(JAX_DYNOFF_CCCL_INCLUDE_DIRS)
+foreach(dir IN LISTS CUDAToolkit_INCLUDE_DIRS)
+  if(EXISTS "${dir}/cccl")
+    list(APPEND JAX_DYNOFF_CCCL_INCLUDE_DIRS "${dir}/cccl")
+  endif()
+endforeach()
+
+# --- Architectures -> -gencode flags.
+set(_jd_generic_gencode)
+set(_jd_with_sm90 OFF)
+set(_jd_lowest "")
+foreach(arch IN LISTS JAX_DYNOFF_CUDA_ARCHS)
+  if(arch MATCHES "^([0-9]+)a?$")
+    set(_num "${CMAKE_MATCH_1}")
+  else()
+    message(FATAL_ERROR "JAX_DYNOFF_CUDA_ARCHS: bad entry '${arch}' (want e.g. 90a;80)")
+  endif()
+  if(arch STREQUAL "90a")
+    set(_jd_with_sm90 ON)
+  endif()
+  list(APPEND _jd_generic_gencode "-gencode=arch=compute_${_num},code=sm_${_num}")
+  if(_jd_lowest STREQUAL "" OR _num LESS _jd_lowest)
+    set(_jd_lowest "${_num}")
+  endif()
+endforeach()
+if(_jd_lowest STREQUAL "")
+  message(FATAL_ERROR "JAX_DYNOFF_CUDA_ARCHS is empty")
+endif()
+list(APPEND _jd_generic_gencode
+     "-gencode=arch=compute_${_jd_lowest},code=compute_${_jd_lowest}")
+list(REMOVE_DUPLICATES _jd_generic_gencode)
+string(REPLACE ";" "," _jd_archs_str "${JAX_DYNOFF_CUDA_ARCHS}")
+
+set(_jd_cuda_flags
+    --expt-relaxed-constexpr
+    # Warnings from the XLA FFI headers (missing return after a switch).
+    -diag-suppress=940,2473 -Xcompiler=-Wno-return-type)
+
+function(_jd_cuda_object_library name)
+  set_target_properties(${name} PROPERTIES
+    CUDA_ARCHITECTURES OFF  # the -gencode flags below say it all
+    CUDA_STANDARD 17
+    CUDA_STANDARD_REQUIRED ON
+    POSITION_INDEPENDENT_CODE ON
+    CUDA_VISIBILITY_PRESET hidden)
+  target_include_directories(${name} PRIVATE
+    "${XLA_FFI_INCLUDE_DIR}" "${PROJECT_SOURCE_DIR}/ffi"
+    ${JAX_DYNOFF_CUTLASS_INCLUDE_DIRS} ${JAX_DYNOFF_CCCL_INCLUDE_DIRS})
+  if(_jd_with_sm90)
+    target_compile_definitions(${name} PRIVATE JAX_DYNOFF_WITH_SM90)
+  endif()
+endfunction()
+
+# --- Handler + generic kernels: every architecture.
+add_library(jax_dynoff_cuda_generic OBJECT
+  ffi/cuda_gemm.cu
+  ffi/kernels/generic_f32_f32.cu
+  ffi/kernels/generic_bf16_bf16.cu
+  ffi/kernels/generic_bf16_f32.cu
+  ffi/kernels/generic_f16_f16.cu
+  ffi/kernels/generic_f16_f32.cu)
+_jd_cuda_object_library(jax_dynoff_cuda_generic)
+target_compile_options(jax_dynoff_cuda_generic PRIVATE
+  ${_jd_cuda_flags} ${_jd_generic_gencode})
+target_compile_definitions(jax_dynoff_cuda_generic PRIVATE
+  "JAX_DYNOFF_CUDA_ARCHS_STR=\"${_jd_archs_str}\"")
+target_sources(_jax_dynoff PRIVATE $<TARGET_OBJECTS:jax_dynoff_cuda_generic>)
+
+# --- SM90 TMA kernels: sm_90a only (wgmma / TMA need the arch-specific ISA).
+if(_jd_with_sm90)
+  add_library(jax_dynoff_cuda_sm90 OBJECT
+    ffi/kernels/sm90_large_bf16_bf16_nn.cu
+    ffi/kernels/sm90_small_bf16_bf16_nn.cu
+    ffi/kernels/sm90_large_bf16_bf16_nt.cu
+    ffi/kernels/sm90_small_bf16_bf16_nt.cu
+    ffi/kernels/sm90_large_bf16_bf16_tn.cu
+    ffi/kernels/sm90_small_bf16_bf16_tn.cu
+    ffi/kernels/sm90_large_f16_f16_nn.cu
+    ffi/kernels/sm90_small_f16_f16_nn.cu)
+  _jd_cuda_object_library(jax_dynoff_cuda_sm90)
+  target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
+    ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")
+  target_sources(_jax_dynoff PRIVATE $<TARGET_OBJECTS:jax_dynoff_cuda_sm90>)
+endif()
+
+# _jax_dynoff compiles no CUDA itself; it only links the objects above.
+set_target_properties(_jax_dynoff PROPERTIES CUDA_ARCHITECTURES OFF)
+target_compile_definitions(_jax_dynoff PRIVATE JAX_DYNOFF_WITH_CUDA)
+target_link_libraries(_jax_dynoff PRIVATE CUDA::cudart_static)
+message(STATUS "jax_dynoff: CUDA archs ${JAX_DYNOFF_CUDA_ARCHS} "
+               "(generic: ${_jd_generic_gencode}; sm90 kernels: ${_jd_with_sm90})")

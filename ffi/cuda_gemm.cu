@@ -1,0 +1,551 @@
+// The CUDA FFI handler of target "jax_dynoff_gemm".
+//
+// One call = (1) a pointer kernel that turns the buffer bases plus the
+// clamped window offsets (read on the device from the start scalars) into
+// per-batch-item pointer arrays in the workspace (ret 1), (2) when C is read
+// from D's own buffer at a window that overlaps D's without being D's, a copy
+// of that C window into the workspace, and (3) one CUTLASS GEMM in array /
+// ptr-array mode reading those pointer arrays.  Nothing is allocated, no
+// offset is read on the host, nothing synchronises, and the kernels launched
+// depend only on the attributes, the device and the buffer addresses: the
+// handler is safe to capture into a CUDA graph (kCmdBufferCompatible).
+//
+// Path rule (documented in jax_dynoff/plan.py as well): the path planned at
+// trace time is a request.  An SM90 path runs the SM90 kernel only when the
+// build has sm_90a kernels, the current device is compute capability 9.0,
+// a kernel exists for (tile, dtypes, transposes), the static alignment proof
+// holds for the decoded problem, the buffer bases are 16-byte aligned, k > 0
+// and the environment variable JAX_DYNOFF_DISABLE_SM90 is unset or "0";
+// otherwise the generic kernel runs (same result, slower).  The workspace
+// layout always follows the planned path, so the fallback always fits.
+// JAX_DYNOFF_LOG=1 prints, per call, the planned path and the kernel run.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "ffi_problem.h"
+#include "gemm_problem.h"
+#include "handlers.h"
+#include "kernels/launch.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+#define JAX_DYNOFF_STR2(x) #x
+#define JAX_DYNOFF_STRINGIFY(x) JAX_DYNOFF_STR2(x)
+
+namespace jax_dynoff {
+namespace {
+
+using kernels::GemmLaunch;
+using kernels::KernelEntry;
+
+constexpr int kMaxArgs = 64;
+constexpr int kThreads = 256;
+constexpr int64_t kWorkspaceAlign = 256;
+
+JAX_DYNOFF_HD int64_t RoundUp(int64_t x, int64_t a) {
+  return (x + a - 1) / a * a;
+}
+
+bool IsSm90Path(Path p) {
+  return p == Path::kSm90Large || p == Path::kSm90SmallM ||
+         p == Path::kSm90SplitK;
+}
+
+// ---------------------------------------------------------------------------
+// Workspace (ret 1) layout.  jax_dynoff/plan.py (workspace_layout) computes
+// the same numbers at trace time; keep the two in step.
+//   [0, kernel)           CUTLASS's own scratch: kSm90KernelWorkspace for
+//                         an SM90 path (TMA descriptors), else nothing
+//   [ptrs, +32*batch)     pointer arrays A[batch], B[batch], C[batch], D[batch]
+//   [scratch, +batch*item) copies of C windows (c_mode kFromD, beta != 0):
+//                         one (m-1)*ld + n element region per item, 256-byte
+//                         aligned, same leading dimension as D's array
+struct WorkspaceLayout {
+  int64_t kernel_bytes = 0;
+  int64_t ptrs = 0;
+  int64_t scratch = 0;
+  int64_t scratch_item = 0;
+  int64_t total = 0;
+};
+
+WorkspaceLayout Layout(const GemmProblem& p) {
+  WorkspaceLayout w;
+  w.kernel_bytes =
+      IsSm90Path(p.path) ? int64_t{kernels::kSm90KernelWorkspace} : 0;
+  w.ptrs = w.kernel_bytes;
+  w.scratch = RoundUp(w.ptrs + 4 * 8 * p.batch, kWorkspaceAlign);
+  if (p.c_mode == CMode::kFromD && p.beta != 0.0 && p.m > 0 && p.n > 0) {
+    const OperandDesc& C = p.op[kC];
+    w.scratch_item = RoundUp(((p.m - 1) * C.ld() + p.n) *
+                                 ElementBytes(p.out_dtype), kWorkspaceAlign);
+  }
+  w.total = w.scratch + p.batch * w.scratch_item;
+  return w;
+}
+
+// ---------------------------------------------------------------------------
+// Device side: pointer arrays, C copies, the k == 0 epilogue.
+
+struct PrepParams {
+  GemmProblem p;
+  const void* arg_ptr[kMaxArgs];
+  uint8_t arg_is64[kMaxArgs];
+  uint8_t arg_batched[kMaxArgs];  // one start per batch item
+  const char* base[kNumOperands];  // bytes; C's is D's for kFromD / kNone
+  int elt[kNumOperands];           // element bytes
+  const void** ptrs;               // 4 * batch entries
+  char* scratch;
+  int64_t scratch_item;
+  bool c_read;  // C present and beta != 0
+};
+
+__device__ __forceinline__ int64_t LoadStart(const PrepParams& P, int64_t arg,
+                                             int64_t t) {
+  const int64_t i = P.arg_batched[arg] ? t : 0;
+  return P.arg_is64[arg] ? static_cast<const int64_t*>(P.arg_ptr[arg])[i]
+                         : static_cast<const int32_t*>(P.arg_ptr[arg])[i];
+}
+
+__device__ int64_t Offset(const PrepParams& P, int o, int64_t t) {
+  return WindowOffset(P.p, P.p.op[o], t, [&](int64_t arg, int64_t tt) {
+    return LoadStart(P, arg, tt);
+  });
+}
+
+// Clamped start of operand o along dim i for batch item t.
+__device__ int64_t Start(const PrepParams& P, int o, int i, int64_t t) {
+  const OperandDesc& op = P.p.op[o];
+  if (op.start_arg[i] < 0) return op.start[i];
+  return ClampStart(LoadStart(P, op.start_arg[i], t), op.dims[i], op.win[i]);
+}
+
+// Whether item t's C window (read from D's buffer) must be copied first:
+// it overlaps D's window without being it.  Same window: every element is
+// read and then written by the same thread (in place is safe); disjoint
+// windows: nothing C reads is written.
+__device__ bool NeedsCopy(const PrepParams& P, int64_t t) {
+  if (P.p.c_mode != CMode::kFromD || !P.c_read) return false;
+  if (Offset(P, kC, t) == Offset(P, kD, t)) return false;
+  const OperandDesc& C = P.p.op[kC];
+  for (int i = 0; i < C.rank; ++i) {
+    const int64_t c = Start(P, kC, i, t), d = Start(P, kD, i, t);
+    const int64_t wc = C.win[i], wd = P.p.op[kD].win[i];
+    if (c + wc <= d || d + wd <= c) return false;  // disjoint along dim i
+  }
+  return true;
+}
+
+__global__ void PointerKernel(const __grid_constant__ PrepParams P) {
+  const int64_t batch = P.p.batch;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < batch;
+       t += int64_t{gridDim.x} * blockDim.x) {
+    const char* a = P.base[kA] + Offset(P, kA, t) * P.elt[kA];
+    const char* b = P.base[kB] + Offset(P, kB, t) * P.elt[kB];
+    const char* d = P.base[kD] + Offset(P, kD, t) * P.elt[kD];
+    const char* c = d;  // never read when !c_read, but a valid address
+    if (P.c_read) {
+      c = NeedsCopy(P, t) ? P.scratch + t * P.scratch_item
+                          : P.base[kC] + Offset(P, kC, t) * P.elt[kC];
+    }
+    P.ptrs[t] = a;
+    P.ptrs[batch + t] = b;
+    P.ptrs[2 * batch + t] = c;
+    P.ptrs[3 * batch + t] = d;
+  }
+}
+
+template <typename T>
+__device__ void CopyWindow(const PrepParams& P, int64_t t) {
+  const int64_t m = P.p.m, n = P.p.n, ld = P.p.op[kC].ld();
+  const T* src = reinterpret_cast<const T*>(P.base[kC]) + Offset(P, kC, t);
+  T* dst = reinterpret_cast<T*>(P.scratch + t * P.scratch_item);
+  const int64_t total = m * n;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / n, col = i - r * n;
+    dst[r * ld + col] = src[r * ld + col];
+  }
+}
+
+// grid.y strides over batch items, grid.x x threads over the C window.
+__global__ void CopyCKernel(const __grid_constant__ PrepParams P) {
+  for (int64_t t = blockIdx.y; t < P.p.batch; t += gridDim.y) {
+    if (!NeedsCopy(P, t)) continue;
+    if (P.elt[kC] == 4)
+      CopyWindow<uint32_t>(P, t);
+    else
+      CopyWindow<uint16_t>(P, t);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float ToFloat(T v) {
+  return static_cast<float>(v);
+}
+
+// k == 0: D = cast(beta * C) (or 0 without C), through the pointer arrays.
+template <typename TOut>
+__global__ void ScaleKernel(const __grid_constant__ PrepParams P,
+                            int64_t ldc, int64_t ldd, float beta) {
+  const int64_t m = P.p.m, n = P.p.n, batch = P.p.batch;
+  for (int64_t t = blockIdx.y; t < batch; t += gridDim.y) {
+    const TOut* c = static_cast<const TOut*>(P.ptrs[2 * batch + t]);
+    TOut* d = static_cast<TOut*>(const_cast<void*>(P.ptrs[3 * batch + t]));
+    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+         i < m * n; i += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t r = i / n, col = i - r * n;
+      const float v = P.c_read ? beta * static_cast<float>(c[r * ldc + col])
+                               : 0.f;
+      d[r * ldd + col] = static_cast<TOut>(v);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Host side.
+
+struct DeviceInfo {
+  int major = 0, minor = 0, sms = 0;
+};
+
+cudaError_t GetDeviceInfo(int device, DeviceInfo* out) {
+  static std::mutex mu;
+  static DeviceInfo cache[64];
+  static bool known[64] = {};
+  if (device < 0 || device >= 64) return cudaErrorInvalidDevice;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known[device]) {
+    DeviceInfo d;
+    cudaError_t e;
+    if ((e = cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor,
+                                    device)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor,
+                                    device)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount,
+                                    device)) != cudaSuccess)
+      return e;
+    cache[device] = d;
+    known[device] = true;
+  }
+  *out = cache[device];
+  return cudaSuccess;
+}
+
+bool EnvFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' && !(v[0] == '0' && v[1] == '\0');
+}
+
+bool Sm90Disabled() {
+  static const bool disabled = EnvFlag("JAX_DYNOFF_DISABLE_SM90");
+  return disabled;
+}
+
+bool LogEnabled() {
+  static const bool on = EnvFlag("JAX_DYNOFF_LOG");
+  return on;
+}
+
+const char* PathName(Path p) {
+  switch (p) {
+    case Path::kGeneric: return "generic";
+    case Path::kSm90Large: return "sm90_large";
+    case Path::kSm90SmallM: return "sm90_small_m";
+    case Path::kSm90SplitK: return "sm90_split_k";
+  }
+  return "unknown";
+}
+
+const KernelEntry* GenericKernel(DType in, DType out) {
+  using namespace kernels;
+  if (in == DType::kF32 && out == DType::kF32) return &kGenericF32F32;
+  if (in == DType::kBF16 && out == DType::kBF16) return &kGenericBf16Bf16;
+  if (in == DType::kBF16 && out == DType::kF32) return &kGenericBf16F32;
+  if (in == DType::kF16 && out == DType::kF16) return &kGenericF16F16;
+  if (in == DType::kF16 && out == DType::kF32) return &kGenericF16F32;
+  return nullptr;
+}
+
+// The SM90 kernel for a path, or nullptr when none is built for it.
+// kSm90SplitK is not implemented: it runs the large-tile kernel unsplit.
+const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
+                              bool tb) {
+#ifdef JAX_DYNOFF_WITH_SM90
+  using namespace kernels;
+  const bool large = path != Path::kSm90SmallM;
+  if (in == DType::kBF16 && out == DType::kBF16) {
+    if (!ta && !tb) return large ? &kSm90LargeBf16Bf16NN : &kSm90SmallBf16Bf16NN;
+    if (!ta && tb) return large ? &kSm90LargeBf16Bf16NT : &kSm90SmallBf16Bf16NT;
+    if (ta && !tb) return large ? &kSm90LargeBf16Bf16TN : &kSm90SmallBf16Bf16TN;
+  }
+  if (in == DType::kF16 && out == DType::kF16 && !ta && !tb)
+    return large ? &kSm90LargeF16F16NN : &kSm90SmallF16F16NN;
+#endif
+  (void)path; (void)in; (void)out; (void)ta; (void)tb;
+  return nullptr;
+}
+
+// The static half of the SM90 requirements (mirrors plan.py's proof): every
+// window address is base + a multiple of 16 bytes whatever the dynamic
+// starts are, every leading dimension and every window's contiguous extent
+// is a multiple of 16 bytes.
+bool Aligned16(int64_t elements, int64_t elt) { return elements * elt % 16 == 0; }
+
+bool OperandAligned(const GemmProblem& p, const OperandDesc& op, int64_t elt) {
+  if (!Aligned16(op.ld(), elt) || !Aligned16(op.cols(), elt) ||
+      !Aligned16(op.static_offset, elt))
+    return false;
+  for (int i = 0; i < op.rank; ++i)
+    if (op.start_arg[i] >= 0 && op.win[i] != op.dims[i] &&
+        !Aligned16(op.strides[i], elt))
+      return false;
+  for (int j = 0; j < p.batch_rank; ++j)
+    if (!Aligned16(op.batch_strides[j], elt)) return false;
+  return true;
+}
+
+bool StaticallyAligned(const GemmProblem& p, bool c_read) {
+  const int64_t ei = ElementBytes(p.in_dtype), eo = ElementBytes(p.out_dtype);
+  return OperandAligned(p, p.op[kA], ei) && OperandAligned(p, p.op[kB], ei) &&
+         OperandAligned(p, p.op[kD], eo) &&
+         (!c_read || OperandAligned(p, p.op[kC], eo));
+}
+
+bool Ptr16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+ffi::Error CudaError(const char* what, cudaError_t e) {
+  return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") + what + ": " +
+                              cudaGetErrorName(e) + ": " +
+                              cudaGetErrorString(e));
+}
+
+ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
+                    ffi::RemainingRets rets, ffi::Span<const int64_t> desc,
+                    double alpha, double beta) {
+  auto fail = [](const std::string& m) {
+    return ffi::Error::InvalidArgument("jax_dynoff_gemm: " + m);
+  };
+  // --- Buffers.
+  if (rets.size() != 2)
+    return fail("expected 2 results (D, workspace), got " +
+                std::to_string(rets.size()));
+  auto d_ret = rets.get<ffi::AnyBuffer>(0);
+  if (!d_ret.has_value()) return d_ret.error();
+  auto ws_ret = rets.get<ffi::AnyBuffer>(1);
+  if (!ws_ret.has_value()) return ws_ret.error();
+  const ffi::AnyBuffer d_buf = **d_ret;
+  const ffi::AnyBuffer ws_buf = **ws_ret;
+  // --- The problem (the same validation as the CPU handler).
+  GemmProblem p;
+  if (ffi::Error err = DecodeCall(args, rets, desc, alpha, beta, &p);
+      err.failure())
+    return err;
+  const int64_t num_args = static_cast<int64_t>(args.size());
+  if (num_args > kMaxArgs)
+    return fail("too many operands (" + std::to_string(num_args) + ")");
+  const void* arg_ptr[kMaxArgs] = {};
+  BufferInfo arg_info[kMaxArgs];
+  for (int64_t i = 0; i < num_args; ++i) {
+    const ffi::AnyBuffer a = *args.get<ffi::AnyBuffer>(i);
+    arg_ptr[i] = a.untyped_data();
+    arg_info[i] = Info(a);
+  }
+  if (static_cast<int64_t>(p.path) < 0 || static_cast<int64_t>(p.path) > 3)
+    return fail("unknown kernel path " +
+                std::to_string(static_cast<int64_t>(p.path)));
+  const KernelEntry* generic = GenericKernel(p.in_dtype, p.out_dtype);
+  if (generic == nullptr)
+    return fail("no CUDA kernel for this input/output dtype pair");
+  const int64_t int_max = 0x7fffffff;
+  if (p.m > int_max || p.n > int_max || p.k > int_max)
+    return fail("m, n and k must be < 2^31 on CUDA");
+  const WorkspaceLayout w = Layout(p);
+  if (ws_buf.element_type() != ffi::DataType::U8 ||
+      static_cast<int64_t>(ws_buf.size_bytes()) < w.total)
+    return fail("workspace (ret 1) has " + std::to_string(ws_buf.size_bytes()) +
+                " bytes, this call needs " + std::to_string(w.total) +
+                " (plan.py and the handler disagree)");
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return ffi::Error::Success();
+
+  // --- Prep parameters.
+  PrepParams P;
+  P.p = p;
+  for (int64_t i = 0; i < num_args; ++i) {
+    P.arg_ptr[i] = arg_ptr[i];
+    P.arg_is64[i] = arg_info[i].is_s64;
+    P.arg_batched[i] = arg_info[i].elements() != 1;
+  }
+  for (int64_t i = num_args; i < kMaxArgs; ++i) {
+    P.arg_ptr[i] = nullptr;
+    P.arg_is64[i] = P.arg_batched[i] = 0;
+  }
+  char* d_base = static_cast<char*>(d_buf.untyped_data());
+  char* ws = static_cast<char*>(ws_buf.untyped_data());
+  P.base[kA] = static_cast<const char*>(arg_ptr[p.op[kA].arg]);
+  P.base[kB] = static_cast<const char*>(arg_ptr[p.op[kB].arg]);
+  P.base[kD] = d_base;
+  P.base[kC] = p.c_mode == CMode::kOwn
+                   ? static_cast<const char*>(arg_ptr[p.op[kC].arg])
+                   : d_base;
+  P.elt[kA] = P.elt[kB] = static_cast<int>(ElementBytes(p.in_dtype));
+  P.elt[kC] = P.elt[kD] = static_cast<int>(ElementBytes(p.out_dtype));
+  P.ptrs = reinterpret_cast<const void**>(ws + w.ptrs);
+  P.scratch = ws + w.scratch;
+  P.scratch_item = w.scratch_item;
+  P.c_read = p.c_mode != CMode::kNone && beta != 0.0;
+
+  // --- Which kernel (host-only facts: attributes, device, addresses).
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return CudaError("cudaGetDevice", e);
+  DeviceInfo dev;
+  if ((e = GetDeviceInfo(device, &dev)) != cudaSuccess)
+    return CudaError("cudaDeviceGetAttribute", e);
+  const KernelEntry* kernel = generic;
+  if (IsSm90Path(p.path) && !Sm90Disabled() && dev.major == 9 &&
+      dev.minor == 0 && p.k > 0) {
+    const KernelEntry* k90 =
+        Sm90Kernel(p.path, p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
+    const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
+                          Ptr16(P.base[kC]) && Ptr16(P.base[kD]) &&
+                          Ptr16(ws);
+    if (k90 != nullptr && bases_ok && StaticallyAligned(p, P.c_read))
+      kernel = k90;
+  }
+  if (LogEnabled())
+    std::fprintf(stderr,
+                 "jax_dynoff: gemm m=%lld n=%lld k=%lld batch=%lld planned=%s "
+                 "kernel=%s\n",
+                 static_cast<long long>(p.m), static_cast<long long>(p.n),
+                 static_cast<long long>(p.k), static_cast<long long>(p.batch),
+                 PathName(p.path), p.k == 0 ? "scale(k=0)" : kernel->name);
+
+  // --- (1) pointer arrays, (2) C copies.
+  {
+    const int64_t blocks = std::min<int64_t>(RoundUp(p.batch, kThreads) /
+                                             kThreads, 1024);
+    PointerKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(P);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+      return CudaError("pointer kernel launch", e);
+  }
+  if (w.scratch_item > 0) {
+    const int64_t per_item =
+        std::min<int64_t>(RoundUp(p.m * p.n, 4 * kThreads) / (4 * kThreads),
+                          512);
+    dim3 grid(static_cast<unsigned>(per_item),
+              static_cast<unsigned>(std::min<int64_t>(p.batch, 65535)));
+    CopyCKernel<<<grid, kThreads, 0, stream>>>(P);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+      return CudaError("C copy kernel launch", e);
+  }
+
+  const int64_t ldd = p.op[kD].ld();
+  const int64_t ldc = p.op[kC].present ? p.op[kC].ld() : ldd;
+
+  // --- (3a) k == 0: no product, D = beta * C.
+  if (p.k == 0) {
+    const int64_t per_item =
+        std::min<int64_t>(RoundUp(p.m * p.n, 4 * kThreads) / (4 * kThreads),
+                          512);
+    dim3 grid(static_cast<unsigned>(per_item),
+              static_cast<unsigned>(std::min<int64_t>(p.batch, 65535)));
+    const float b = static_cast<float>(beta);
+    if (p.out_dtype == DType::kF32)
+      ScaleKernel<float><<<grid, kThreads, 0, stream>>>(P, ldc, ldd, b);
+    else if (p.out_dtype == DType::kF16)
+      ScaleKernel<__half><<<grid, kThreads, 0, stream>>>(P, ldc, ldd, b);
+    else
+      ScaleKernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(P, ldc, ldd, b);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+      return CudaError("k=0 kernel launch", e);
+    return ffi::Error::Success();
+  }
+
+  // --- (3b) the GEMM.
+  GemmLaunch l;
+  l.m = static_cast<int>(p.m);
+  l.n = static_cast<int>(p.n);
+  l.k = static_cast<int>(p.k);
+  const int64_t lda = p.op[kA].ld(), ldb = p.op[kB].ld();
+  l.a_row = p.trans_a ? 1 : lda;
+  l.a_col = p.trans_a ? lda : 1;
+  l.b_row = p.trans_b ? 1 : ldb;
+  l.b_col = p.trans_b ? ldb : 1;
+  l.ldc = ldc;
+  l.ldd = ldd;
+  l.alpha = static_cast<float>(alpha);
+  l.beta = P.c_read ? static_cast<float>(beta) : 0.f;
+  l.device = device;
+  l.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
+  l.stream = stream;
+  l.workspace = ws;
+  l.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
+  const void** ptrs = P.ptrs;
+  // The generic kernel indexes batch items with grid z (<= 65535).
+  const int64_t chunk = kernel == generic ? 65535 : p.batch;
+  for (int64_t t0 = 0; t0 < p.batch; t0 += chunk) {
+    const int64_t nb = std::min(chunk, p.batch - t0);
+    l.batch = static_cast<int>(nb);
+    l.ptr_a = ptrs + t0;
+    l.ptr_b = ptrs + p.batch + t0;
+    l.ptr_c = ptrs + 2 * p.batch + t0;
+    l.ptr_d = const_cast<void* const*>(ptrs + 3 * p.batch + t0);
+    if (kernel->workspace(l) > l.workspace_bytes)
+      return ffi::Error::Internal(
+          std::string("jax_dynoff_gemm: ") + kernel->name + " needs " +
+          std::to_string(kernel->workspace(l)) + " workspace bytes, " +
+          std::to_string(l.workspace_bytes) + " reserved");
+    const std::string r = kernel->run(l);
+    if (!r.empty())
+      return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                  kernel->name + ": " + r);
+  }
+  if ((e = cudaGetLastError()) != cudaSuccess)
+    return CudaError("GEMM launch", e);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER(kCudaGemm, GemmImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .RemainingArgs()
+                           .RemainingRets()
+                           .Attr<ffi::Span<const int64_t>>("desc")
+                           .Attr<double>("alpha")
+                           .Attr<double>("beta"),
+                       {xla::ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_Handler* CudaGemmHandler() { return kCudaGemm; }
+
+#ifndef JAX_DYNOFF_CUDA_ARCHS_STR
+#define JAX_DYNOFF_CUDA_ARCHS_STR "unknown"
+#endif
+
+const char* CudaBuildInfo() {
+  return "jax_dynoff CUDA build; archs=" JAX_DYNOFF_CUDA_ARCHS_STR
+         "; cuda=" JAX_DYNOFF_STRINGIFY(CUDART_VERSION)
+#ifdef JAX_DYNOFF_WITH_SM90
+         "; sm90=yes (ptr-array TMA: large 256x128x64 cooperative, small_m "
+         "64x128x64 pingpong; bf16->bf16 NN/NT/TN, f16->f16 NN)"
+#else
+         "; sm90=no"
+#endif
+         "; generic=CUTLASS 2.x SIMT kArray, alignment 1, any transpose "
+         "(f32, bf16->bf16, bf16->f32, f16->f16, f16->f32)"
+         "; rule: an sm90 path falls back to generic unless the device is "
+         "sm_90, the kernel exists, alignment holds and "
+         "JAX_DYNOFF_DISABLE_SM90 is unset";
+}
+
+}  // namespace jax_dynoff

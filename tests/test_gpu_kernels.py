@@ -1,0 +1,420 @@
+"""The CUDA kernels: path planning, every kernel against the reference, the
+SM90 -> generic fallback rule, pointer arrays, C copies, clamping.
+
+The plan tests (static: no GPU needed) run everywhere; everything that runs
+a kernel is skipped when jax has no GPU.  Inputs are random and outputs are
+poisoned (NaN) before each call, so an unwritten window never passes.
+
+Run on a GPU machine:  pytest -v tests/test_gpu_kernels.py
+Which kernel ran:      JAX_DYNOFF_LOG=1 (the handler prints one line a call)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import jax_dynoff as dyn
+from jax_dynoff import plan as plan_lib
+from jax_dynoff.spec import GemmSpec, WinSpec
+
+on_gpu = pytest.mark.skipif(jax.default_backend() != "gpu",
+                            reason="needs a CUDA GPU")
+gpu = [pytest.mark.gpu, on_gpu]
+
+BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
+
+
+def _is_sm90() -> bool:
+  if jax.default_backend() != "gpu":
+    return False
+  cc = getattr(jax.devices()[0], "compute_capability", "")
+  return str(cc) in ("9.0", "90")
+
+
+# ---------------------------------------------------------------------------
+# Static: the plan and its alignment proof (no GPU).
+
+def _spec(m=512, n=4096, k=4096, a=None, b=None, c=None, d=None,
+          dt=np.dtype(BF16), out_dt=None, ta=False, tb=False, c_mode="none",
+          beta=0.0, batch_shape=()):
+  out_dt = dt if out_dt is None else out_dt
+  a = a or WinSpec((k, m) if ta else (m, k), (k, m) if ta else (m, k), (0, 0))
+  b = b or WinSpec((n, k) if tb else (k, n), (n, k) if tb else (k, n), (0, 0))
+  d = d or WinSpec((m, n), (m, n), (0, 0))
+  return GemmSpec(m=m, n=n, k=k, a=a, b=b, c=c, d=d, in_dtype=np.dtype(dt),
+                  out_dtype=np.dtype(out_dt), trans_a=ta, trans_b=tb,
+                  c_mode=c_mode, has_out=False, alpha=1.0, beta=beta,
+                  precision="default", batch_shape=batch_shape)
+
+
+def test_plan_aligned_bf16_takes_sm90():
+  assert plan_lib.plan(_spec(m=4096, n=4096, k=4096)).path == "sm90_large"
+  assert plan_lib.plan(_spec(m=128)).path == "sm90_small_m"
+  # 512 x 4096 with 256x128 tiles is 64 CTAs (< 132 SMs): small tiles.
+  assert plan_lib.plan(_spec(m=512)).path == "sm90_small_m"
+  for ta, tb in [(False, True), (True, False)]:
+    assert plan_lib.plan(_spec(ta=ta, tb=tb)).path.startswith("sm90")
+
+
+def test_plan_uncovered_combinations_are_generic():
+  assert plan_lib.plan(_spec(ta=True, tb=True)).path == "generic"
+  assert plan_lib.plan(_spec(dt=np.dtype(F32))).path == "generic"
+  assert plan_lib.plan(_spec(out_dt=np.dtype(F32))).path == "generic"
+  assert plan_lib.plan(_spec(k=0)).path == "generic"
+
+
+def test_alignment_proof():
+  # Dynamic row start of a row-major window: stride = ld = 4096 elements.
+  a = WinSpec((8192, 4096), (512, 4096), (None, 0))
+  assert plan_lib.plan(_spec(a=a)).path.startswith("sm90")
+  # Dynamic column start: stride 1 element = 2 bytes.
+  a = WinSpec((512, 8192), (512, 4096), (0, None))
+  assert plan_lib.plan(_spec(a=a)).path == "generic"
+  assert "a" in plan_lib.alignment_proof(_spec(a=a))
+  # ... unless the window spans the dim (the start always clamps to 0).
+  a = WinSpec((512, 4096), (512, 4096), (None, None))
+  assert plan_lib.plan(_spec(a=a)).path.startswith("sm90")
+  # Odd static offset, odd leading dimension, odd width.
+  a = WinSpec((512, 4104), (512, 4096), (0, 3))
+  assert plan_lib.plan(_spec(a=a)).path == "generic"
+  a = WinSpec((512, 4099), (512, 4096), (0, 0))
+  assert plan_lib.plan(_spec(a=a)).path == "generic"
+  assert plan_lib.plan(_spec(k=4092)).path == "generic"
+  # A stacked-weights index: leading dim stride k*n elements.
+  b = WinSpec((32, 4096, 4096), (1, 4096, 4096), (None, 0, 0))
+  assert plan_lib.plan(_spec(b=b)).path.startswith("sm90")
+  # Batch strides (vmap): 3 x 8 elements of 2 bytes = 48 bytes: aligned.
+  d = WinSpec((3, 8), (3, 8), (0, 0), (True,))
+  s = _spec(m=3, n=8, k=8, d=d, batch_shape=(4,))
+  assert "d" not in plan_lib.alignment_proof(s)
+  # f32 A batched with 3 x 5 elements of 4 bytes = 60 bytes: not aligned
+  # (and its width 5 x 4 bytes is not either).
+  a = WinSpec((3, 5), (3, 5), (0, 0), (True,))
+  s = _spec(m=3, n=8, k=5, a=a, dt=np.dtype(F32), batch_shape=(4,))
+  assert any("batch dim 0" in r for r in plan_lib.alignment_proof(s)["a"])
+
+
+def test_workspace_layout():
+  s = _spec(m=128)
+  p = plan_lib.plan(s)
+  assert p.workspace_bytes == plan_lib.SM90_KERNEL_WORKSPACE + 256
+  s = _spec(dt=np.dtype(F32))
+  assert plan_lib.plan(s).workspace_bytes == 256
+  # C from D's buffer with beta != 0: room for a copy of C per batch item.
+  c = WinSpec((1024, 4096), (512, 4096), (None, 0))
+  s = _spec(c=c, d=c, c_mode="from_d", beta=1.0)
+  lay = plan_lib.workspace_layout(s, plan_lib.plan(s).path)
+  assert lay.scratch_item == 512 * 4096 * 2
+  assert plan_lib.plan(s).workspace_bytes == lay.total
+
+
+# ---------------------------------------------------------------------------
+# GPU: every kernel against the reference.
+
+def _rand(key, shape, dtype):
+  return jax.random.uniform(key, shape, F32, -1, 1).astype(dtype)
+
+
+def _check(got, want, in_dt, out_dt, k, precision=None):
+  got = np.asarray(got.astype(F32))
+  want = np.asarray(want.astype(F32))
+  assert np.isfinite(got).all(), "NaN/inf in the output: window not written?"
+  scale = max(1.0, float(np.abs(want).max()))
+  tol = {np.dtype(BF16): 2 ** -7, np.dtype(F16): 2 ** -10}.get(
+      np.dtype(out_dt), 1e-5 if precision == "highest" else 2e-3)
+  if np.dtype(in_dt) == np.dtype(F32) and precision != "highest":
+    tol = max(tol, 2e-3)  # reference may use tf32
+  err = float(np.abs(got - want).max()) / scale
+  assert err <= tol * 4, f"max error {err:.3g} (scaled), tolerance {tol * 4:.3g}"
+
+
+def _ref_highest(f):
+  with jax.default_matmul_precision("highest"):
+    return jax.jit(f)
+
+
+PAIRS = [(BF16, BF16), (BF16, F32), (F16, F16), (F16, F32), (F32, F32)]
+TRANS = [(False, False), (False, True), (True, False), (True, True)]
+
+
+def _operands(key, m, n, k, in_dt, ta, tb, pad):
+  """A and B inside bigger arrays, windows at dynamic row starts."""
+  ka, kb = jax.random.split(key)
+  ar, ac = (k, m) if ta else (m, k)
+  br, bc = (n, k) if tb else (k, n)
+  a = _rand(ka, (ar + 3 * 8, ac + pad), in_dt)
+  b = _rand(kb, (br + 5 * 8, bc + pad), in_dt)
+  return a, b, (ar, ac), (br, bc)
+
+
+@pytest.mark.parametrize("in_dt,out_dt", PAIRS)
+@pytest.mark.parametrize("ta,tb", TRANS)
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.gpu
+@on_gpu
+def test_kernels_match_reference(in_dt, out_dt, ta, tb, aligned):
+  m, n, k = (320, 256, 192) if aligned else (37, 45, 29)
+  pad = 0 if aligned else 3   # odd leading dimensions: generic
+  a, b, wa, wb = _operands(jax.random.key(1), m, n, k, in_dt, ta, tb, pad)
+  col = 0 if aligned else 1   # static odd column start: generic
+  out = jnp.full((m + 16, n + 8), jnp.nan, out_dt)
+
+  def f(mod, a, b, out, ia, ib, io):
+    return mod.gemm(dyn.window(a, (ia, col), wa), dyn.window(b, (ib, col), wb),
+                    out=dyn.window(out, (io, 8), (m, n)), transpose_a=ta,
+                    transpose_b=tb)
+
+  args = (a, b, out, jnp.int32(8), jnp.int32(16), jnp.int32(5))
+  paths = plan_lib.traced_paths(lambda *x: f(dyn, *x), *args)
+  assert len(paths) == 1
+  covered = (np.dtype(in_dt).name, np.dtype(out_dt).name, ta, tb) in \
+      plan_lib.SM90_KERNELS
+  assert paths[0].startswith("sm90") == (aligned and covered), paths
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  # Outside the window: untouched (NaN stays NaN, bit for bit).
+  outside = np.ones(got.shape, bool)
+  outside[5:5 + m, 8:8 + n] = False
+  assert np.isnan(np.asarray(got.astype(F32))[outside]).all()
+  _check(got[5:5 + m, 8:8 + n], want[5:5 + m, 8:8 + n], in_dt, out_dt, k)
+
+
+@pytest.mark.parametrize("shape,path", [((2048, 4096, 512), "sm90_large"),
+                                        ((128, 4096, 1024), "sm90_small_m")])
+@pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.gpu
+@on_gpu
+def test_sm90_tiles_large_problems(shape, path, dt):
+  m, n, k = shape
+  ks = jax.random.split(jax.random.key(2), 3)
+  x = _rand(ks[0], (m, k), dt)
+  w = _rand(ks[1], (4, k, n), dt)
+  buf = jnp.full((3 * m, n), jnp.nan, dt)
+
+  def f(mod, x, w, buf, i, r):
+    return mod.gemm(x, dyn.window(w, (i, 0, 0), (k, n)),
+                    out=dyn.window(buf, (r, 0), (m, n)))
+
+  args = (x, w, buf, jnp.int32(2), jnp.int32(m))
+  assert plan_lib.traced_paths(lambda *a: f(dyn, *a), *args) == [path]
+  got = jax.jit(lambda *a: f(dyn, *a))(*args)
+  want = _ref_highest(lambda *a: f(dyn.reference, *a))(*args)
+  _check(got[m:2 * m], want[m:2 * m], dt, dt, k)
+  assert np.isnan(np.asarray(got[:m].astype(F32))).all()
+
+
+@pytest.mark.parametrize("precision", [None, lax.Precision.HIGHEST])
+@pytest.mark.gpu
+@on_gpu
+def test_f32_precision(precision):
+  ks = jax.random.split(jax.random.key(3))
+  a, b = _rand(ks[0], (96, 80), F32), _rand(ks[1], (80, 72), F32)
+  got = jax.jit(lambda a, b: dyn.gemm(a, b, precision=precision))(a, b)
+  want = _ref_highest(lambda a, b: dyn.reference.gemm(a, b))(a, b)
+  _check(got, want, F32, F32, 80,
+         "highest" if precision is not None else None)
+
+
+# ---------------------------------------------------------------------------
+# GPU: offsets (clamping, int64, device tables, loops, vmap).
+
+@pytest.mark.parametrize("dt", [BF16, F32])
+@pytest.mark.parametrize("start", [-1, -300, 10 ** 6, -(2 ** 31), 2 ** 31 - 1])
+@pytest.mark.gpu
+@on_gpu
+def test_clamped_offsets_int32(dt, start):
+  m, n, k = 64, 128, 64
+  ks = jax.random.split(jax.random.key(4), 3)
+  a = _rand(ks[0], (256, k), dt)
+  b = _rand(ks[1], (k, n), dt)
+  out = jnp.full((200, n), jnp.nan, dt)
+
+  def f(mod, a, b, out, s):
+    return mod.gemm(dyn.window(a, (s, 0), (m, k)), b,
+                    out=dyn.window(out, (s, 0), (m, n)))
+
+  args = (a, b, out, jnp.int32(start))
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  rows = ~np.isnan(np.asarray(want.astype(F32))).any(axis=1)
+  np.testing.assert_array_equal(
+      ~np.isnan(np.asarray(got.astype(F32))).any(axis=1), rows)
+  _check(got[rows], want[rows], dt, dt, k)
+
+
+@pytest.mark.parametrize("start", [-(2 ** 63), 2 ** 63 - 1, -5, 7])
+@pytest.mark.gpu
+@on_gpu
+def test_clamped_offsets_int64(start):
+  m, n, k = 64, 128, 64
+  with jax.enable_x64(True):
+    ks = jax.random.split(jax.random.key(5), 2)
+    a = _rand(ks[0], (256, k), BF16)
+    b = _rand(ks[1], (k, n), BF16)
+
+    def f(mod, a, b, s):
+      return mod.gemm(dyn.window(a, (s, 0), (m, k)), b)
+
+    args = (a, b, jnp.int64(start))
+    got = jax.jit(lambda *x: f(dyn, *x))(*args)
+    want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+    _check(got, want, BF16, BF16, k)
+
+
+@pytest.mark.parametrize("dt", [BF16, F32])
+@pytest.mark.gpu
+@on_gpu
+def test_fori_loop_device_table(dt):
+  m, n, k, layers = 128, 256, 128, 6
+  ks = jax.random.split(jax.random.key(6), 3)
+  x = _rand(ks[0], (m, k), dt)
+  w = _rand(ks[1], (layers, k, n), dt)
+  table = jnp.asarray(np.random.default_rng(0).permutation(layers) * m,
+                      jnp.int32)
+  buf = jnp.full((layers * m, n), jnp.nan, dt)
+
+  def f(mod, x, w, buf, table):
+    def body(i, buf):
+      return mod.gemm(x, dyn.window(w, (i, 0, 0), (k, n)),
+                      out=dyn.window(buf, (table[i], 0), (m, n)))
+    return lax.fori_loop(0, layers, body, buf)
+
+  got = jax.jit(lambda *a: f(dyn, *a))(x, w, buf, table)
+  want = _ref_highest(lambda *a: f(dyn.reference, *a))(x, w, buf, table)
+  _check(got, want, dt, dt, k)
+  # New table, same compiled loop (a captured graph must read new offsets).
+  table2 = jnp.roll(table, 1)
+  got = jax.jit(lambda *a: f(dyn, *a))(x, w, buf, table2)
+  want = _ref_highest(lambda *a: f(dyn.reference, *a))(x, w, buf, table2)
+  _check(got, want, dt, dt, k)
+
+
+@pytest.mark.parametrize("dt", [BF16, F16, F32])
+@pytest.mark.gpu
+@on_gpu
+def test_vmap_batched_offsets(dt):
+  m, n, k, nb = 64, 128, 64, 5
+  ks = jax.random.split(jax.random.key(7), 2)
+  a = _rand(ks[0], (512, k), dt)
+  b = _rand(ks[1], (nb, k, n), dt)
+  rows = jnp.asarray([0, 64, 448, -64, 1000], jnp.int32)
+
+  def f(mod, a, b, r):
+    return mod.gemm(dyn.window(a, (r, 0), (m, k)), b)
+
+  got = jax.jit(jax.vmap(lambda b, r: f(dyn, a, b, r)))(b, rows)
+  want = _ref_highest(jax.vmap(lambda b, r: f(dyn.reference, a, b, r)))(b,
+                                                                        rows)
+  _check(got, want, dt, dt, k)
+
+
+# ---------------------------------------------------------------------------
+# GPU: C read from D's own buffer (in place, partial overlap, disjoint).
+
+@pytest.mark.parametrize("dt", [BF16, F32])
+@pytest.mark.parametrize("c_row,c_col", [(8, 0), (8 + 16, 0), (8 + 40, 0),
+                                         (8 + 100, 0), (8, 8), (200, 64)])
+@pytest.mark.gpu
+@on_gpu
+def test_c_from_out_windows(dt, c_row, c_col):
+  m, n, k = 64, 128, 64
+  ks = jax.random.split(jax.random.key(8), 3)
+  a, b = _rand(ks[0], (m, k), dt), _rand(ks[1], (k, n), dt)
+  buf = _rand(ks[2], (320, 256), dt)
+
+  def f(mod, a, b, buf, cr, dr):
+    return mod.gemm(a, b, dyn.window(buf, (cr, c_col), (m, n)),
+                    out=dyn.window(buf, (dr, 0), (m, n)), alpha=0.5,
+                    beta=-1.25)
+
+  args = (a, b, buf, jnp.int32(c_row), jnp.int32(8))
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  _check(got, want, dt, dt, k)
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_in_place_accumulate_loop():
+  m, n, k, steps = 128, 256, 64, 4
+  ks = jax.random.split(jax.random.key(9), 3)
+  x = _rand(ks[0], (steps, m, k), BF16)
+  w = _rand(ks[1], (k, n), BF16)
+  acc = _rand(ks[2], (2 * m, n), F32)
+
+  def f(mod, x, w, acc):
+    def body(i, acc):
+      win = dyn.window(acc, (m * (i % 2), 0), (m, n))
+      return mod.gemm(dyn.window(x, (i, 0, 0), (m, k)), w, win, out=win)
+    return lax.fori_loop(0, steps, body, acc)
+
+  got = jax.jit(lambda *a: f(dyn, *a))(x, w, acc)
+  want = _ref_highest(lambda *a: f(dyn.reference, *a))(x, w, acc)
+  _check(got, want, BF16, F32, k)
+
+
+# ---------------------------------------------------------------------------
+# GPU: the SM90 -> generic fallback rule and the kernel actually run.
+
+_SCRIPT = textwrap.dedent("""
+    import jax, jax.numpy as jnp, numpy as np
+    import jax_dynoff as dyn
+    from jax_dynoff import plan
+    m, n, k = 256, 512, 256
+    ks = jax.random.split(jax.random.key(0), 2)
+    a = jax.random.uniform(ks[0], (2 * m, k), jnp.float32, -1, 1).astype(jnp.bfloat16)
+    b = jax.random.uniform(ks[1], (k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
+    f = lambda mod, a, b, r: mod.gemm(dyn.window(a, (r, 0), (m, k)), b)
+    print("PLANNED", plan.traced_paths(lambda a, b, r: f(dyn, a, b, r), a, b, jnp.int32(m)))
+    got = jax.jit(lambda a, b, r: f(dyn, a, b, r))(a, b, jnp.int32(m)).astype(jnp.float32)
+    with jax.default_matmul_precision("highest"):
+      want = jax.jit(lambda a, b, r: f(dyn.reference, a, b, r))(a, b, jnp.int32(m)).astype(jnp.float32)
+    err = float(jnp.abs(got - want).max() / jnp.abs(want).max())
+    print("ERR", err)
+    assert err < 2 ** -5, err
+""")
+
+
+def _run_script(**env):
+  e = dict(os.environ, JAX_DYNOFF_LOG="1", **env)
+  r = subprocess.run([sys.executable, "-c", _SCRIPT], env=e,
+                     capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stdout + r.stderr
+  kernels = [l for l in r.stderr.splitlines() if l.startswith("jax_dynoff: ")]
+  assert kernels, r.stderr
+  return r.stdout, kernels
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_fallback_rule():
+  out, lines = _run_script()
+  assert "['sm90_small_m']" in out
+  assert all("planned=sm90_small_m" in l for l in lines), lines
+  if _is_sm90():
+    assert all("kernel=kSm90SmallBf16Bf16NN" in l for l in lines), lines
+  else:  # not sm_90: the handler must fall back by itself
+    assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
+  out, lines = _run_script(JAX_DYNOFF_DISABLE_SM90="1")
+  assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_build_info():
+  from jax_dynoff import _jax_dynoff
+  assert _jax_dynoff.cuda_built()
+  info = _jax_dynoff.cuda_build_info()
+  assert "generic" in info and "rule" in info
+  if _is_sm90():
+    assert "sm90=yes" in info, ("this build has no sm_90a kernels: build with "
+                                "JAX_DYNOFF_CUDA_ARCHS containing 90a")

@@ -1,0 +1,323 @@
+"""What the lowered and compiled programs look like (on this CPU machine):
+one custom call "jax_dynoff_gemm" per gemm, offsets as 0-d integer operands,
+`out` aliased to the result, no copies of windows or of a loop-carried
+`out`; and the same for a CUDA lowering made without a GPU."""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import jax_dynoff as dyn
+from strategies import F32, BF16, random_array
+
+TARGET = "jax_dynoff_gemm"
+PLATFORMS = ["cpu", "cuda"]
+
+
+# ----------------------------------------------------------------------------
+# StableHLO parsing
+# ----------------------------------------------------------------------------
+
+def _split_top(s: str) -> list:
+  """Split a comma-separated MLIR type list at depth 0."""
+  out, depth, cur = [], 0, ""
+  for ch in s:
+    if ch in "<([{":
+      depth += 1
+    elif ch in ">)]}":
+      depth -= 1
+    if ch == "," and depth == 0:
+      out.append(cur.strip())
+      cur = ""
+    else:
+      cur += ch
+  if cur.strip():
+    out.append(cur.strip())
+  return out
+
+
+def custom_calls(text: str) -> list:
+  """[(line, operand types, result types)] of every jax_dynoff_gemm call."""
+  calls = []
+  for line in text.splitlines():
+    if f"stablehlo.custom_call @{TARGET}(" not in line:
+      continue
+    sig = line.rsplit(" : (", 1)[1]
+    ins, outs = sig.split(") -> ", 1)
+    outs = outs.strip()
+    if outs.startswith("("):
+      outs = outs[1:outs.rindex(")")]
+    calls.append((line, _split_top(ins), _split_top(outs)))
+  return calls
+
+
+def aliases(line: str) -> list:
+  """[(output tuple indices, operand index)] of a custom call's aliases."""
+  return [(m.group(1), int(m.group(2))) for m in re.finditer(
+      r"output_operand_alias<output_tuple_indices = \[([0-9, ]*)\], "
+      r"operand_index = (\d+)", line)]
+
+
+def lower(f, *args, platform="cpu"):
+  return jax.jit(f).trace(*args).lower(
+      lowering_platforms=(platform,)).as_text()
+
+
+def _full_call(gemm=None):
+  gemm = gemm or dyn.gemm
+
+  def f(a, b, c, o, s0, s1, s2):
+    return gemm(dyn.window(a, (s0, 1, s1), (6, 8)),
+                b,
+                dyn.window(c, (2, s2), (6, 5)),
+                out=dyn.window(o, (s1, s0, 0), (6, 5)), beta=0.5)
+  args = (np.zeros((3, 10, 12), np.float32), np.zeros((8, 5), np.float32),
+          np.zeros((9, 9), np.float32), np.zeros((2, 8, 7), np.float32),
+          np.int32(1), np.int32(2), np.int32(3))
+  return f, args
+
+
+# ----------------------------------------------------------------------------
+# StableHLO: cpu and cuda
+# ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_lowering_custom_call_with_offset_operands_and_alias(platform):
+  f, args = _full_call()
+  text = lower(f, *args, platform=platform)
+  calls = custom_calls(text)
+  assert len(calls) == 1, text
+  line, ins, outs = calls[0]
+  # 5 traced start entries (a: 2, c: 1, out: 2): each a 0-d i32 operand;
+  # the four arrays are operands too.
+  scalars = [t for t in ins if t == "tensor<i32>"]
+  assert len(scalars) == 5, ins
+  assert "tensor<3x10x12xf32>" in ins and "tensor<8x5xf32>" in ins
+  assert "tensor<9x9xf32>" in ins and "tensor<2x8x7xf32>" in ins
+  al = aliases(line)
+  assert len(al) == 1, line
+  idx_out, operand = al[0]
+  assert ins[operand] == "tensor<2x8x7xf32>", (operand, ins)
+  assert outs[int(idx_out or 0)] == "tensor<2x8x7xf32>", outs
+  # The offsets are never attributes: the desc carries no traced value, and
+  # nothing about the windows is sliced out before the call.
+  for op in ("stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice",
+             "stablehlo.slice", "stablehlo.gather", "stablehlo.dot_general",
+             "stablehlo.copy"):
+    assert op not in text, op
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_lowering_without_out_has_no_alias(platform):
+  def f(a, b, s):
+    return dyn.gemm(dyn.window(a, (s, 0), (4, 6)), b)
+  text = lower(f, np.zeros((9, 6), np.float32), np.zeros((6, 3), np.float32),
+               np.int32(2), platform=platform)
+  (line, ins, outs), = custom_calls(text)
+  assert aliases(line) == [], line
+  assert ins.count("tensor<i32>") == 1, ins
+  assert outs[0] == "tensor<4x3xf32>", outs
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_lowering_python_int_starts_are_not_operands(platform):
+  def f(a, b):
+    return dyn.gemm(dyn.window(a, (3, -1), (4, 5)), b)
+  text = lower(f, np.zeros((9, 6), np.float32), np.zeros((5, 3), np.float32),
+               platform=platform)
+  (line, ins, outs), = custom_calls(text)
+  assert ins == ["tensor<9x6xf32>", "tensor<5x3xf32>"], ins
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_lowering_int64_offsets(platform):
+  """Traced int64 starts reach the call as 0-d integer operands (i64, or
+  anything wider than i32: they must not be truncated)."""
+  with jax.enable_x64(True):
+    def f(a, b, s):
+      return dyn.gemm(dyn.window(a, (s, 0), (4, 6)), b)
+    text = lower(f, np.zeros((9, 6), np.float32),
+                 np.zeros((6, 3), np.float32), np.int64(2), platform=platform)
+  (line, ins, outs), = custom_calls(text)
+  assert ins[2:] == ["tensor<i64>"], ins
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_lowering_c_window_of_out_passes_out_once(platform):
+  """In-place accumulate: c is read from out's buffer (no separate copy of
+  out passed as c)."""
+  def f(a, b, o, s):
+    w = dyn.window(o, (s, 0), (4, 3))
+    return dyn.gemm(a, b, w, out=w)
+  text = lower(f, np.zeros((4, 6), np.float32), np.zeros((6, 3), np.float32),
+               np.zeros((10, 3), np.float32), np.int32(2), platform=platform)
+  (line, ins, outs), = custom_calls(text)
+  assert ins.count("tensor<10x3xf32>") == 1, ins
+  (_, operand), = aliases(line)
+  assert ins[operand] == "tensor<10x3xf32>"
+
+
+def test_lowering_for_cpu_and_cuda_together():
+  f, args = _full_call()
+  text = jax.jit(f).trace(*args).lower(
+      lowering_platforms=("cpu", "cuda")).as_text()
+  assert len(custom_calls(text)) == 2, text
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_lowering_vmap_batched_offsets_is_one_call(platform):
+  def f(a, b, s):
+    return dyn.gemm(dyn.window(a, (s, 0), (4, 6)), b)
+  text = lower(jax.vmap(f, in_axes=(None, None, 0)),
+               np.zeros((9, 6), np.float32), np.zeros((6, 3), np.float32),
+               np.arange(5, dtype=np.int32), platform=platform)
+  calls = custom_calls(text)
+  assert len(calls) == 1, text
+  _, ins, outs = calls[0]
+  assert "tensor<9x6xf32>" in ins, ins                # the unbatched array
+  assert any(t in ("tensor<5xi32>",) for t in ins), ins
+  assert any(t.startswith("tensor<5x4x3x") for t in outs), outs
+
+
+# ----------------------------------------------------------------------------
+# Compiled CPU HLO: aliasing, copies, loops
+# ----------------------------------------------------------------------------
+
+def hlo_computations(text: str) -> dict:
+  """{name: body text} of every computation in compiled HLO text."""
+  comps, name, body = {}, None, []
+  for line in text.splitlines():
+    m = re.match(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$", line)
+    if m and not line.startswith(" "):
+      name, body = m.group(2), []
+      if m.group(1):
+        comps["ENTRY"] = name
+      continue
+    if line.startswith("}") and name is not None:
+      comps[name] = "\n".join(body)
+      name = None
+      continue
+    if name is not None:
+      body.append(line)
+  return comps
+
+
+def custom_call_lines(text: str) -> list:
+  return [l for l in text.splitlines()
+          if f'custom_call_target="{TARGET}"' in l]
+
+
+def copies(body: str) -> list:
+  """Copies of arrays (a copy of a scalar loop counter does not count)."""
+  return [l for l in body.splitlines()
+          if re.search(r"= \w+\[\d[\d,]*\]\S* copy(-start)?\(", l)]
+
+
+def compiled(f, *args, donate=()):
+  return jax.jit(f, donate_argnums=donate).lower(*args).compile().as_text()
+
+
+def test_compiled_custom_call_aliases_out():
+  f, args = _full_call()
+  text = compiled(f, *args)
+  (line,) = custom_call_lines(text)
+  assert "api_version=API_VERSION_TYPED_FFI" in line, line
+  m = re.search(r"output_to_operand_aliasing=\{\{\}: \((\d+), \{\}\)\}",
+                line)
+  assert m, line
+  operands = re.search(r"custom-call\(([^)]*)\)", line).group(1).split(", ")
+  aliased = operands[int(m.group(1))]
+  # the aliased operand is `o` (parameter 3) or a copy of it
+  comps = hlo_computations(text)
+  entry = comps[comps["ENTRY"]]
+  defn = [l for l in entry.splitlines()
+          if re.match(rf"\s*(ROOT\s+)?{re.escape(aliased)} = ", l)]
+  assert defn and "f32[2,8,7]" in defn[0], (aliased, entry)
+
+
+def test_compiled_donated_out_is_written_in_place():
+  def f(a, b, o, s):
+    return dyn.gemm(dyn.window(a, (s, 0), (4, 6)), b,
+                    out=dyn.window(o, (s, 1), (4, 3)))
+  text = compiled(f, np.zeros((9, 6), np.float32),
+                  np.zeros((6, 3), np.float32), np.zeros((10, 5), np.float32),
+                  np.int32(1), donate=(2,))
+  assert "input_output_alias" in text, text
+  comps = hlo_computations(text)
+  assert copies(comps[comps["ENTRY"]]) == [], comps[comps["ENTRY"]]
+
+
+def _while_bodies(text: str) -> list:
+  comps = hlo_computations(text)
+  names = re.findall(r"\swhile\(.*body=%?([\w.\-]+)", text)
+  assert names, text
+  return [comps[n] for n in names]
+
+
+def _reachable(text: str, body: str) -> str:
+  """The body plus every computation it calls (fusions, calls, branches)."""
+  comps = hlo_computations(text)
+  seen, todo, out = set(), [body], []
+  while todo:
+    b = todo.pop()
+    out.append(b)
+    for n in re.findall(r"(?:calls|to_apply|branch_computations|"
+                        r"true_computation|false_computation|body|"
+                        r"condition)=\{?%?([\w.\-]+(?:, %[\w.\-]+)*)", b):
+      for nm in re.split(r",\s*%?", n):
+        if nm in comps and nm not in seen:
+          seen.add(nm)
+          todo.append(comps[nm])
+  return "\n".join(out)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_fori_loop_carry_is_not_copied(accumulate, dtype):
+  """GEMMs into row slices of the loop-carried out buffer: the custom call
+  in the while body aliases the carry and the body copies nothing."""
+  t, mb, k, n = 4, 8, 16, 8
+
+  def f(a, b, out):
+    def body(i, out):
+      w = dyn.window(out, (i * mb, 0), (mb, n))
+      return dyn.gemm(dyn.window(a, (i * mb, 0), (mb, k)), b,
+                      w if accumulate else None, out=w)
+    return lax.fori_loop(0, t, body, out)
+
+  args = (np.zeros((t * mb, k), dtype), np.zeros((k, n), dtype),
+          np.zeros((t * mb, n), dtype))
+  for donate in ((), (2,)):
+    text = compiled(f, *args, donate=donate)
+    bodies = _while_bodies(text)
+    assert len(bodies) == 1
+    body = _reachable(text, bodies[0])
+    (line,) = custom_call_lines(body)
+    assert "output_to_operand_aliasing" in line, line
+    assert copies(body) == [], body
+
+
+def test_fori_loop_with_device_table_and_stacked_weights_no_copy():
+  def f(x, w, table, out):
+    def body(i, out):
+      return dyn.gemm(dyn.window(x, (4 * i, 0), (4, 8)),
+                      dyn.window(w, (table[i], 0, 0), (8, 8)),
+                      out=dyn.window(out, (4 * table[i], 0), (4, 8)))
+    return lax.fori_loop(0, 3, body, out)
+  text = compiled(f, np.zeros((12, 8), np.float32),
+                  np.zeros((3, 8, 8), np.float32),
+                  np.zeros((3,), np.int32), np.zeros((12, 8), np.float32),
+                  donate=(3,))
+  body = _reachable(text, _while_bodies(text)[0])
+  (line,) = custom_call_lines(body)
+  assert "output_to_operand_aliasing" in line
+  assert copies(body) == [], body
+  # nothing windowed is materialised in the loop (reading table[i] is fine)
+  assert not re.search(r"= (f32|bf16|f16)\[[\d,]*\]\S* (dynamic-slice|"
+                       r"dynamic-update-slice|gather|slice)\(", body), body
