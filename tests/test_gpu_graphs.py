@@ -43,6 +43,7 @@ def _slices_loop(mod):
 
 
 def _dump_on_failure(report, name):
+  """Saves the thunk dump under $OUT (for reading later); returns its head."""
   out = os.environ.get("OUT")
   if out:
     with open(os.path.join(out, f"thunks_{name}.txt"), "w") as f:
