@@ -58,9 +58,15 @@ class Row:
     return d
 
 
+# Set by --graphs: compile every timed loop as one CUDA graph (whole-loop
+# command buffer), which takes host launch overhead out of the numbers.
+COMPILER_OPTIONS: dict = {}
+
+
 def time_loop(body: Callable, carry, iters: int, repeats: int) -> float:
   """Milliseconds per iteration of `carry = body(i, carry)`, on device."""
-  f = jax.jit(lambda c: lax.fori_loop(0, iters, body, c))
+  f = jax.jit(lambda c: lax.fori_loop(0, iters, body, c)).lower(carry).compile(
+      compiler_options=COMPILER_OPTIONS or None)
   jax.block_until_ready(f(carry))
   times = []
   for _ in range(repeats):
@@ -121,10 +127,12 @@ def run(out_dir: str | None, quick: bool = False) -> list[Row]:
   if out_dir:
     os.makedirs(out_dir, exist_ok=True)
     dev = jax.devices()[0]
-    with open(os.path.join(out_dir, "bench.json"), "w") as f:
+    name = "bench_graphs.json" if COMPILER_OPTIONS else "bench.json"
+    with open(os.path.join(out_dir, name), "w") as f:
       json.dump({"device": dev.device_kind, "jax": jax.__version__,
                  "date": time.strftime("%Y-%m-%d"),
                  "command": " ".join(sys.argv),
+                 "graphs": bool(COMPILER_OPTIONS),
                  "rows": [r.as_dict() for r in rows]}, f, indent=1)
   return rows
 
@@ -140,7 +148,11 @@ def main(argv=None):
   p.add_argument("out_dir", nargs="?", default=None,
                  help="folder for bench.json")
   p.add_argument("--quick", action="store_true")
+  p.add_argument("--graphs", action="store_true",
+                 help="capture each timed loop in one CUDA graph (GPU)")
   args = p.parse_args(argv)
+  if args.graphs:
+    COMPILER_OPTIONS.update(dyn.cuda_graph_options())
   print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}")
   run(args.out_dir, args.quick)
 

@@ -29,7 +29,7 @@ import jax
 # while_loop into one graph.  Per-compile options take the full list (no
 # "+WHILE" syntax there), so the list is spelled out.
 _COMMANDS = ("FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE,"
-             "DYNAMIC_SLICE_FUSION,DYNAMIC_SLICE_COPY_FUSION")
+             "DYNAMIC_SLICE_FUSION")
 
 
 def cuda_graph_options(min_graph_size: int = 1) -> dict[str, str]:

@@ -108,17 +108,17 @@ gemm_p.def_impl(lambda *args, spec: _jitted(spec)(*args))
 
 def _batch_rule(args, dims, *, spec: GemmSpec):
   size = next(np.shape(x)[d] for x, d in zip(args, dims)
-              if d is not batching.not_mapped)
+              if d is not None)
   ops = Operands.split(spec, args)
   odims = Operands.split(spec, dims)
   old_total = spec.batch
 
   def lead(x, d):  # array operand: the new batch dim first, if it has one
-    return (x, False) if d is batching.not_mapped else (
+    return (x, False) if d is None else (
         jnp.moveaxis(x, d, 0), True)
 
   def start(s, d):  # start operand: () or one value per (new x old) item
-    if d is batching.not_mapped:
+    if d is None:
       return s if np.ndim(s) == 0 else jnp.tile(s, size)
     s = jnp.moveaxis(s, d, 0)
     if np.ndim(s) == 1 and spec.batch_shape:

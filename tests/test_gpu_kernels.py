@@ -138,8 +138,13 @@ def _check(got, want, in_dt, out_dt, k, precision=None):
 
 
 def _ref_highest(f):
-  with jax.default_matmul_precision("highest"):
-    return jax.jit(f)
+  """f jitted, traced and run with full-fp32 matmuls (no TF32)."""
+  jf = jax.jit(f)
+
+  def run(*args):
+    with jax.default_matmul_precision("highest"):
+      return jf(*args)
+  return run
 
 
 PAIRS = [(BF16, BF16), (BF16, F32), (F16, F16), (F16, F32), (F32, F32)]

@@ -1,0 +1,79 @@
+// Tile-configuration sweep for the SM90 ptr-array kernels (not part of the
+// library build): times candidate (tile, cluster, schedule) configurations
+// and scheduler knobs with CUDA events, on the exact kernel template the
+// library uses (ffi/kernels/sm90_gemm.h), bf16, A row-major, B row-major.
+#pragma once
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "kernels/sm90_gemm.h"
+
+namespace sweep {
+using namespace jax_dynoff::kernels;
+
+struct Problem {
+  int m, n, k;
+  const void* const* pa; const void* const* pb; const void* const* pc;
+  void* const* pd;
+  void* ws; size_t ws_bytes; int sms; cudaStream_t stream;
+};
+
+// Returns ms per GEMM (median of 5 runs of `iters`), or -1 if it can't run.
+// with_init: initialize() before every run(), as the FFI handler does.
+template <typename Cfg>
+float Time(const Problem& p, int swizzle, int raster, bool with_init) {
+  using G = Sm90Gemm<Cfg, cutlass::bfloat16_t, cutlass::bfloat16_t,
+                     cutlass::layout::RowMajor, cutlass::layout::RowMajor>;
+  GemmLaunch l;
+  l.m = p.m; l.n = p.n; l.k = p.k; l.batch = 1;
+  l.ptr_a = p.pa; l.ptr_b = p.pb; l.ptr_c = p.pc; l.ptr_d = p.pd;
+  l.a_row = p.k; l.a_col = 1; l.b_row = p.n; l.b_col = 1;
+  l.ldc = l.ldd = p.n; l.alpha = 1.f; l.beta = 0.f;
+  l.workspace = p.ws; l.workspace_bytes = p.ws_bytes;
+  l.sm_count = p.sms; l.stream = p.stream;
+  auto args = G::Args(l);
+  args.scheduler.max_swizzle_size = swizzle;
+  using R = decltype(args.scheduler.raster_order);
+  args.scheduler.raster_order = raster == 0 ? R::AlongM : R::AlongN;
+  typename G::Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return -1;
+  if (G::Gemm::get_workspace_size(args) > p.ws_bytes) return -2;
+  if (gemm.initialize(args, p.ws, p.stream) != cutlass::Status::kSuccess) return -3;
+  const double flops = 2.0 * p.m * p.n * p.k;
+  const int iters = std::max(5, std::min(200, int(2e13 / flops)));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0); cudaEventCreate(&e1);
+  for (int i = 0; i < 3; ++i) gemm.run(p.stream);
+  std::vector<float> ts;
+  for (int r = 0; r < 5; ++r) {
+    cudaEventRecord(e0, p.stream);
+    for (int i = 0; i < iters; ++i) {
+      if (with_init) gemm.initialize(args, p.ws, p.stream);
+      gemm.run(p.stream);
+    }
+    cudaEventRecord(e1, p.stream);
+    cudaEventSynchronize(e1);
+    float ms; cudaEventElapsedTime(&ms, e0, e1);
+    ts.push_back(ms / iters);
+  }
+  cudaEventDestroy(e0); cudaEventDestroy(e1);
+  std::sort(ts.begin(), ts.end());
+  if (cudaGetLastError() != cudaSuccess) return -4;
+  return ts[2];
+}
+
+using Fn = float (*)(const Problem&, int, int, bool);
+struct Entry { const char* name; Fn fn; };
+}  // namespace sweep
+
+#define SWEEP_CFG(NAME, SCHED, EPI, TM, TN, CM, CN)                          \
+  namespace sweep {                                                          \
+  struct NAME##_cfg {                                                        \
+    using KernelSchedule = cutlass::gemm::SCHED;                             \
+    using EpilogueSchedule = cutlass::epilogue::EPI;                         \
+    using TileShape = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::_64>;  \
+    using ClusterShape = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;\
+  };                                                                         \
+  extern const Entry NAME = {#NAME, &Time<NAME##_cfg>};                      \
+  }
