@@ -7,9 +7,15 @@ reads that file back, so users can see which of their calls run inside a
 command buffer.
 
     import os, jax_dynoff as dyn
-    os.environ["XLA_FLAGS"] = dyn.cuda_graph_flags()   # before jax starts
-    # or per compile:
-    jax.jit(f).lower(*args).compile(compiler_options=dyn.cuda_graph_options())
+    os.environ["XLA_FLAGS"] = dyn.cuda_graph_flags()   # before JAX's first use
+    ...
+    print(dyn.check_capture(f, *args))
+
+`cuda_graph_flags()` is the reliable way: it adds WHILE to XLA's default
+command kinds.  `cuda_graph_options()` does the same per compile, but must
+spell out the whole list, and some kinds XLA uses by default cannot be named
+there (in jax 0.11 the copy that feeds a loop's `table[i]` look-up into a
+custom call), so a loop with such look-ups may still be split.
 """
 
 from __future__ import annotations
@@ -19,29 +25,35 @@ import glob
 import os
 import re
 import tempfile
-from typing import Callable
+from typing import Callable, Optional
 
 import jax
 
-# Command-buffer kinds to capture: XLA's defaults (fusions, cuBLAS, cuDNN,
-# custom calls such as jax_dynoff's, conditionals, dynamic-slice fusions) plus
-# WHILE, which is off by default and is what puts a whole fori_loop / scan /
-# while_loop into one graph.  Per-compile options take the full list (no
-# "+WHILE" syntax there), so the list is spelled out.
+# Per-compile command kinds: XLA's defaults that compile options accept, plus
+# WHILE (off by default), which puts a whole fori_loop / scan / while_loop
+# into one graph.
 _COMMANDS = ("FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE,"
              "DYNAMIC_SLICE_FUSION")
 
 
+def cuda_graph_flags(min_graph_size: int = 1) -> str:
+  """XLA_FLAGS text for whole-loop capture; set it before JAX starts.
+
+  `+WHILE` adds loops to XLA's default command kinds (conditionals and FFI
+  calls such as jax_dynoff's are on by default); `min_graph_size=1` lets
+  even a single call form a graph.
+  """
+  return (f"--xla_gpu_enable_command_buffer=+WHILE "
+          f"--xla_gpu_graph_min_graph_size={min_graph_size}")
+
+
 def cuda_graph_options(min_graph_size: int = 1) -> dict[str, str]:
-  """XLA options (for `compile(compiler_options=...)`) for whole-loop capture."""
+  """The same per compile: `.compile(compiler_options=cuda_graph_options())`."""
   return {"xla_gpu_enable_command_buffer": _COMMANDS,
           "xla_gpu_graph_min_graph_size": str(min_graph_size)}
 
 
-def cuda_graph_flags(min_graph_size: int = 1) -> str:
-  """The same as `XLA_FLAGS` text; set it before JAX initialises its backend."""
-  return " ".join(f"--{k}={v}"
-                  for k, v in cuda_graph_options(min_graph_size).items())
+NO_GRAPHS = {"xla_gpu_enable_command_buffer": ""}  # compile options: none
 
 
 @dataclasses.dataclass
@@ -76,8 +88,9 @@ def _parse(text: str) -> CaptureReport:
   captured = uncaptured = 0
   stack: list[tuple[int, bool]] = []  # (indent, is command buffer)
   top_kinds = []
+  thunk = re.compile(r"^\s*\d+: k[A-Z]")
   for line in text.splitlines():
-    if not line.strip():
+    if not thunk.match(line):  # "condition:", "body:", "branch_0:" labels
       continue
     indent = len(line) - len(line.lstrip())
     while stack and stack[-1][0] >= indent:
@@ -97,20 +110,17 @@ def _parse(text: str) -> CaptureReport:
   return CaptureReport(text, captured, uncaptured, whole)
 
 
-def check_capture(fn: Callable, *args, min_graph_size: int = 1,
-                  whole_loops: bool = True, **kwargs) -> CaptureReport:
+def check_capture(fn: Callable, *args,
+                  compiler_options: Optional[dict] = None,
+                  **kwargs) -> CaptureReport:
   """Compiles `jax.jit(fn)(*args, **kwargs)` with a dump and reports capture.
 
-  With `whole_loops`, loops and conditionals may become one graph each (the
-  flags of `cuda_graph_options`); without, XLA's default kinds apply.  Only
-  meaningful on a CUDA device; elsewhere no command buffers exist.
+  The command kinds are those in force: XLA_FLAGS (see `cuda_graph_flags`)
+  or `compiler_options` (e.g. `cuda_graph_options()`).  Only meaningful on a
+  CUDA device; elsewhere no command buffers exist.
   """
   with tempfile.TemporaryDirectory(prefix="jax_dynoff_dump_") as d:
-    opts = {"xla_dump_to": d}
-    if whole_loops:
-      opts.update(cuda_graph_options(min_graph_size))
-    else:
-      opts["xla_gpu_graph_min_graph_size"] = str(min_graph_size)
+    opts = {"xla_dump_to": d, **(compiler_options or {})}
     jax.jit(fn).lower(*args, **kwargs).compile(compiler_options=opts)
     files = sorted(glob.glob(os.path.join(
         d, "*thunk_sequence_after_thunk_passes.txt")))

@@ -432,7 +432,7 @@ def gemm_cases(draw, *, with_c=None, with_out=None, c_from_out=None,
 # ----------------------------------------------------------------------------
 
 def count_primitive(jaxpr, name: str = PRIM_NAME) -> int:
-  """Occurrences of primitive `name` in a (closed) jaxpr, sub-jaxprs included."""
+  """Occurrences of primitive `name` in a (closed) jaxpr and its sub-jaxprs."""
   jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
   total = 0
   for eqn in jaxpr.eqns:

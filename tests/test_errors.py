@@ -12,7 +12,6 @@ import re
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import jax_dynoff as dyn

@@ -1,116 +1,65 @@
 """CUDA-graph capture of jax_dynoff calls inside loops and conditionals.
 
-Reads XLA's thunk dump through jax_dynoff.graphs.check_capture.  GPU only.
+Reads XLA's thunk dump through jax_dynoff.check_capture.  GPU only.  Whole-
+loop capture needs XLA_FLAGS at backend start, so those checks run
+tests/graph_cases.py in a subprocess with `jax_dynoff.cuda_graph_flags()`.
 """
 
+import json
 import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax import lax
 
 import jax_dynoff as dyn
-from jax_dynoff import graphs
+import graph_cases as gc
 
-gpu = pytest.mark.skipif(jax.default_backend() != "gpu",
-                         reason="needs a CUDA GPU")
-pytestmark = [pytest.mark.gpu, gpu]
-
-M, N, K, L = 128, 256, 192, 8
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(jax.default_backend() != "gpu",
+                                 reason="needs a CUDA GPU")]
 
 
-def _data(seed=0, dtype=jnp.bfloat16):
-  k = jax.random.split(jax.random.key(seed), 3)
-  w = jax.random.uniform(k[0], (L, K, N), jnp.float32, -1, 1).astype(dtype)
-  x = jax.random.uniform(k[1], (M, K), jnp.float32, -1, 1).astype(dtype)
-  buf = jax.random.uniform(k[2], (L * M, N), jnp.float32, -1, 1).astype(dtype)
-  return x, w, buf
+@pytest.fixture(scope="module")
+def whole_loop_reports():
+  env = dict(os.environ, XLA_FLAGS=dyn.cuda_graph_flags())
+  script = os.path.join(os.path.dirname(__file__), "graph_cases.py")
+  res = subprocess.run([sys.executable, script], env=env, capture_output=True,
+                       text=True, timeout=600)
+  assert res.returncode == 0, res.stderr[-3000:]
+  reports = {}
+  for line in res.stdout.splitlines():
+    if line.startswith("{"):
+      r = json.loads(line)
+      reports[r.pop("case")] = r
+  return reports
 
 
-def _table(seed):
-  return jnp.asarray(np.random.default_rng(seed).permutation(L) * M, jnp.int32)
+def test_plain_call_is_captured_by_default():
+  build, args = gc.cases()["plain"]
+  rep = dyn.check_capture(build(dyn), *args,
+                          compiler_options={"xla_gpu_graph_min_graph_size": "1"})
+  assert rep.captured == 1 and rep.uncaptured == 0, rep.thunks
 
 
-def _slices_loop(mod):
-  def f(x, w, buf, rows):
-    def body(i, buf):
-      return mod.gemm(x, dyn.window(w, (i, 0, 0), (K, N)),
-                      out=dyn.window(buf, (rows[i], 0), (M, N)))
-    return lax.fori_loop(0, L, body, buf)
-  return f
+@pytest.mark.parametrize("case", ["fori", "cond", "scan_switch"])
+def test_whole_loop_is_one_command_buffer(whole_loop_reports, case):
+  r = whole_loop_reports[case]
+  assert r["captured"] >= 1 and r["uncaptured"] == 0, r
+  assert r["whole_program"] and r["while"], r
+  if case != "fori":
+    assert r["conditional"], r  # captured with its conditional
 
 
-def _dump_on_failure(report, name):
-  """Saves the thunk dump under $OUT (for reading later); returns its head."""
-  out = os.environ.get("OUT")
-  if out:
-    with open(os.path.join(out, f"thunks_{name}.txt"), "w") as f:
-      f.write(report.thunks)
-  return report.thunks[:4000]
-
-
-def test_plain_call_is_captured():
-  x, w, buf = _data()
-  f = lambda x, w, buf, r: dyn.gemm(x, dyn.window(w, (r[0] // M, 0, 0), (K, N)),
-                                    out=dyn.window(buf, (r[1], 0), (M, N)))
-  rep = graphs.check_capture(f, x, w, buf, _table(0), whole_loops=False)
-  assert rep.captured >= 1 and rep.uncaptured == 0, _dump_on_failure(rep, "plain")
-
-
-def test_fori_loop_is_one_command_buffer():
-  x, w, buf = _data()
-  rep = graphs.check_capture(_slices_loop(dyn), x, w, buf, _table(0))
-  msg = _dump_on_failure(rep, "fori")
-  assert rep.all_captured, msg
-  assert rep.whole_program, msg
-  assert "kWhile" in rep.thunks, msg
-
-
-def _cond_loop(mod):
-  # The motivating case of CUTLASS PR #1274: two GEMMs writing at different
-  # device offsets, chosen on the device, inside a loop.
-  def f(x, w, buf, rows, pred):
-    def body(i, buf):
-      wi = dyn.window(w, (i, 0, 0), (K, N))
-      return lax.cond(
-          pred[i] > 0,
-          lambda b: mod.gemm(x, wi, out=dyn.window(b, (rows[i], 0), (M, N))),
-          lambda b: mod.gemm(x, wi, out=dyn.window(b, (rows[L - 1 - i], 0),
-                                                    (M, N)), alpha=-2.0),
-          buf)
-    return lax.fori_loop(0, L, body, buf)
-  return f
-
-
-def test_cond_is_captured_with_its_conditional():
-  x, w, buf = _data()
-  pred = jnp.asarray([1, 0] * (L // 2), jnp.int32)
-  rep = graphs.check_capture(_cond_loop(dyn), x, w, buf, _table(1), pred)
-  msg = _dump_on_failure(rep, "cond")
-  assert rep.all_captured and rep.whole_program, msg
-  assert "kConditional" in rep.thunks, msg
-
-
-def _scan_switch(mod):
-  def f(x, w, buf, rows, which):
-    def step(buf, i):
-      wi = dyn.window(w, (i, 0, 0), (K, N))
-      branches = [
-          lambda b, a=a: mod.gemm(x, wi, out=dyn.window(b, (rows[i], 0), (M, N)),
-                                  alpha=a) for a in (1.0, 0.5, -1.0)]
-      return lax.switch(which[i], branches, buf), None
-    return lax.scan(step, buf, jnp.arange(L))[0]
-  return f
-
-
-def test_scan_and_switch_are_captured():
-  x, w, buf = _data()
-  which = jnp.asarray(np.arange(L) % 3, jnp.int32)
-  rep = graphs.check_capture(_scan_switch(dyn), x, w, buf, _table(2), which)
-  msg = _dump_on_failure(rep, "scan_switch")
-  assert rep.all_captured and rep.whole_program, msg
+def test_options_capture_a_loop_with_its_conditional():
+  build, args = gc.cases()["cond"]
+  rep = dyn.check_capture(build(dyn), *args,
+                          compiler_options=dyn.cuda_graph_options())
+  assert rep.all_captured and rep.whole_program, rep.thunks
+  assert "kConditional" in rep.thunks
 
 
 def _rel(a, b):
@@ -120,16 +69,15 @@ def _rel(a, b):
 
 def test_replay_with_new_offsets_and_buffers():
   """One compiled, graph-captured loop, run with fresh tables and buffers."""
-  x, w, buf = _data()
-  pred = jnp.asarray([1, 0] * (L // 2), jnp.int32)
-  args = (x, w, buf, _table(0), pred)
-  compiled = jax.jit(_cond_loop(dyn)).lower(*args).compile(
-      compiler_options=graphs.cuda_graph_options())
-  ref = jax.jit(_cond_loop(dyn.reference))
+  build, args = gc.cases()["cond"]
+  compiled = jax.jit(build(dyn)).lower(*args).compile(
+      compiler_options=dyn.cuda_graph_options())
+  ref = jax.jit(build(dyn.reference))
   for seed in range(6):
-    x, w, buf = _data(seed)
-    rows = _table(seed + 10)
-    pred = jnp.asarray(np.random.default_rng(seed).integers(0, 2, L), jnp.int32)
+    x, w, buf = gc.data(seed)
+    rows = gc.table(seed + 10)
+    pred = jnp.asarray(np.random.default_rng(seed).integers(0, 2, gc.L),
+                       jnp.int32)
     got = compiled(x, w, buf, rows, pred)
     want = ref(x, w, buf, rows, pred)
     assert _rel(got, want) < 1e-2, seed

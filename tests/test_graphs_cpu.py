@@ -9,12 +9,20 @@ from jax_dynoff import graphs
 
 
 def test_flags_turn_on_whole_loop_capture():
-  flags = dyn.cuda_graph_flags()
-  assert "--xla_gpu_enable_command_buffer=" in flags
-  kinds = flags.split("--xla_gpu_enable_command_buffer=")[1].split()[0]
-  assert {"WHILE", "CONDITIONAL", "CUSTOM_CALL"} <= set(kinds.split(","))
+  flags = dyn.cuda_graph_flags().split()
+  assert "--xla_gpu_enable_command_buffer=+WHILE" in flags
   assert "--xla_gpu_graph_min_graph_size=1" in flags
-  assert dyn.cuda_graph_options(3)["xla_gpu_graph_min_graph_size"] == "3"
+  opts = dyn.cuda_graph_options(3)
+  kinds = set(opts["xla_gpu_enable_command_buffer"].split(","))
+  assert {"WHILE", "CONDITIONAL", "CUSTOM_CALL"} <= kinds
+  assert opts["xla_gpu_graph_min_graph_size"] == "3"
+
+
+def test_options_are_accepted_by_the_compiler():
+  # XLA rejects unknown command kinds at compile time, on any backend.
+  f = jax.jit(lambda a: a + 1).lower(jnp.ones(3))
+  f.compile(compiler_options=dyn.cuda_graph_options())
+  f.compile(compiler_options=graphs.NO_GRAPHS)
 
 
 @pytest.mark.skipif(jax.default_backend() == "gpu", reason="CPU behaviour")
@@ -39,3 +47,45 @@ def test_parser_counts_calls_inside_and_outside_command_buffers():
   assert not rep.whole_program and not rep.all_captured
   rep = graphs._parse("000: kCommandBuffer\n  000: kCustomCall jax_dynoff_gemm\n")
   assert rep.all_captured and rep.whole_program
+
+
+# What XLA (jax 0.11.2, H200) dumped for a loop with lax.cond, captured whole:
+# the "condition:" / "body:" / branch labels sit at odd indents.
+DUMP_COND = """\
+000: kCommandBuffer [source | sink] 
+    001: kCopy  [source       | next=003 (2)] kCopy
+    003: kWhile [prev=002 (1) | sink        ]       
+condition:
+        004: kCustomKernel [source | sink] loop_compare_fusion grid: [1, 1, 1]
+      body:
+        005: kCustomKernel [source       | next=010 (1)] loop_compare_fusion_1
+        010: kConditional  [prev=005 (1) | next=011 (1)]           
+          false_branch:
+            007: kCustomCall   [prev=006 (1) | sink        ] kCustomCall
+          true_branch:
+            009: kCustomCall   [prev=008 (1) | sink        ] kCustomCall
+        011: kCustomKernel [prev=010 (1) | sink        ] loop_add_fusion
+"""
+
+# ... and for a fori_loop whose table look-up became an async copy: the loop
+# itself stays outside, only its body is a command buffer.
+DUMP_SPLIT = """\
+000: kCommandBuffer [source       | next=003 (1)] 
+    001: kCopy [source | sink] kCopy
+003: kWhile         [prev=000 (1) | sink        ]   
+condition:
+    004: kCustomKernel [source | sink] loop_compare_fusion grid: [1, 1, 1]
+  body:
+    000: kCommandBuffer [source | sink] 
+        005: kAsyncStart   [source       | next=009 (2)] stream=computation_stream[0]
+            007: kDynamicSliceFusion [source | sink] params=1, results=1
+        008: kAsyncDone    [source       | sink        ] async_id=5
+        009: kCustomCall   [prev=005 (2) | next=010 (1)] kCustomCall
+"""
+
+
+def test_parser_reads_real_dumps():
+  rep = graphs._parse(DUMP_COND)
+  assert (rep.captured, rep.uncaptured, rep.whole_program) == (2, 0, True)
+  rep = graphs._parse(DUMP_SPLIT)
+  assert (rep.captured, rep.uncaptured, rep.whole_program) == (1, 0, False)

@@ -16,9 +16,6 @@ from strategies import (BF16, F32, TOL, assert_bits_equal, assert_close,
                         assert_matches, poison_array, random_array,
                         uint_view)
 
-GEMMS = {"dyn": dyn.gemm, "reference": dyn.reference.gemm}
-
-
 def both(build, *args):
   """(dyn result, reference result) of jit(build(gemm))(*args)."""
   got = jax.jit(build(dyn.gemm))(*args)

@@ -8,13 +8,12 @@ from __future__ import annotations
 import re
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
 
 import jax_dynoff as dyn
-from strategies import F32, BF16, random_array
+from strategies import BF16, F32
 
 TARGET = "jax_dynoff_gemm"
 PLATFORMS = ["cpu", "cuda"]

@@ -14,15 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from jax import lax
 
 import jax_dynoff as dyn
 from strategies import (BF16, DTYPES, F16, F32, INT32_MAX, INT32_MIN,
                         INT64_MAX, INT64_MIN, TOL, GemmCase, Operand,
                         assert_bits_equal, assert_close, check_case,
-                        clamp_start, examples, gemm_cases, poison_array, random_array,
-                        run_case)
+                        clamp_start, examples, gemm_cases, poison_array,
+                        random_array)
 
 
 # ----------------------------------------------------------------------------
@@ -287,3 +286,34 @@ def test_nan_in_out_does_not_leak_into_result_without_c():
   """out is write-only when c is not a window of it."""
   check_case(_case(out=Operand((9, 7), (9, 7)), poison="nan",
                    c=Operand((9, 7), (9, 7))))
+
+
+@pytest.mark.parametrize("c_from_out", [False, True])
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_beta_zero_does_not_read_c(c_from_out, dtype):
+  """BLAS convention (README): with beta == 0, C is not read, so NaN / Inf
+  in C do not reach the result."""
+  rng = np.random.default_rng(7)
+  a = random_array(rng, (6, 5), dtype)
+  b = random_array(rng, (5, 4), dtype)
+  c = poison_array(rng, (8, 9), dtype, "nan")
+  c[0, 0] = np.inf
+  want = a.astype(np.float64) @ b.astype(np.float64) * 0.5
+
+  def fn(gemm):
+    def f(a, b, c, s):
+      if c_from_out:
+        return gemm(a, b, dyn.window(c, (s, 1), (6, 4)),
+                    out=dyn.window(c, (s + 1, 0), (6, 4)), alpha=0.5,
+                    beta=0.0)
+      return gemm(a, b, dyn.window(c, (s, 1), (6, 4)), alpha=0.5, beta=0.0)
+    return jax.jit(f)
+
+  for gemm in (dyn.gemm, dyn.reference.gemm):
+    got = np.asarray(fn(gemm)(a, b, c, np.int32(1)))
+    if c_from_out:
+      mask = np.zeros(c.shape, bool)
+      mask[2:8, 0:4] = True
+      assert_bits_equal(got[~mask], c[~mask], nan_payload=False)
+      got = got[2:8, 0:4]
+    assert_close(got, want, TOL[np.dtype(dtype)])

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from jax.test_util import check_grads
 
 import jax_dynoff as dyn
-from strategies import (BF16, F32, PRIM_NAME, TOL, assert_bits_equal,
+from strategies import (BF16, F32, TOL, assert_bits_equal,
                         assert_close, assert_matches, check_result,
                         clamp_start, count_primitive, examples,
                         float_primitive_names, gemm_cases, poison_array,
@@ -562,7 +562,8 @@ def test_grad_when_a_and_out_are_windows_of_one_array():
 
   def f(gemm):
     def g(X, b, s):
-      return gemm(dyn.window(X, (s, 0), (5, 6)), b, dyn.window(X, (s, 3), (5, 4)),
+      return gemm(dyn.window(X, (s, 0), (5, 6)), b,
+                  dyn.window(X, (s, 3), (5, 4)),
                   out=dyn.window(X, (s + 2, 4), (5, 4)), alpha=0.5)
     return g
 
