@@ -58,6 +58,10 @@ def gemm(a, b, c=None, *, out=None, alpha=1.0, beta=1.0, transpose_a=False,
     av = av.T
   if call.trans_b:
     bv = bv.T
+  if call.in_dtype != jnp.float32:
+    # 16-bit inputs are exact in float32 (and in TF32); the dot then runs
+    # on every backend (XLA:CPU lacks some batched 16-bit dots).
+    av, bv = av.astype(jnp.float32), bv.astype(jnp.float32)
   acc = lax.dot_general(av, bv, (((1,), (0,)), ((), ())),
                         precision=call.lax_precision,
                         preferred_element_type=jnp.float32)

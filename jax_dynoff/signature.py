@@ -58,6 +58,10 @@ def _static_bool(arg: str, v: Any) -> bool:
 def _precision(v: Any) -> tuple[str, Any]:
   """('highest' | 'default', the value for lax).  Accepts what jnp.dot does."""
   if v is None:
+    # As jnp.dot does: honour jax.default_matmul_precision / the config.
+    cfg = str(jax.config.jax_default_matmul_precision or "").lower()
+    if cfg in ("highest", "float32", "fp32"):
+      return "highest", lax.Precision.HIGHEST
     return "default", None
   vals = v if isinstance(v, (tuple, list)) else (v,)
   if len(vals) not in (1, 2):

@@ -37,11 +37,21 @@ _X64_OFF_MODULES = {"test_semantics", "test_loops", "test_transforms",
 
 @pytest.fixture(autouse=True)
 def _x64_does_not_leak(request):
-  """Every test of ours starts and ends with x64 off."""
+  """Every test of ours starts and ends with x64 off.
+
+  On a GPU these semantic tests also run with full-fp32 matmuls: they check
+  float32 results to 1e-5, and by default XLA (the reference) and jax_dynoff
+  use TF32 there, as jnp.dot does.  TF32 accuracy is tested in
+  test_gpu_kernels.py.
+  """
   name = request.module.__name__.rpartition(".")[2]
   if name not in _X64_OFF_MODULES:
     yield
     return
   assert not jax.config.jax_enable_x64, "jax_enable_x64 leaked into a test"
-  yield
+  if jax.default_backend() == "gpu":
+    with jax.default_matmul_precision("highest"):
+      yield
+  else:
+    yield
   assert not jax.config.jax_enable_x64, "a test left jax_enable_x64 on"
