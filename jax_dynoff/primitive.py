@@ -25,7 +25,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching
 
 from jax_dynoff import reference
-from jax_dynoff.spec import GemmSpec, WinSpec
+from jax_dynoff.spec import MAX_BATCH_RANK, GemmSpec, WinSpec
 from jax_dynoff.window import Window
 
 gemm_p = Primitive("jax_dynoff_gemm")
@@ -146,7 +146,40 @@ def _batch_rule(args, dims, *, spec: GemmSpec):
   new_spec = dataclasses.replace(
       spec, a=add(spec.a, a_b), b=add(spec.b, b_b), c=add(spec.c, c_flag),
       d=add(spec.d, d_batched), batch_shape=(size,) + tuple(spec.batch_shape))
+  if len(new_spec.batch_shape) > MAX_BATCH_RANK:
+    merged_spec, merged = _merge_outer_batch_dims(new_spec, new)
+    out = bind(merged_spec, merged)
+    return out.reshape(new_spec.batch_shape[:2] + out.shape[1:]), 0
   return bind(new_spec, new), 0
+
+
+def _merge_outer_batch_dims(spec: GemmSpec, ops: Operands):
+  """Folds batch dims 0 and 1 into one, for vmaps nested deeper than the
+  FFI's MAX_BATCH_RANK.  Batch items keep their row-major order, so the
+  flattened starts stay as they are; an array that carries only one of the
+  two dims is broadcast over the other (a copy, only at that depth)."""
+  b0, b1 = spec.batch_shape[:2]
+
+  def merge(x, w: Optional[WinSpec]):
+    if w is None:
+      return x, w
+    f0, f1 = w.batched[0], w.batched[1]
+    if x is not None and (f0 or f1):
+      if not f1:
+        x = jnp.broadcast_to(x[:, None], (b0, b1) + x.shape[1:])
+      elif not f0:
+        x = jnp.broadcast_to(x[None], (b0,) + x.shape)
+      x = x.reshape((b0 * b1,) + x.shape[2:])
+    return x, dataclasses.replace(w, batched=(f0 or f1,) + w.batched[2:])
+
+  a, wa = merge(ops.a, spec.a)
+  b, wb = merge(ops.b, spec.b)
+  c, wc = merge(ops.c, spec.c)
+  out, wd = merge(ops.out, spec.d)
+  new_spec = dataclasses.replace(
+      spec, a=wa, b=wb, c=wc, d=wd,
+      batch_shape=(b0 * b1,) + tuple(spec.batch_shape[2:]))
+  return new_spec, Operands(a, b, c, out, ops.starts)
 
 
 batching.primitive_batchers[gemm_p] = _batch_rule
