@@ -37,6 +37,7 @@ step "tests on the GPU"
 
 if [ -z "${SKIP_BENCH:-}" ]; then
   step "benchmark"
-  (cd /tmp && python3 -m jax_dynoff.bench "$res") 2>&1 | tee "$res/bench.log" || status=1
+  (cd /tmp && python3 -m jax_dynoff.bench "$res" && \
+     python3 -m jax_dynoff.bench --graphs "$res") 2>&1 | tee "$res/bench.log" || status=1
 fi
 exit $status

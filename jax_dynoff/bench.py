@@ -1,18 +1,32 @@
-"""`python -m jax_dynoff.bench`: jax_dynoff against XLA, side by side.
+"""`python -m jax_dynoff.bench [OUT_DIR]`: jax_dynoff against XLA, side by side.
 
-Every variant is timed the same way: `iters` calls inside one jitted
+Every variant is timed the same way: `iters` repetitions inside one jitted
 `fori_loop` (so launch gaps are the device's, not the host's), the whole
 loop timed after a warm-up, median over `repeats`, divided by `iters`.
-Loop bodies depend on the loop index through `lax.optimization_barrier`, so
-XLA cannot hoist a loop-invariant GEMM out of the loop.
+Loop bodies depend on the loop index (through `lax.optimization_barrier`
+where nothing else does), so XLA cannot hoist a GEMM out of the loop.
 
-Scenarios (more in later versions):
-- `plain`: a GEMM whose A and D windows sit at non-zero offsets read from a
-  device table, against `jnp.dot` on the same shapes;
-- `loop`: 64 GEMMs 128x1024x1024 written into row slices of one buffer at
-  offsets from a device table inside one fori_loop, as one whole-loop CUDA
-  graph (with --graphs) and with command buffers off, against XLA's loop
-  (dynamic_slice + jnp.dot + dynamic_update_slice).
+Scenarios (bf16 unless said; sizes are the GPU ones, CPU runs tiny ones):
+- `plain`: one GEMM with A and D at non-zero offsets read from a device
+  table, vs `jnp.dot` on the same shapes (2048^3, 4096^3, 8192^3,
+  128x4096x4096; bf16, f16, f32);
+- `slices`: L GEMMs written into row slices of one buffer in a fori_loop
+  (L=16 m=512, L=64 m=128, L=16 m=4096; n = k = 4096), vs XLA's loop
+  (dynamic_slice + jnp.dot + dynamic_update_slice) and vs one big GEMM of
+  the same total size (`ideal_ms`);
+- `stacked`: `x = x @ W[i]` over L layers of stacked weights read in place
+  (L=32 m=16, L=32 m=128, L=16 m=2048), vs `x @ W[i]` in XLA; reported in
+  TB/s of weights streamed;
+- `cond`: `lax.cond` choosing one of two GEMMs that write at different
+  device offsets, in a loop;
+- `kv`: a KV-cache style write, per step `x @ W` into
+  `cache[layer, pos:pos+t, :]`;
+- `loop`: 64 GEMMs 128x1024x1024 into row slices at offsets from a device
+  table, with command buffers on (one graph per loop under --graphs) and
+  off, vs XLA's loop.
+
+Writes OUT_DIR/bench.json (bench_graphs.json under --graphs) and a plot,
+OUT_DIR/bench.png (bench_graphs.png).
 """
 
 from __future__ import annotations
@@ -24,7 +38,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -33,18 +47,24 @@ from jax import lax
 
 import jax_dynoff as dyn
 
-PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float32": 395.0}  # H200 dense
+# H200 ceilings: dense bf16/f16 as measured here (KINDS.md: 769-798), TF32
+# at half of that, HBM copy bandwidth (reads + writes).
+PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float32": 395.0}
 PEAK_TBPS = 4.3
 
 
 @dataclasses.dataclass
 class Row:
+  """One measurement: jax_dynoff against XLA's way, in one process."""
+
   scenario: str
   case: str
   dtype: str
   ours_ms: float
   xla_ms: float
   flops: float
+  bytes: float = 0.0            # the fewest bytes the work must move
+  ideal_ms: Optional[float] = None  # e.g. one big GEMM of the same size
 
   @property
   def ratio(self) -> float:
@@ -55,10 +75,21 @@ class Row:
   def tflops(self) -> float:
     return self.flops / (self.ours_ms * 1e-3) / 1e12
 
+  @property
+  def tbps(self) -> float:
+    return self.bytes / (self.ours_ms * 1e-3) / 1e12
+
+  @property
+  def floor_ms(self) -> float:
+    """max(FLOPs / peak, bytes / bandwidth): no version runs much faster."""
+    return 1e3 * max(self.flops / (PEAK_TFLOPS[self.dtype] * 1e12),
+                     self.bytes / (PEAK_TBPS * 1e12))
+
   def as_dict(self):
     d = dataclasses.asdict(self)
-    d.update(ratio=self.ratio, tflops=self.tflops,
-             roofline_pct=100 * self.tflops / PEAK_TFLOPS[self.dtype])
+    d.update(ratio=self.ratio, tflops=self.tflops, tbps=self.tbps,
+             floor_ms=self.floor_ms,
+             roofline_pct=100 * self.floor_ms / self.ours_ms)
     return d
 
 
@@ -76,8 +107,22 @@ def time_loop(body: Callable, carry, iters: int, repeats: int,
   return statistics.median(times) / iters * 1e3
 
 
-def _rand(key, shape, dtype):
-  return jax.random.uniform(key, shape, jnp.float32, -1, 1).astype(dtype)
+def _rand(key, shape, dtype, scale=1.0):
+  return (scale * jax.random.uniform(key, shape, jnp.float32, -1, 1)).astype(
+      dtype)
+
+
+def _esize(dtype) -> int:
+  return jnp.dtype(dtype).itemsize
+
+
+def _iters(flops: float, gpu: bool) -> int:
+  """Enough repetitions for ~25 ms of GPU work; 2 on CPU."""
+  return max(3, min(200, int(2e13 / flops))) if gpu else 2
+
+
+# ---------------------------------------------------------------------------
+# Scenarios
 
 
 def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
@@ -105,16 +150,153 @@ def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
   t_ours = time_loop(ours, (d_big, offs), iters, repeats)
   t_xla = time_loop(xla, jnp.zeros((m, n), dtype), iters, repeats)
   return Row("plain", f"{m}x{n}x{k}", jnp.dtype(dtype).name, t_ours, t_xla,
-             2.0 * m * n * k)
+             2.0 * m * n * k, float((m * k + k * n + m * n) * _esize(dtype)))
+
+
+def slices(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
+  """L GEMMs (m x n x n) written into row slices of one buffer."""
+  kx, kw, kb = jax.random.split(jax.random.key(L * m), 3)
+  x = _rand(kx, (L * m, n), dtype)
+  w = _rand(kw, (n, n), dtype, 1.0 / np.sqrt(n))
+  buf = _rand(kb, (L * m, n), dtype)
+  rows = jnp.asarray(np.random.default_rng(L).permutation(L) * m, jnp.int32)
+
+  def ours(j, carry):
+    buf, rows = carry
+    def body(i, buf):
+      r = rows[i]
+      return dyn.gemm(dyn.window(x, (r, 0), (m, n)), w,
+                      out=dyn.window(buf, (r, 0), (m, n)))
+    return lax.fori_loop(0, L, body, buf), rows
+
+  def xla(j, carry):
+    buf, rows = carry
+    def body(i, buf):
+      r = rows[i]
+      xi = lax.dynamic_slice(x, (r, 0), (m, n))
+      y = jnp.dot(xi, w, preferred_element_type=dtype)
+      return lax.dynamic_update_slice(buf, y, (r, 0))
+    return lax.fori_loop(0, L, body, buf), rows
+
+  def ideal(j, y):
+    xx, ww, _ = lax.optimization_barrier((x, w, j))
+    return jnp.dot(xx, ww, preferred_element_type=dtype)
+
+  t_ours = time_loop(ours, (buf, rows), iters, repeats)
+  t_xla = time_loop(xla, (buf, rows), iters, repeats)
+  t_ideal = time_loop(ideal, jnp.zeros((L * m, n), dtype), iters, repeats)
+  e = _esize(dtype)
+  return Row("slices", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
+             t_xla, 2.0 * L * m * n * n, float((2 * L * m * n + n * n) * e),
+             t_ideal)
+
+
+def stacked(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
+  """`x = x @ W[i]` over L stacked weight matrices read in place."""
+  kx, kw = jax.random.split(jax.random.key(L + m), 2)
+  x0 = _rand(kx, (m, n), dtype)
+  w = _rand(kw, (L, n, n), dtype, 1.0 / np.sqrt(n))
+
+  def ours(j, x):
+    def body(i, x):
+      return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)))
+    return lax.fori_loop(0, L, body, x)
+
+  def xla(j, x):
+    def body(i, x):
+      wi = lax.dynamic_index_in_dim(w, i, keepdims=False)
+      return jnp.dot(x, wi, preferred_element_type=dtype)
+    return lax.fori_loop(0, L, body, x)
+
+  t_ours = time_loop(ours, x0, iters, repeats)
+  t_xla = time_loop(xla, x0, iters, repeats)
+  return Row("stacked", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
+             t_xla, 2.0 * L * m * n * n, float(L * n * n * _esize(dtype)))
+
+
+def cond(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
+  """Per step, lax.cond picks one of two GEMMs writing at other offsets."""
+  kx, kw, kb = jax.random.split(jax.random.key(3 * L + m), 3)
+  x = _rand(kx, (m, n), dtype)
+  w = _rand(kw, (L, n, n), dtype, 1.0 / np.sqrt(n))
+  buf = _rand(kb, (2 * L * m, n), dtype)
+  rng = np.random.default_rng(7)
+  rows_a = jnp.asarray(rng.permutation(L) * m, jnp.int32)
+  rows_b = jnp.asarray(L * m + rng.permutation(L) * m, jnp.int32)
+  pred = jnp.asarray(rng.integers(0, 2, L), jnp.int32)
+
+  def ours(j, buf):
+    def body(i, buf):
+      wi = dyn.window(w, (i, 0, 0), (n, n))
+      return lax.cond(
+          pred[i] > 0,
+          lambda b: dyn.gemm(x, wi, out=dyn.window(b, (rows_a[i], 0), (m, n))),
+          lambda b: dyn.gemm(x, wi, out=dyn.window(b, (rows_b[i], 0), (m, n)),
+                             alpha=-1.0),
+          buf)
+    return lax.fori_loop(0, L, body, buf)
+
+  def xla(j, buf):
+    def body(i, buf):
+      wi = lax.dynamic_index_in_dim(w, i, keepdims=False)
+      return lax.cond(
+          pred[i] > 0,
+          lambda b: lax.dynamic_update_slice(
+              b, jnp.dot(x, wi, preferred_element_type=dtype), (rows_a[i], 0)),
+          lambda b: lax.dynamic_update_slice(
+              b, -jnp.dot(x, wi, preferred_element_type=dtype),
+              (rows_b[i], 0)),
+          buf)
+    return lax.fori_loop(0, L, body, buf)
+
+  t_ours = time_loop(ours, buf, iters, repeats)
+  t_xla = time_loop(xla, buf, iters, repeats)
+  e = _esize(dtype)
+  return Row("cond", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
+             t_xla, 2.0 * L * m * n * n, float(L * (n * n + m * n) * e))
+
+
+def kv(layers: int, steps: int, t: int, n: int, dtype, iters: int,
+       repeats: int) -> Row:
+  """Per step: `x @ W[layer]` into `cache[layer, pos:pos+t, :]`."""
+  kx, kw, kc = jax.random.split(jax.random.key(layers * t), 3)
+  seq = steps * t
+  x = _rand(kx, (t, n), dtype)
+  w = _rand(kw, (layers, n, n), dtype, 1.0 / np.sqrt(n))
+  cache = _rand(kc, (layers, seq, n), dtype)
+  pos = jnp.asarray(np.arange(steps) * t, jnp.int32)
+
+  def ours(j, cache):
+    def body(s, cache):
+      layer, p = s % layers, pos[s // layers % steps]
+      return dyn.gemm(x, dyn.window(w, (layer, 0, 0), (n, n)),
+                      out=dyn.window(cache, (layer, p, 0), (t, n)))
+    return lax.fori_loop(0, steps * layers, body, cache)
+
+  def xla(j, cache):
+    def body(s, cache):
+      layer, p = s % layers, pos[s // layers % steps]
+      wl = lax.dynamic_index_in_dim(w, layer, keepdims=False)
+      y = jnp.dot(x, wl, preferred_element_type=dtype)
+      return lax.dynamic_update_slice(cache, y[None], (layer, p, 0))
+    return lax.fori_loop(0, steps * layers, body, cache)
+
+  t_ours = time_loop(ours, cache, iters, repeats)
+  t_xla = time_loop(xla, cache, iters, repeats)
+  calls = steps * layers
+  e = _esize(dtype)
+  return Row("kv", f"layers{layers}_steps{steps}_t{t}_{n}", jnp.dtype(dtype).name,
+             t_ours, t_xla, 2.0 * calls * t * n * n,
+             float(calls * (n * n + 2 * t * n) * e))
 
 
 def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
   """L GEMMs (m x n x n) into row slices of one buffer at offsets from a
-  device table, in one fori_loop: whole-loop CUDA graph or not, vs XLA."""
+  device table, in one fori_loop: command buffers on or off, vs XLA."""
   kx, kw, kb = jax.random.split(jax.random.key(L + m), 3)
   dtype = jnp.bfloat16
   x = _rand(kx, (m, n), dtype)
-  w = _rand(kw, (L, n, n), dtype)
+  w = _rand(kw, (L, n, n), dtype, 1.0 / np.sqrt(n))
   buf = _rand(kb, (L * m, n), dtype)
   rows = jnp.asarray(np.random.default_rng(0).permutation(L) * m, jnp.int32)
 
@@ -135,68 +317,138 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
 
   from jax_dynoff.graphs import NO_GRAPHS
   flops = 2.0 * L * m * n * n
+  nbytes = float(L * (n * n + 2 * m * n) * 2)
   iters = 20
   t_graph = time_loop(ours, (buf, rows), iters, repeats)
   t_nograph = time_loop(ours, (buf, rows), iters, repeats, NO_GRAPHS)
   t_xla = time_loop(xla, (buf, rows), iters, repeats)
   case = f"L{L}_{m}x{n}x{n}"
-  return [Row("loop_graph", case, "bfloat16", t_graph, t_xla, flops),
-          Row("loop_nograph", case, "bfloat16", t_nograph, t_xla, flops)]
+  return [Row("loop_graph", case, "bfloat16", t_graph, t_xla, flops, nbytes),
+          Row("loop_nograph", case, "bfloat16", t_nograph, t_xla, flops,
+              nbytes)]
 
 
-PLAIN_SHAPES_GPU = [(2048, 2048, 2048), (4096, 4096, 4096),
-                    (8192, 8192, 8192), (128, 4096, 4096)]
-PLAIN_SHAPES_CPU = [(64, 64, 64), (128, 128, 128)]
+# ---------------------------------------------------------------------------
+# Driver
+
+SCENARIOS = ("plain", "slices", "stacked", "cond", "kv", "loop")
 
 
-SCENARIOS = ("plain", "loop")
+def _cases(gpu: bool, quick: bool):
+  """scenario -> list of (function, args without iters/repeats, flops)."""
+  bf16, f16, f32 = jnp.bfloat16, jnp.float16, jnp.float32
+  if not gpu:  # tiny sizes: the CPU handler is a reference, not a kernel
+    return {
+        "plain": [(plain, (64, 64, 64, f32))],
+        "slices": [(slices, (4, 16, 64, f32))],
+        "stacked": [(stacked, (4, 8, 64, f32))],
+        "cond": [(cond, (4, 8, 64, f32))],
+        "kv": [(kv, (2, 3, 4, 64, f32))],
+    }
+  plain_shapes = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+                  (128, 4096, 4096)]
+  dtypes = [bf16, f16] if quick else [bf16, f16, f32]
+  return {
+      "plain": [(plain, (m, n, k, dt)) for dt in dtypes
+                for (m, n, k) in plain_shapes],
+      "slices": [(slices, (16, 512, 4096, bf16)), (slices, (64, 128, 4096, bf16)),
+                 (slices, (16, 4096, 4096, bf16))],
+      "stacked": [(stacked, (32, 16, 4096, bf16)),
+                  (stacked, (32, 128, 4096, bf16)),
+                  (stacked, (16, 2048, 4096, bf16))],
+      "cond": [(cond, (16, 512, 4096, bf16))],
+      "kv": [(kv, (8, 16, 64, 4096, bf16))],
+  }
 
 
-def run(out_dir: str | None, quick: bool = False,
+def _flops_of(fn, args) -> float:
+  """FLOPs of one timed iteration, to size `iters`."""
+  if fn is plain:
+    m, n, k, _ = args
+    return 2.0 * m * n * k
+  if fn is kv:
+    layers, steps, t, n, _ = args
+    return 2.0 * layers * steps * t * n * n
+  L, m, n, _ = args
+  return 2.0 * L * m * n * n
+
+
+def run(out_dir: Optional[str], quick: bool = False,
         scenarios=SCENARIOS) -> list[Row]:
   gpu = jax.default_backend() == "gpu"
-  repeats = 3 if quick else 5
-  rows = []
-  if "plain" in scenarios:
-    shapes = PLAIN_SHAPES_GPU if gpu else PLAIN_SHAPES_CPU
-    dtypes = [jnp.bfloat16, jnp.float16] if gpu else [jnp.float32]
-    for dtype in dtypes:
-      for (m, n, k) in shapes:
-        flops = 2.0 * m * n * k
-        iters = max(5, min(200, int(2e13 / flops))) if gpu else 3
-        rows.append(plain(m, n, k, dtype, iters, repeats))
-        print_row(rows[-1])
-  if "loop" in scenarios:
-    # Issue 4's loop: 64 small GEMMs, whole-loop graph vs none vs XLA.
-    args = (64, 128, 1024) if gpu else (4, 16, 32)
-    for r in small_loop(*args, repeats):
-      rows.append(r)
-      print_row(r)
+  repeats = 3 if quick or not gpu else 5
+  rows: list[Row] = []
+  cases = _cases(gpu, quick)
+  for name in scenarios:
+    if name == "loop":
+      args = (64, 128, 1024) if gpu else (4, 16, 32)
+      for r in small_loop(*args, repeats):
+        rows.append(r)
+        print_row(r)
+      continue
+    for fn, args in cases[name]:
+      rows.append(fn(*args, _iters(_flops_of(fn, args), gpu), repeats))
+      print_row(rows[-1])
   if out_dir:
     os.makedirs(out_dir, exist_ok=True)
-    dev = jax.devices()[0]
     graphs = "+WHILE" in os.environ.get("XLA_FLAGS", "")
-    name = "bench_graphs.json" if graphs else "bench.json"
-    with open(os.path.join(out_dir, name), "w") as f:
+    stem = "bench_graphs" if graphs else "bench"
+    dev = jax.devices()[0]
+    with open(os.path.join(out_dir, stem + ".json"), "w") as f:
       json.dump({"device": dev.device_kind, "jax": jax.__version__,
                  "date": time.strftime("%Y-%m-%d"),
-                 "command": " ".join(sys.argv),
+                 "command": " ".join(["python -m jax_dynoff.bench"] +
+                                     sys.argv[1:]),
                  "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                 "peak_tflops": PEAK_TFLOPS, "peak_tbps": PEAK_TBPS,
                  "rows": [r.as_dict() for r in rows]}, f, indent=1)
+    plot(rows, os.path.join(out_dir, stem + ".png"),
+         f"jax_dynoff vs XLA on {dev.device_kind}")
   return rows
 
 
+def plot(rows: list[Row], path: str, title: str) -> None:
+  """Two panels: speed-up over XLA, and % of the roofline floor."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  labels = [f"{r.scenario} {r.case} {r.dtype}" for r in rows]
+  y = np.arange(len(rows))
+  fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 0.35 * len(rows) + 1.5),
+                                 sharey=True)
+  ax1.barh(y, [r.ratio for r in rows], color="tab:blue")
+  ax1.axvline(1.0, color="k", lw=1)
+  ax1.set_xscale("log")
+  ax1.set_xlabel("XLA time / jax_dynoff time (> 1: faster than XLA)")
+  ax1.set_yticks(y, labels, fontsize=8)
+  ax1.invert_yaxis()
+  ax2.barh(y, [100 * r.floor_ms / r.ours_ms for r in rows], color="tab:green",
+           label="jax_dynoff")
+  ax2.scatter([100 * r.floor_ms / r.xla_ms for r in rows], y, color="k",
+              marker="|", s=120, label="XLA")
+  ax2.set_xlabel("% of roofline floor (max of FLOPs/peak, bytes/bandwidth)")
+  ax2.legend(loc="lower right", fontsize=8)
+  fig.suptitle(title)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
 def print_row(r: Row):
-  print(f"{r.scenario:<12} {r.case:<18} {r.dtype:<9} ours {r.ours_ms:8.4f} ms "
-        f"xla {r.xla_ms:8.4f} ms  ratio {r.ratio:5.2f}  {r.tflops:7.1f} TFLOP/s "
-        f"({100 * r.tflops / PEAK_TFLOPS[r.dtype]:4.1f}% of peak)", flush=True)
+  extra = f" ideal {r.ideal_ms:8.4f} ms" if r.ideal_ms else ""
+  print(f"{r.scenario:<12} {r.case:<22} {r.dtype:<9} ours {r.ours_ms:8.4f} ms "
+        f"xla {r.xla_ms:8.4f} ms{extra}  ratio {r.ratio:5.2f}  "
+        f"{r.tflops:7.1f} TFLOP/s {r.tbps:5.2f} TB/s  "
+        f"({100 * r.floor_ms / r.ours_ms:4.1f}% of roofline)", flush=True)
 
 
 def main(argv=None):
   p = argparse.ArgumentParser(description="jax_dynoff vs XLA, side by side")
   p.add_argument("out_dir", nargs="?", default=None,
-                 help="folder for bench.json")
-  p.add_argument("--quick", action="store_true")
+                 help="folder for bench.json and bench.png")
+  p.add_argument("--quick", action="store_true",
+                 help="fewer repeats, no float32 plain GEMMs")
   p.add_argument("--graphs", action="store_true",
                  help="run with jax_dynoff.cuda_graph_flags() in XLA_FLAGS: "
                  "every timed loop, ours and XLA's, becomes one CUDA graph")
@@ -206,8 +458,12 @@ def main(argv=None):
   if args.graphs:  # XLA reads XLA_FLAGS when the backend starts: still ahead
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " +
                                dyn.cuda_graph_flags()).strip()
+  scenarios = tuple(s for s in args.scenarios.split(",") if s)
+  unknown = set(scenarios) - set(SCENARIOS)
+  if unknown:
+    p.error(f"unknown scenarios {sorted(unknown)}; choose from {SCENARIOS}")
   print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}")
-  run(args.out_dir, args.quick, tuple(args.scenarios.split(",")))
+  run(args.out_dir, args.quick, scenarios)
 
 
 if __name__ == "__main__":
