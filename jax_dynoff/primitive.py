@@ -227,7 +227,7 @@ def _per_item(fn, spec: GemmSpec, arrays: dict, starts: dict, shared=()):
   return f(vals, svals, *shared)
 
 
-def _sum_to(x, w: WinSpec, batch_shape):
+def _sum_to(x, w: WinSpec):
   """Sums a fully batched cotangent down to the batch dims w carries."""
   axes = tuple(j for j, f in enumerate(w.batched) if not f)
   return x.sum(axes) if axes else x
@@ -393,7 +393,7 @@ def _transpose_rule(ct, *args, spec: GemmSpec):
   if spec.batch_shape:
     for n, w in (("a", spec.a), ("b", spec.b), ("c", spec.c)):
       if n in res:
-        res[n] = _sum_to(res[n], w, spec.batch_shape)
+        res[n] = _sum_to(res[n], w)
   out = Operands(res.get("a"), res.get("b"), res.get("c"), res.get("out"),
                  {n: [None] * len(v) for n, v in ops.starts.items()})
   return out.flat(spec)

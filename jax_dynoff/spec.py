@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+import ml_dtypes  # ships with jax: the bfloat16 numpy dtype
 import numpy as np
 
 DESC_VERSION = 1
@@ -19,13 +20,9 @@ HEADER_SIZE = 20
 BLOCK_SIZE = 4 + 4 * MAX_RANK
 DESC_SIZE = HEADER_SIZE + 4 * BLOCK_SIZE
 
-DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype("float16"): 1}
-try:  # ml_dtypes ships with jax
-  import ml_dtypes
-
-  DTYPE_CODES[np.dtype(ml_dtypes.bfloat16)] = 2
-except ImportError:  # pragma: no cover
-  pass
+# Mirrors enum class DType in ffi/gemm_problem.h.
+DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1,
+               np.dtype(ml_dtypes.bfloat16): 2}
 
 C_MODES = {"none": 0, "own": 1, "from_d": 2}
 PRECISIONS = {"default": 0, "highest": 1}
