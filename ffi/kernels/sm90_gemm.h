@@ -11,6 +11,7 @@
 #define JAX_DYNOFF_KERNELS_SM90_GEMM_H_
 
 #include <string>
+#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -46,13 +47,34 @@ struct Sm90SmallConfig {
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 };
 
+// Split-K for skinny m (m <= 64): the handler splits K into S equal slices
+// through the ptr-array batch (item l = t * S + s reads A and B advanced by
+// s * K / S along K) and this kernel writes each slice's float32 product
+// (m x n, row-major, ld = n) into the workspace; a reduction kernel in
+// ffi/cuda_gemm.cu sums the S partials, applies alpha and beta * C and
+// writes the D window.  Same 64x128x64 ping-pong tile as the small-m path
+// (m = 16 uses a quarter of the MMA, but the problem is bound by streaming
+// B, and the persistent producer keeps loading across the short K slices);
+// the epilogue has no source (C is void), so it only stores float32.
+struct Sm90SplitKConfig {
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+  using TileShape = cute::Shape<cute::_64, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+};
+
+// ElementC_ = void: a sourceless epilogue (beta must be 0, ptr_c unused).
 template <typename Config, typename ElementIn, typename ElementOut,
-          typename LayoutA, typename LayoutB>
+          typename LayoutA, typename LayoutB, typename ElementC_ = ElementOut>
 struct Sm90Gemm {
   using LayoutC = cutlass::layout::RowMajor;
+  static constexpr bool kHasC = !std::is_void_v<ElementC_>;
   static constexpr int kAlignIn = 128 / cutlass::sizeof_bits<ElementIn>::value;
   static constexpr int kAlignOut =
       128 / cutlass::sizeof_bits<ElementOut>::value;
+  static constexpr int kAlignC =
+      128 / cutlass::sizeof_bits<
+                std::conditional_t<kHasC, ElementC_, ElementOut>>::value;
 
   using CollectiveEpilogue =
       typename cutlass::epilogue::collective::CollectiveBuilder<
@@ -60,7 +82,7 @@ struct Sm90Gemm {
           typename Config::TileShape, typename Config::ClusterShape,
           cutlass::epilogue::collective::EpilogueTileAuto,
           float, float,                             // accumulator, compute
-          ElementOut, LayoutC, kAlignOut,           // C
+          ElementC_, LayoutC, kAlignC,              // C (void: none)
           ElementOut, LayoutC, kAlignOut,           // D
           typename Config::EpilogueSchedule>::CollectiveOp;
 
@@ -111,7 +133,10 @@ struct Sm90Gemm {
     hw.sm_count = l.sm_count;
     using EA = typename Gemm::ElementA;
     using EB = typename Gemm::ElementB;
-    using EC = typename Gemm::ElementC;
+    using EC = std::conditional_t<kHasC, typename Gemm::ElementC, void>;
+    const EC** ptr_c = nullptr;
+    if constexpr (kHasC)
+      ptr_c = reinterpret_cast<const EC**>(const_cast<const void**>(l.ptr_c));
     using ED = typename Gemm::EpilogueOutputOp::ElementOutput;
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kArray,
@@ -120,9 +145,9 @@ struct Sm90Gemm {
          MakeStride<StrideA>(lda),
          reinterpret_cast<const EB**>(const_cast<const void**>(l.ptr_b)),
          MakeStride<StrideB>(ldb)},
-        {{l.alpha, l.beta},
-         reinterpret_cast<const EC**>(const_cast<const void**>(l.ptr_c)),
-         MakeStride<StrideC>(l.ldc),
+        {{l.alpha, kHasC ? l.beta : 0.f},
+         ptr_c,
+         MakeStride<StrideC>(kHasC ? l.ldc : l.ldd),
          reinterpret_cast<ED**>(const_cast<void**>(l.ptr_d)),
          MakeStride<StrideD>(l.ldd)},
         hw};
@@ -167,6 +192,18 @@ struct Sm90Gemm {
   namespace jax_dynoff {                                                     \
   namespace kernels {                                                        \
   using NAME##_t = Sm90Gemm<CONFIG, IN, OUT, LA, LB>;                        \
+  extern const KernelEntry NAME = {#NAME, &NAME##_t::Workspace, &NAME##_t::Run};    \
+  }                                                                          \
+  }
+
+// The split-K kernels: float32 partials, no C.
+//   JAX_DYNOFF_SM90_SPLITK_KERNEL(kSm90SplitKBf16NN, cutlass::bfloat16_t,
+//                                 cutlass::layout::RowMajor,
+//                                 cutlass::layout::RowMajor)
+#define JAX_DYNOFF_SM90_SPLITK_KERNEL(NAME, IN, LA, LB)                      \
+  namespace jax_dynoff {                                                     \
+  namespace kernels {                                                        \
+  using NAME##_t = Sm90Gemm<Sm90SplitKConfig, IN, float, LA, LB, void>;      \
   extern const KernelEntry NAME = {#NAME, &NAME##_t::Workspace, &NAME##_t::Run};    \
   }                                                                          \
   }
