@@ -109,7 +109,11 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_large_bf16_bf16_tn.cu
     ffi/kernels/sm90_small_bf16_bf16_tn.cu
     ffi/kernels/sm90_large_f16_f16_nn.cu
-    ffi/kernels/sm90_small_f16_f16_nn.cu)
+    ffi/kernels/sm90_small_f16_f16_nn.cu
+    # Split-K slices for skinny m (path kSm90SplitK; experimental, planned
+    # only with JAX_DYNOFF_SPLITK=1 until verified on an H200).
+    ffi/kernels/sm90_splitk_bf16_nn.cu
+    ffi/kernels/sm90_splitk_f16_nn.cu)
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)
   target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
     ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")

@@ -5,7 +5,10 @@
 // per-batch-item pointer arrays in the workspace (ret 1), (2) when C is read
 // from D's own buffer at a window that overlaps D's without being D's, a copy
 // of that C window into the workspace, and (3) one CUTLASS GEMM in array /
-// ptr-array mode reading those pointer arrays.  Nothing is allocated, no
+// ptr-array mode reading those pointer arrays.  The split-K path (skinny m)
+// runs K in S slices as S ptr-array items per batch item, writing float32
+// partials into the workspace, and (4) a reduction kernel sums them, applies
+// alpha and beta * C and writes the D window.  Nothing is allocated, no
 // offset is read on the host, nothing synchronises, and the kernels launched
 // depend only on the attributes, the device and the buffer addresses: the
 // handler is safe to capture into a CUDA graph (kCmdBufferCompatible).
@@ -18,6 +21,12 @@
 // and the environment variable JAX_DYNOFF_DISABLE_SM90 is unset or "0";
 // otherwise the generic kernel runs (same result, slower).  The workspace
 // layout always follows the planned path, so the fallback always fits.
+// The split-K path additionally needs (checked here, proved by plan.py):
+// no transposes, 16-bit inputs, A and B aligned as above (C and D are only
+// touched by the reduction kernel, which takes any alignment), n % 4 == 0
+// (the float32 partials are TMA-stored with ld = n) and K splitting into
+// split_k equal slices of a multiple of 16 bytes; otherwise it falls back to
+// the generic kernel, unsplit.
 // JAX_DYNOFF_LOG=1 prints, per call, the planned path and the kernel run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -29,6 +38,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "ffi_problem.h"
 #include "gemm_problem.h"
@@ -49,7 +59,9 @@ using kernels::KernelEntry;
 
 constexpr int kMaxArgs = 64;
 constexpr int kThreads = 256;
+constexpr int kReduceThreads = 128;
 constexpr int64_t kWorkspaceAlign = 256;
+constexpr int64_t kMaxSplitK = 1024;  // a sanity bound on desc's split_k
 
 JAX_DYNOFF_HD int64_t RoundUp(int64_t x, int64_t a) {
   return (x + a - 1) / a * a;
@@ -65,30 +77,51 @@ bool IsSm90Path(Path p) {
 // the same numbers at trace time; keep the two in step.
 //   [0, kernel)           CUTLASS's own scratch: kSm90KernelWorkspace for
 //                         an SM90 path (TMA descriptors), else nothing
-//   [ptrs, +32*batch)     pointer arrays A[batch], B[batch], C[batch], D[batch]
+//   [ptrs, +8*count)      pointer arrays.  Unsplit: A[batch], B[batch],
+//                         C[batch], D[batch] (count = 4 * batch).  Path
+//                         kSm90SplitK (items = batch * split_k, item
+//                         l = t * split_k + s): A[items], B[items],
+//                         C[items], D[items] of the slice GEMMs (C and D
+//                         both point at the item's partial), then the real
+//                         C[batch] and D[batch] for the reduction
+//                         (count = 4 * items + 2 * batch)
 //   [scratch, +batch*item) copies of C windows (c_mode kFromD, beta != 0):
 //                         one (m-1)*ld + n element region per item, 256-byte
 //                         aligned, same leading dimension as D's array
+//   [partials, +items*pitem) kSm90SplitK only: one float32 m x n row-major
+//                         (ld = n) partial per item, each at a 256-byte
+//                         aligned stride pitem = RoundUp(m*n*4, 256)
+// A split-K plan that falls back to the generic kernel uses the unsplit
+// pointer layout inside the same (larger) workspace.
 struct WorkspaceLayout {
   int64_t kernel_bytes = 0;
   int64_t ptrs = 0;
+  int64_t ptr_count = 0;
   int64_t scratch = 0;
   int64_t scratch_item = 0;
+  int64_t partials = 0;
+  int64_t partial_item = 0;
   int64_t total = 0;
 };
 
 WorkspaceLayout Layout(const GemmProblem& p) {
   WorkspaceLayout w;
+  const bool split = p.path == Path::kSm90SplitK;
+  const int64_t items = split ? p.batch * p.split_k : p.batch;
   w.kernel_bytes =
       IsSm90Path(p.path) ? int64_t{kernels::kSm90KernelWorkspace} : 0;
   w.ptrs = w.kernel_bytes;
-  w.scratch = RoundUp(w.ptrs + 4 * 8 * p.batch, kWorkspaceAlign);
+  w.ptr_count = 4 * items + (split ? 2 * p.batch : 0);
+  w.scratch = RoundUp(w.ptrs + 8 * w.ptr_count, kWorkspaceAlign);
   if (p.c_mode == CMode::kFromD && p.beta != 0.0 && p.m > 0 && p.n > 0) {
     const OperandDesc& C = p.op[kC];
     w.scratch_item = RoundUp(((p.m - 1) * C.ld() + p.n) *
                                  ElementBytes(p.out_dtype), kWorkspaceAlign);
   }
-  w.total = w.scratch + p.batch * w.scratch_item;
+  w.partials = w.scratch + p.batch * w.scratch_item;  // 256-byte aligned
+  if (split && p.m > 0 && p.n > 0)
+    w.partial_item = RoundUp(p.m * p.n * 4, kWorkspaceAlign);
+  w.total = w.partials + items * w.partial_item;
   return w;
 }
 
@@ -102,10 +135,16 @@ struct PrepParams {
   uint8_t arg_batched[kMaxArgs];  // one start per batch item
   const char* base[kNumOperands];  // bytes; C's is D's for kFromD / kNone
   int elt[kNumOperands];           // element bytes
-  const void** ptrs;               // 4 * batch entries
+  const void** ptrs;               // WorkspaceLayout::ptr_count entries
   char* scratch;
   int64_t scratch_item;
   bool c_read;  // C present and beta != 0
+  // Split-K (SplitPointerKernel only).
+  int64_t slices;          // K slices per batch item
+  int64_t a_slice_bytes;   // address step between consecutive slices of A
+  int64_t b_slice_bytes;   // ... of B
+  char* partials;
+  int64_t partial_item;    // bytes per partial
 };
 
 __device__ __forceinline__ int64_t LoadStart(const PrepParams& P, int64_t arg,
@@ -144,22 +183,51 @@ __device__ bool NeedsCopy(const PrepParams& P, int64_t t) {
   return true;
 }
 
+// Item t's D window and the C it reads (its copy when it must be copied).
+__device__ void CAndD(const PrepParams& P, int64_t t, const char** c,
+                      const char** d) {
+  *d = P.base[kD] + Offset(P, kD, t) * P.elt[kD];
+  *c = *d;  // never read when !c_read, but a valid address
+  if (P.c_read) {
+    *c = NeedsCopy(P, t) ? P.scratch + t * P.scratch_item
+                         : P.base[kC] + Offset(P, kC, t) * P.elt[kC];
+  }
+}
+
 __global__ void PointerKernel(const __grid_constant__ PrepParams P) {
   const int64_t batch = P.p.batch;
   for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < batch;
        t += int64_t{gridDim.x} * blockDim.x) {
     const char* a = P.base[kA] + Offset(P, kA, t) * P.elt[kA];
     const char* b = P.base[kB] + Offset(P, kB, t) * P.elt[kB];
-    const char* d = P.base[kD] + Offset(P, kD, t) * P.elt[kD];
-    const char* c = d;  // never read when !c_read, but a valid address
-    if (P.c_read) {
-      c = NeedsCopy(P, t) ? P.scratch + t * P.scratch_item
-                          : P.base[kC] + Offset(P, kC, t) * P.elt[kC];
-    }
+    const char *c, *d;
+    CAndD(P, t, &c, &d);
     P.ptrs[t] = a;
     P.ptrs[batch + t] = b;
     P.ptrs[2 * batch + t] = c;
     P.ptrs[3 * batch + t] = d;
+  }
+}
+
+// Split-K: item l = t * slices + s multiplies A's and B's K slice s of batch
+// item t into partial l; the reduction reads C[t] and D[t] from the tail.
+__global__ void SplitPointerKernel(const __grid_constant__ PrepParams P) {
+  const int64_t batch = P.p.batch, S = P.slices, items = batch * S;
+  for (int64_t l = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; l < items;
+       l += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = l / S, s = l - t * S;
+    P.ptrs[l] = P.base[kA] + Offset(P, kA, t) * P.elt[kA] + s * P.a_slice_bytes;
+    P.ptrs[items + l] =
+        P.base[kB] + Offset(P, kB, t) * P.elt[kB] + s * P.b_slice_bytes;
+    const char* part = P.partials + l * P.partial_item;
+    P.ptrs[2 * items + l] = part;  // the GEMM's C: sourceless, never read
+    P.ptrs[3 * items + l] = part;
+    if (s == 0) {
+      const char *c, *d;
+      CAndD(P, t, &c, &d);
+      P.ptrs[4 * items + t] = c;
+      P.ptrs[4 * items + batch + t] = d;
+    }
   }
 }
 
@@ -206,6 +274,91 @@ __global__ void ScaleKernel(const __grid_constant__ PrepParams P,
       const float v = P.c_read ? beta * static_cast<float>(c[r * ldc + col])
                                : 0.f;
       d[r * ldd + col] = static_cast<TOut>(v);
+    }
+  }
+}
+
+// Split-K reduction: for every batch item t,
+//   D_t = cast(alpha * sum_s partial[t * slices + s] + beta * C_t),
+// one pass, each thread owning 4 consecutive columns of one row (n % 4 == 0):
+// float4 loads of the partials (summed in slice order: deterministic), C
+// read before D is written by the same thread (same window: in place is
+// safe; a partly overlapping C was copied to scratch first), vector stores
+// when D's address allows them.  grid.y strides over batch items.
+struct ReduceParams {
+  const char* partials;
+  int64_t partial_item;  // bytes
+  int64_t slices;
+  int64_t m, n, batch, ldc, ldd;
+  const void* const* c;  // batch entries
+  const void* const* d;  // batch entries
+  float alpha, beta;
+  bool c_read;
+};
+
+template <typename T>
+__device__ __forceinline__ void Store4(T* p, const float (&v)[4]) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 == 0) {
+      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+      return;
+    }
+  } else if constexpr (std::is_same_v<T, __half>) {
+    if (reinterpret_cast<uintptr_t>(p) % 8 == 0) {
+      const __half2 lo = __floats2half2_rn(v[0], v[1]);
+      const __half2 hi = __floats2half2_rn(v[2], v[3]);
+      uint2 u;
+      u.x = *reinterpret_cast<const uint32_t*>(&lo);
+      u.y = *reinterpret_cast<const uint32_t*>(&hi);
+      *reinterpret_cast<uint2*>(p) = u;
+      return;
+    }
+  } else {
+    if (reinterpret_cast<uintptr_t>(p) % 8 == 0) {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]);
+      const __nv_bfloat162 hi = __floats2bfloat162_rn(v[2], v[3]);
+      uint2 u;
+      u.x = *reinterpret_cast<const uint32_t*>(&lo);
+      u.y = *reinterpret_cast<const uint32_t*>(&hi);
+      *reinterpret_cast<uint2*>(p) = u;
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) p[j] = static_cast<T>(v[j]);
+}
+
+template <typename TOut>
+__global__ void __launch_bounds__(kReduceThreads)
+    SplitKReduceKernel(const __grid_constant__ ReduceParams R) {
+  const int64_t per_row = R.n / 4, vecs = R.m * per_row;
+  const int64_t step = R.partial_item / 16;  // float4s between slices
+  for (int64_t t = blockIdx.y; t < R.batch; t += gridDim.y) {
+    const float4* part = reinterpret_cast<const float4*>(
+        R.partials + t * R.slices * R.partial_item);
+    const TOut* c = static_cast<const TOut*>(R.c[t]);
+    TOut* d = static_cast<TOut*>(const_cast<void*>(R.d[t]));
+    for (int64_t v = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; v < vecs;
+         v += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t r = v / per_row, col = (v - r * per_row) * 4;
+      const float4* src = part + v;
+      float4 acc = src[0];
+#pragma unroll 4
+      for (int64_t s = 1; s < R.slices; ++s) {
+        const float4 x = src[s * step];
+        acc.x += x.x;
+        acc.y += x.y;
+        acc.z += x.z;
+        acc.w += x.w;
+      }
+      float o[4] = {R.alpha * acc.x, R.alpha * acc.y, R.alpha * acc.z,
+                    R.alpha * acc.w};
+      if (R.c_read) {
+        const TOut* cr = c + r * R.ldc + col;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) o[j] += R.beta * static_cast<float>(cr[j]);
+      }
+      Store4(d + r * R.ldd + col, o);
     }
   }
 }
@@ -275,12 +428,13 @@ const KernelEntry* GenericKernel(DType in, DType out) {
   return nullptr;
 }
 
-// The SM90 kernel for a path, or nullptr when none is built for it.
-// kSm90SplitK is not implemented: it runs the large-tile kernel unsplit.
+// The SM90 kernel for path kSm90Large / kSm90SmallM, or nullptr when none
+// is built for it.
 const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
                               bool tb) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
+  if (path == Path::kSm90SplitK) return nullptr;
   const bool large = path != Path::kSm90SmallM;
   if (in == DType::kBF16 && out == DType::kBF16) {
     if (!ta && !tb) return large ? &kSm90LargeBf16Bf16NN : &kSm90SmallBf16Bf16NN;
@@ -291,6 +445,19 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
     return large ? &kSm90LargeF16F16NN : &kSm90SmallF16F16NN;
 #endif
   (void)path; (void)in; (void)out; (void)ta; (void)tb;
+  return nullptr;
+}
+
+// The split-K slice kernel (float32 partials, any output dtype: the
+// reduction casts), or nullptr when none is built for it.
+const KernelEntry* Sm90SplitKKernel(DType in, bool ta, bool tb) {
+#ifdef JAX_DYNOFF_WITH_SM90
+  using namespace kernels;
+  if (ta || tb) return nullptr;
+  if (in == DType::kBF16) return &kSm90SplitKBf16NN;
+  if (in == DType::kF16) return &kSm90SplitKF16NN;
+#endif
+  (void)in; (void)ta; (void)tb;
   return nullptr;
 }
 
@@ -320,12 +487,92 @@ bool StaticallyAligned(const GemmProblem& p, bool c_read) {
          (!c_read || OperandAligned(p, p.op[kC], eo));
 }
 
+// Split-K's static requirements (mirrors plan.py's split_k_reasons): A and B
+// as for every SM90 path, each K slice a whole number of 16-byte chunks (so
+// every slice's address stays aligned), float32 partials with ld = n a
+// multiple of 16 bytes, and the item count within CUTLASS's int.
+bool SplitKStaticOk(const GemmProblem& p) {
+  const int64_t ei = ElementBytes(p.in_dtype), S = p.split_k;
+  return !p.trans_a && !p.trans_b && p.in_dtype != DType::kF32 &&
+         OperandAligned(p, p.op[kA], ei) && OperandAligned(p, p.op[kB], ei) &&
+         p.k % S == 0 && Aligned16(p.k / S, ei) && p.n % 4 == 0 &&
+         p.batch * S <= 0x7fffffff;
+}
+
 bool Ptr16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 ffi::Error CudaError(const char* what, cudaError_t e) {
   return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") + what + ": " +
                               cudaGetErrorName(e) + ": " +
                               cudaGetErrorString(e));
+}
+
+// (3) the slice GEMMs into the float32 partials, (4) the reduction into D.
+ffi::Error SplitKGemm(cudaStream_t stream, const GemmProblem& p,
+                      const PrepParams& P, const WorkspaceLayout& w,
+                      const KernelEntry* kernel, int device,
+                      const DeviceInfo& dev, char* ws, double alpha) {
+  const int64_t S = P.slices, items = p.batch * S;
+  GemmLaunch l;
+  l.m = static_cast<int>(p.m);
+  l.n = static_cast<int>(p.n);
+  l.k = static_cast<int>(p.k / S);
+  l.batch = static_cast<int>(items);
+  l.a_row = p.op[kA].ld();  // A row-major m x k
+  l.a_col = 1;
+  l.b_row = p.op[kB].ld();  // B row-major k x n
+  l.b_col = 1;
+  l.ldc = l.ldd = p.n;      // the partials
+  l.alpha = 1.f;
+  l.beta = 0.f;             // sourceless epilogue
+  l.device = device;
+  l.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
+  l.stream = stream;
+  l.workspace = ws;
+  l.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
+  l.ptr_a = P.ptrs;
+  l.ptr_b = P.ptrs + items;
+  l.ptr_c = P.ptrs + 2 * items;
+  l.ptr_d = const_cast<void* const*>(P.ptrs + 3 * items);
+  if (kernel->workspace(l) > l.workspace_bytes)
+    return ffi::Error::Internal(
+        std::string("jax_dynoff_gemm: ") + kernel->name + " needs " +
+        std::to_string(kernel->workspace(l)) + " workspace bytes, " +
+        std::to_string(l.workspace_bytes) + " reserved");
+  const std::string r = kernel->run(l);
+  if (!r.empty())
+    return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                kernel->name + ": " + r);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return CudaError("split-K GEMM launch", e);
+
+  ReduceParams R;
+  R.partials = P.partials;
+  R.partial_item = P.partial_item;
+  R.slices = S;
+  R.m = p.m;
+  R.n = p.n;
+  R.batch = p.batch;
+  R.ldd = p.op[kD].ld();
+  R.ldc = p.op[kC].present ? p.op[kC].ld() : R.ldd;
+  R.c = P.ptrs + 4 * items;
+  R.d = P.ptrs + 4 * items + p.batch;
+  R.alpha = static_cast<float>(alpha);
+  R.beta = P.c_read ? static_cast<float>(p.beta) : 0.f;
+  R.c_read = P.c_read;
+  const int64_t vecs = p.m * p.n / 4;
+  dim3 grid(static_cast<unsigned>(std::min<int64_t>(
+                RoundUp(vecs, kReduceThreads) / kReduceThreads, 2048)),
+            static_cast<unsigned>(std::min<int64_t>(p.batch, 65535)));
+  if (p.out_dtype == DType::kF32)
+    SplitKReduceKernel<float><<<grid, kReduceThreads, 0, stream>>>(R);
+  else if (p.out_dtype == DType::kF16)
+    SplitKReduceKernel<__half><<<grid, kReduceThreads, 0, stream>>>(R);
+  else
+    SplitKReduceKernel<__nv_bfloat16><<<grid, kReduceThreads, 0, stream>>>(R);
+  if ((e = cudaGetLastError()) != cudaSuccess)
+    return CudaError("split-K reduction launch", e);
+  return ffi::Error::Success();
 }
 
 ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
@@ -368,6 +615,9 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   const int64_t int_max = 0x7fffffff;
   if (p.m > int_max || p.n > int_max || p.k > int_max)
     return fail("m, n and k must be < 2^31 on CUDA");
+  if (p.path == Path::kSm90SplitK && p.split_k > kMaxSplitK)
+    return fail("split_k " + std::to_string(p.split_k) + " > " +
+                std::to_string(kMaxSplitK));
   const WorkspaceLayout w = Layout(p);
   if (ws_buf.element_type() != ffi::DataType::U8 ||
       static_cast<int64_t>(ws_buf.size_bytes()) < w.total)
@@ -402,6 +652,10 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   P.scratch = ws + w.scratch;
   P.scratch_item = w.scratch_item;
   P.c_read = p.c_mode != CMode::kNone && beta != 0.0;
+  P.slices = 1;
+  P.a_slice_bytes = P.b_slice_bytes = 0;
+  P.partials = ws + w.partials;
+  P.partial_item = w.partial_item;
 
   // --- Which kernel (host-only facts: attributes, device, addresses).
   int device = 0;
@@ -411,29 +665,54 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   if ((e = GetDeviceInfo(device, &dev)) != cudaSuccess)
     return CudaError("cudaDeviceGetAttribute", e);
   const KernelEntry* kernel = generic;
+  bool split = false;  // run the split-K kernel + reduction
   if (IsSm90Path(p.path) && !Sm90Disabled() && dev.major == 9 &&
       dev.minor == 0 && p.k > 0) {
-    const KernelEntry* k90 =
-        Sm90Kernel(p.path, p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
-    const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
-                          Ptr16(P.base[kC]) && Ptr16(P.base[kD]) &&
-                          Ptr16(ws);
-    if (k90 != nullptr && bases_ok && StaticallyAligned(p, P.c_read))
-      kernel = k90;
+    if (p.path == Path::kSm90SplitK) {
+      // C and D are only touched by the reduction: no alignment needed.
+      const KernelEntry* ks =
+          Sm90SplitKKernel(p.in_dtype, p.trans_a, p.trans_b);
+      if (ks != nullptr && SplitKStaticOk(p) && Ptr16(P.base[kA]) &&
+          Ptr16(P.base[kB]) && Ptr16(ws)) {
+        kernel = ks;
+        split = true;
+      }
+    } else {
+      const KernelEntry* k90 =
+          Sm90Kernel(p.path, p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
+      const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
+                            Ptr16(P.base[kC]) && Ptr16(P.base[kD]) &&
+                            Ptr16(ws);
+      if (k90 != nullptr && bases_ok && StaticallyAligned(p, P.c_read))
+        kernel = k90;
+    }
+  }
+  const int64_t slices = split ? p.split_k : 1;
+  const int64_t items = p.batch * slices;
+  if (split) {
+    const int64_t ks = p.k / slices;
+    P.slices = slices;
+    P.a_slice_bytes = ks * P.elt[kA];                 // A row-major: columns
+    P.b_slice_bytes = ks * p.op[kB].ld() * P.elt[kB];  // B row-major: rows
   }
   if (LogEnabled())
     std::fprintf(stderr,
                  "jax_dynoff: gemm m=%lld n=%lld k=%lld batch=%lld planned=%s "
-                 "kernel=%s\n",
+                 "kernel=%s split_k=%lld\n",
                  static_cast<long long>(p.m), static_cast<long long>(p.n),
                  static_cast<long long>(p.k), static_cast<long long>(p.batch),
-                 PathName(p.path), p.k == 0 ? "scale(k=0)" : kernel->name);
+                 PathName(p.path), p.k == 0 ? "scale(k=0)" : kernel->name,
+                 static_cast<long long>(slices));
 
   // --- (1) pointer arrays, (2) C copies.
   {
-    const int64_t blocks = std::min<int64_t>(RoundUp(p.batch, kThreads) /
+    const int64_t blocks = std::min<int64_t>(RoundUp(items, kThreads) /
                                              kThreads, 1024);
-    PointerKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(P);
+    if (split)
+      SplitPointerKernel<<<static_cast<unsigned>(blocks), kThreads, 0,
+                           stream>>>(P);
+    else
+      PointerKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(P);
     if ((e = cudaGetLastError()) != cudaSuccess)
       return CudaError("pointer kernel launch", e);
   }
@@ -471,6 +750,7 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   }
 
   // --- (3b) the GEMM.
+  if (split) return SplitKGemm(stream, p, P, w, kernel, device, dev, ws, alpha);
   GemmLaunch l;
   l.m = static_cast<int>(p.m);
   l.n = static_cast<int>(p.n);
@@ -537,7 +817,9 @@ const char* CudaBuildInfo() {
          "; cuda=" JAX_DYNOFF_STRINGIFY(CUDART_VERSION)
 #ifdef JAX_DYNOFF_WITH_SM90
          "; sm90=yes (ptr-array TMA: large 256x128x64 cooperative, small_m "
-         "64x128x64 pingpong; bf16->bf16 NN/NT/TN, f16->f16 NN)"
+         "64x128x64 pingpong; bf16->bf16 NN/NT/TN, f16->f16 NN; split_k "
+         "64x128x64 pingpong f32 partials + reduction, bf16/f16 NN, "
+         "experimental: planned only with JAX_DYNOFF_SPLITK=1)"
 #else
          "; sm90=no"
 #endif

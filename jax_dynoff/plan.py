@@ -13,15 +13,25 @@ Paths (enum Path in ffi/gemm_problem.h):
   built for sm_90a only, for the (dtype, transpose) combinations in
   `SM90_KERNELS`.  Chosen only when `alignment_proof` shows that every window
   address is 16-byte aligned whatever the dynamic offsets are.
-* ``sm90_split_k``: reserved (not planned; the handler runs it as
-  ``sm90_large``).
+* ``sm90_split_k`` (EXPERIMENTAL, planned only when the environment variable
+  ``JAX_DYNOFF_SPLITK`` is set to anything but "0" when the call is lowered;
+  not yet verified on an H200, so off by default): skinny problems
+  (m <= 64, no transposes, bfloat16 / float16 inputs, any output dtype) that
+  would leave SMs idle.  K is split into ``split_k`` equal slices through the
+  ptr-array batch (batch * split_k items of a 64x128x64 ping-pong kernel
+  writing float32 partials into the workspace), then a reduction kernel sums
+  the partials, applies alpha and beta * C and writes the D window.  Needs A
+  and B aligned as for every SM90 path, each K slice a multiple of 16 bytes
+  and n % 4 == 0 (C and D may have any alignment); `choose_split_k` picks
+  split_k.  ``JAX_DYNOFF_SPLITK_SLICES=S`` forces S (for tuning sweeps).
 
 Fallback rule (the handler, ffi/cuda_gemm.cu): a planned SM90 path is a
 request.  The CUDA handler runs the generic kernel instead when the device
 is not compute capability 9.0 (the plan cannot see the device), when the
 extension was built without sm_90a, when a buffer base is not 16-byte
 aligned, or when the environment variable ``JAX_DYNOFF_DISABLE_SM90`` is set
-(to anything but "0").  The result is the same; only the speed differs.
+(to anything but "0"); a split-K plan then runs the generic kernel unsplit.
+The result is the same; only the speed differs.
 ``JAX_DYNOFF_LOG=1`` makes the handler print the kernel of every call.
 """
 
@@ -29,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from typing import Optional
 
 import numpy as np
@@ -55,6 +66,18 @@ SM90_LARGE_TILE = (256, 128)
 SM90_SMALL_TILE = (64, 128)
 # The plan cannot see the device; an H100/H200 has 132 SMs.
 ASSUMED_SM_COUNT = 132
+
+# Split-K (path sm90_split_k; ffi/kernels/sm90_splitk_*.cu).
+SPLITK_ENV = "JAX_DYNOFF_SPLITK"            # "1": plan split-K (experimental)
+SPLITK_SLICES_ENV = "JAX_DYNOFF_SPLITK_SLICES"  # force split_k (tuning)
+SPLITK_IN_DTYPES = ("bfloat16", "float16")   # kernels built (NN only)
+SPLITK_MAX_M = 64
+SPLITK_TILE = (64, 128)                      # Sm90SplitKConfig
+SPLITK_CANDIDATES = (2, 4, 8, 16, 32)
+SPLITK_MIN_SLICE_K = 128                     # two 64-deep k-tiles per slice
+# Split until the slice tiles fill about two waves (ceil(1.5) = 2) of SMs.
+SPLITK_TARGET_CTAS = 3 * ASSUMED_SM_COUNT // 2
+PARTIAL_BYTES = 4                            # float32 partials
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,31 +186,162 @@ def _choose_tile(spec: GemmSpec, tiles: tuple[str, ...]) -> str:
   return want if want in tiles else tiles[0]
 
 
+# --- Split-K -----------------------------------------------------------------
+
+def splitk_enabled() -> bool:
+  """Whether JAX_DYNOFF_SPLITK asks for the (experimental) split-K path."""
+  return os.environ.get(SPLITK_ENV, "") not in ("", "0")
+
+
+def _forced_slices() -> Optional[int]:
+  v = os.environ.get(SPLITK_SLICES_ENV, "")
+  if v in ("", "0"):
+    return None
+  try:
+    s = int(v)
+  except ValueError:
+    s = 0
+  if s < 1:
+    raise ValueError(f"{SPLITK_SLICES_ENV} must be a positive integer, "
+                     f"got {v!r}")
+  return s
+
+
+def _slice_ok(spec: GemmSpec, s: int) -> bool:
+  """K splits into `s` equal slices whose addresses stay 16-byte aligned."""
+  ks = spec.k // s if s > 0 else 0
+  return (s >= 1 and ks > 0 and spec.k % s == 0
+          and (ks * element_bytes(spec.in_dtype)) % TMA_ALIGN_BYTES == 0
+          and spec.batch * s < 2**31)
+
+
+def split_k_candidates(spec: GemmSpec) -> list[int]:
+  """The slice counts `choose_split_k` may pick, ascending.
+
+  Each must split K into equal slices of a multiple of 16 bytes (CUTLASS's
+  ArrayProblemShape has one K for all items, and every slice's A / B address
+  must stay TMA-aligned) and of at least SPLITK_MIN_SLICE_K elements, and
+  the float32 partials (written once, read once) may at most double the
+  bytes of B: 2 * S * m * n * 4 <= k * n * elt.
+  """
+  e = element_bytes(spec.in_dtype)
+  return [s for s in SPLITK_CANDIDATES
+          if _slice_ok(spec, s) and spec.k // s >= SPLITK_MIN_SLICE_K
+          and 2 * s * spec.m * PARTIAL_BYTES <= spec.k * e]
+
+
+def split_k_tiles(spec: GemmSpec) -> int:
+  """Output tiles (CTAs' work units) of the unsplit problem, split-K tile."""
+  tm, tn = SPLITK_TILE
+  return math.ceil(spec.m / tm) * math.ceil(spec.n / tn) * spec.batch
+
+
+def split_k_reasons(spec: GemmSpec) -> list[str]:
+  """Why `spec` cannot take the split-K path (empty: it can), whatever the
+  environment variable says."""
+  why = []
+  in_dt = np.dtype(spec.in_dtype).name
+  if in_dt not in SPLITK_IN_DTYPES:
+    why.append(f"no split-K kernel for {in_dt} inputs")
+  if spec.trans_a or spec.trans_b:
+    why.append("split-K kernels exist only for A and B not transposed")
+  if spec.k == 0 or spec.m == 0 or spec.n == 0 or spec.batch == 0:
+    why.append("empty problem")
+  if max(spec.m, spec.n, spec.k) >= 2**31 or spec.batch >= 2**31:
+    why.append("extent >= 2^31")
+  if spec.m > SPLITK_MAX_M:
+    why.append(f"m = {spec.m} > {SPLITK_MAX_M}")
+  if spec.n % 4:
+    why.append(f"n = {spec.n} is not a multiple of 4 (float32 partials)")
+  for name, w in (("a", spec.a), ("b", spec.b)):
+    bad = window_alignment(w, spec.in_dtype, spec.batch_shape)
+    if bad:
+      why.append(f"{name}: " + "; ".join(bad))
+  if why:
+    return why
+  forced = _forced_slices()
+  if forced is not None:
+    if not _slice_ok(spec, forced):
+      raise ValueError(
+          f"{SPLITK_SLICES_ENV}={forced}: k = {spec.k} does not split into "
+          f"{forced} equal slices of a multiple of 16 bytes")
+    return []
+  if not split_k_candidates(spec):
+    why.append(f"k = {spec.k} does not split into 2..32 equal slices of "
+               f">= {SPLITK_MIN_SLICE_K} elements and a multiple of 16 bytes")
+  elif split_k_tiles(spec) >= SPLITK_TARGET_CTAS:
+    why.append(f"{split_k_tiles(spec)} tiles already fill the GPU")
+  return why
+
+
+def choose_split_k(spec: GemmSpec) -> int:
+  """K slices for a spec without `split_k_reasons`: the fewest that bring
+  the slice tiles to SPLITK_TARGET_CTAS (about two waves of 132 SMs; fewer
+  slices = less partial traffic), else the most allowed.  E.g. m = 16,
+  n = k = 4096: 32 tiles of 64x128 -> 8 slices (256 CTAs of 512-deep K)."""
+  forced = _forced_slices()
+  if forced is not None:
+    return forced
+  tiles = split_k_tiles(spec)
+  cands = split_k_candidates(spec)
+  for s in cands:
+    if tiles * s >= SPLITK_TARGET_CTAS:
+      return s
+  return cands[-1]
+
+
+# --- Workspace ---------------------------------------------------------------
+
 @dataclasses.dataclass(frozen=True)
 class WorkspaceLayout:
   kernel_bytes: int   # CUTLASS's own scratch at offset 0
-  ptrs: int           # offset of the 4 * batch pointer arrays
+  ptrs: int           # offset of the pointer arrays
   scratch: int        # offset of the C copies
   scratch_item: int   # bytes per batch item of C copy (0: none)
   total: int
+  ptr_count: int = 0  # pointer entries (4 * batch; split-K: 4 * batch * S
+                      # + 2 * batch)
+  partials: int = 0   # offset of the float32 partials (split-K)
+  partial_item: int = 0  # bytes per partial (0: none)
 
 
-def workspace_layout(spec: GemmSpec, path: str) -> WorkspaceLayout:
-  """The handler's workspace layout (ffi/cuda_gemm.cu, Layout)."""
+def workspace_layout(spec: GemmSpec, path: str,
+                     split_k: int = 1) -> WorkspaceLayout:
+  """The handler's workspace layout (ffi/cuda_gemm.cu, Layout).
+
+  [0, kernel_bytes) CUTLASS's scratch (SM90 paths); pointer arrays; the C
+  copies; for sm90_split_k, batch * split_k float32 m x n partials.
+  """
   batch = spec.batch
+  split = path == "sm90_split_k"
+  if split and split_k < 1:
+    raise ValueError(f"split_k must be >= 1, got {split_k}")
+  items = batch * split_k if split else batch
   kernel = SM90_KERNEL_WORKSPACE if path.startswith("sm90") else 0
   ptrs = kernel
-  scratch = _round_up(ptrs + 4 * 8 * batch, WORKSPACE_ALIGN)
+  count = 4 * items + (2 * batch if split else 0)
+  scratch = _round_up(ptrs + 8 * count, WORKSPACE_ALIGN)
   item = 0
   if (spec.c_mode == "from_d" and spec.c is not None and spec.beta != 0
       and spec.m > 0 and spec.n > 0):
     item = _round_up(((spec.m - 1) * spec.c.ld + spec.n)
                      * element_bytes(spec.out_dtype), WORKSPACE_ALIGN)
-  return WorkspaceLayout(kernel, ptrs, scratch, item, scratch + batch * item)
+  partials = scratch + batch * item
+  pitem = 0
+  if split and spec.m > 0 and spec.n > 0:
+    pitem = _round_up(spec.m * spec.n * PARTIAL_BYTES, WORKSPACE_ALIGN)
+  return WorkspaceLayout(kernel_bytes=kernel, ptrs=ptrs, scratch=scratch,
+                         scratch_item=item, total=partials + items * pitem,
+                         ptr_count=count, partials=partials,
+                         partial_item=pitem)
 
 
 def plan(spec: GemmSpec) -> Plan:
   """The CUDA plan for `spec` (see the module docstring for the rules)."""
+  if splitk_enabled() and not split_k_reasons(spec):
+    s = choose_split_k(spec)
+    return Plan("sm90_split_k", s,
+                workspace_layout(spec, "sm90_split_k", s).total)
   path = "generic"
   if not sm90_reasons(spec):
     key = (np.dtype(spec.in_dtype).name, np.dtype(spec.out_dtype).name,
@@ -199,6 +353,9 @@ def plan(spec: GemmSpec) -> Plan:
 def explain(spec: GemmSpec) -> str:
   """One line: the planned path and, for generic, why not SM90."""
   p = plan(spec)
+  if p.path == "sm90_split_k":
+    return (f"{p.path} (split_k {p.split_k}, workspace {p.workspace_bytes} "
+            "bytes)")
   if p.path != "generic":
     return f"{p.path} (workspace {p.workspace_bytes} bytes)"
   return "generic: " + "; ".join(sm90_reasons(spec))
