@@ -507,6 +507,21 @@ ffi::Error CudaError(const char* what, cudaError_t e) {
                               cudaGetErrorString(e));
 }
 
+// Checks the kernel's workspace against what the plan reserved, then
+// enqueues it; errors name the kernel.
+ffi::Error RunKernel(const KernelEntry* kernel, const GemmLaunch& l) {
+  if (kernel->workspace(l) > l.workspace_bytes)
+    return ffi::Error::Internal(
+        std::string("jax_dynoff_gemm: ") + kernel->name + " needs " +
+        std::to_string(kernel->workspace(l)) + " workspace bytes, " +
+        std::to_string(l.workspace_bytes) + " reserved");
+  const std::string r = kernel->run(l);
+  if (!r.empty())
+    return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                kernel->name + ": " + r);
+  return ffi::Error::Success();
+}
+
 // (3) the slice GEMMs into the float32 partials, (4) the reduction into D.
 ffi::Error SplitKGemm(cudaStream_t stream, const GemmProblem& p,
                       const PrepParams& P, const WorkspaceLayout& w,
@@ -534,15 +549,7 @@ ffi::Error SplitKGemm(cudaStream_t stream, const GemmProblem& p,
   l.ptr_b = P.ptrs + items;
   l.ptr_c = P.ptrs + 2 * items;
   l.ptr_d = const_cast<void* const*>(P.ptrs + 3 * items);
-  if (kernel->workspace(l) > l.workspace_bytes)
-    return ffi::Error::Internal(
-        std::string("jax_dynoff_gemm: ") + kernel->name + " needs " +
-        std::to_string(kernel->workspace(l)) + " workspace bytes, " +
-        std::to_string(l.workspace_bytes) + " reserved");
-  const std::string r = kernel->run(l);
-  if (!r.empty())
-    return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
-                                kernel->name + ": " + r);
+  if (ffi::Error err = RunKernel(kernel, l); err.failure()) return err;
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return CudaError("split-K GEMM launch", e);
 
@@ -779,15 +786,7 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
     l.ptr_b = ptrs + p.batch + t0;
     l.ptr_c = ptrs + 2 * p.batch + t0;
     l.ptr_d = const_cast<void* const*>(ptrs + 3 * p.batch + t0);
-    if (kernel->workspace(l) > l.workspace_bytes)
-      return ffi::Error::Internal(
-          std::string("jax_dynoff_gemm: ") + kernel->name + " needs " +
-          std::to_string(kernel->workspace(l)) + " workspace bytes, " +
-          std::to_string(l.workspace_bytes) + " reserved");
-    const std::string r = kernel->run(l);
-    if (!r.empty())
-      return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
-                                  kernel->name + ": " + r);
+    if (ffi::Error err = RunKernel(kernel, l); err.failure()) return err;
   }
   if ((e = cudaGetLastError()) != cudaSuccess)
     return CudaError("GEMM launch", e);
