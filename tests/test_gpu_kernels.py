@@ -728,9 +728,11 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run_script(**env):
+def _run_script(script=_SCRIPT, **env):
+  """Runs `script` in a fresh process with JAX_DYNOFF_LOG=1 (and `env`);
+  returns its stdout and the handler's per-call kernel lines."""
   e = dict(os.environ, JAX_DYNOFF_LOG="1", **env)
-  r = subprocess.run([sys.executable, "-c", _SCRIPT], env=e,
+  r = subprocess.run([sys.executable, "-c", script], env=e,
                      capture_output=True, text=True, timeout=600)
   assert r.returncode == 0, r.stdout + r.stderr
   kernels = [l for l in r.stderr.splitlines() if l.startswith("jax_dynoff: ")]
@@ -772,13 +774,7 @@ _SPLITK_SCRIPT = textwrap.dedent("""
 
 
 def _run_splitk_script(**env):
-  e = dict(os.environ, JAX_DYNOFF_LOG="1", JAX_DYNOFF_SPLITK="1", **env)
-  r = subprocess.run([sys.executable, "-c", _SPLITK_SCRIPT], env=e,
-                     capture_output=True, text=True, timeout=600)
-  assert r.returncode == 0, r.stdout + r.stderr
-  kernels = [l for l in r.stderr.splitlines() if l.startswith("jax_dynoff: ")]
-  assert kernels, r.stderr
-  return r.stdout, kernels
+  return _run_script(_SPLITK_SCRIPT, JAX_DYNOFF_SPLITK="1", **env)
 
 
 @pytest.mark.gpu
