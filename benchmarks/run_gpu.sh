@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # One command for any GPU machine, offline: build jax_dynoff from a folder of
 # wheels, run the whole test suite on the GPU (GPU tests included), then the
-# side-by-side benchmark.  Usage:
+# side-by-side benchmark with and without whole-loop CUDA graphs.  Usage:
 #   benchmarks/run_gpu.sh [RESULTS_DIR]        (default: $OUT or ./gpu_results)
 # Needs: python3 with jax[cuda], nanobind, scikit-build-core, pytest and
 # hypothesis; the nvidia-cutlass wheel in ./.whl (pip download --no-deps -d
 # .whl nvidia-cutlass==4.2.0.0 on a machine with network).
-# Env: JOBS (build parallelism), TESTS (test paths relative to the repo,
-# default: tests), PYTEST_ARGS (extra pytest args), SKIP_BENCH.
+# Env: JOBS (build parallelism); TESTS (test paths relative to the repo: one
+# pytest run; default: the whole suite in 4 parallel shards on the one GPU,
+# which mostly overlaps XLA compile time); PYTEST_ARGS (extra pytest args);
+# SKIP_TESTS, SKIP_BENCH; BENCH_ARGS (e.g. "--scenarios plain,stacked").
+# The build directory (build/gpu) is reused when it survives between calls.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 res=${1:-${OUT:-$repo/gpu_results}}
@@ -15,29 +18,56 @@ mkdir -p "$res"
 cd "$repo"
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
+export PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1
 
 step "device"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
 python3 -c "import jax; print('jax', jax.__version__, jax.devices())"
+git -C "$repo" log -1 --format='commit %H %s' 2>/dev/null || true
 
 step "install CUTLASS headers (offline) and build"
 python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl || exit 1
 t0=$(date +%s)
 CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)} JAX_DYNOFF_CUDA=ON \
-  python3 -m pip install --no-build-isolation --no-deps -v . > "$res/build.log" 2>&1 \
+  python3 -m pip install --no-build-isolation --no-deps -v \
+  -C build-dir=build/gpu . > "$res/build.log" 2>&1 \
   || { tail -60 "$res/build.log"; exit 1; }
 echo "build took $(( $(date +%s) - t0 )) s"
 grep -E "ptxas|warning" "$res/build.log" | head -20
 
-step "tests on the GPU"
-# From outside the repo so that the installed package is imported.
-(cd /tmp && python3 -m pytest -q -p no:cacheprovider \
-   $(for t in ${TESTS:-tests}; do echo "$repo/$t"; done) ${PYTEST_ARGS:-}) 2>&1 | tee "$res/pytest.log" | tail -40
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+run_pytest() {  # name, then pytest arguments (paths relative to the repo)
+  local name=$1; shift
+  (cd /tmp && python3 -m pytest -q -p no:cacheprovider "$@" ${PYTEST_ARGS:-}) \
+    > "$res/pytest_$name.log" 2>&1
+}
+
+if [ -z "${SKIP_TESTS:-}" ]; then
+  step "tests on the GPU"
+  # From /tmp so that the installed package is imported.
+  if [ -n "${TESTS:-}" ]; then
+    run_pytest main $(for t in $TESTS; do echo "$repo/$t"; done) || status=1
+  else
+    export XLA_PYTHON_CLIENT_MEM_FRACTION=0.2
+    t=$repo/tests
+    run_pytest kernels "$t/test_gpu_kernels.py" -k "not split_k" & p1=$!
+    run_pytest splitk_graphs "$t/test_gpu_kernels.py" -k split_k \
+      "$t/test_gpu_graphs.py" & p2=$!
+    run_pytest semantics "$t/test_semantics.py" & p3=$!
+    run_pytest rest $(ls "$t"/test_*.py | grep -v -e test_gpu_kernels \
+      -e test_gpu_graphs -e test_semantics) & p4=$!
+    for p in $p1 $p2 $p3 $p4; do wait $p || status=1; done
+    unset XLA_PYTHON_CLIENT_MEM_FRACTION
+  fi
+  for f in "$res"/pytest_*.log; do
+    echo "--- $(basename "$f"): $(tail -1 "$f")"
+    grep -E "^(FAILED|ERROR)" "$f" | head -20
+  done
+fi
 
 if [ -z "${SKIP_BENCH:-}" ]; then
   step "benchmark"
-  (cd /tmp && python3 -m jax_dynoff.bench "$res" && \
-     python3 -m jax_dynoff.bench --graphs "$res") 2>&1 | tee "$res/bench.log" || status=1
+  (cd /tmp && python3 -m jax_dynoff.bench ${BENCH_ARGS:-} "$res" && \
+     python3 -m jax_dynoff.bench --graphs ${BENCH_ARGS:-} "$res") 2>&1 \
+     | grep -v -E "^(W|I)[0-9]{4} " | tee "$res/bench.log" || status=1
 fi
 exit $status

@@ -110,6 +110,14 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_small_bf16_bf16_tn.cu
     ffi/kernels/sm90_large_f16_f16_nn.cu
     ffi/kernels/sm90_small_f16_f16_nn.cu
+    ffi/kernels/sm90_medium_bf16_bf16_nn.cu
+    ffi/kernels/sm90_medium_bf16_bf16_nt.cu
+    ffi/kernels/sm90_medium_bf16_bf16_tn.cu
+    ffi/kernels/sm90_medium_f16_f16_nn.cu
+    ffi/kernels/sm90_tiny_bf16_bf16_nn.cu
+    ffi/kernels/sm90_tiny_bf16_bf16_nt.cu
+    ffi/kernels/sm90_tiny_bf16_bf16_tn.cu
+    ffi/kernels/sm90_tiny_f16_f16_nn.cu
     # Split-K slices for skinny m (path kSm90SplitK; experimental, planned
     # only with JAX_DYNOFF_SPLITK=1 until verified on an H200).
     ffi/kernels/sm90_splitk_bf16_nn.cu

@@ -68,8 +68,7 @@ JAX_DYNOFF_HD int64_t RoundUp(int64_t x, int64_t a) {
 }
 
 bool IsSm90Path(Path p) {
-  return p == Path::kSm90Large || p == Path::kSm90SmallM ||
-         p == Path::kSm90SplitK;
+  return p != Path::kGeneric;
 }
 
 // ---------------------------------------------------------------------------
@@ -414,6 +413,8 @@ const char* PathName(Path p) {
     case Path::kSm90Large: return "sm90_large";
     case Path::kSm90SmallM: return "sm90_small_m";
     case Path::kSm90SplitK: return "sm90_split_k";
+    case Path::kSm90Medium: return "sm90_medium";
+    case Path::kSm90Tiny: return "sm90_tiny";
   }
   return "unknown";
 }
@@ -428,21 +429,37 @@ const KernelEntry* GenericKernel(DType in, DType out) {
   return nullptr;
 }
 
-// The SM90 kernel for path kSm90Large / kSm90SmallM, or nullptr when none
-// is built for it.
+// The SM90 kernel for an unsplit SM90 path (one tile configuration each),
+// or nullptr when none is built for the dtypes and transposes.
 const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
                               bool tb) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
-  if (path == Path::kSm90SplitK) return nullptr;
-  const bool large = path != Path::kSm90SmallM;
+  // Per tile: bf16 NN, NT, TN, f16 NN (mirrors plan.py's SM90_KERNELS).
+  struct Set { const KernelEntry *bf16_nn, *bf16_nt, *bf16_tn, *f16_nn; };
+  static const Set kLarge{&kSm90LargeBf16Bf16NN, &kSm90LargeBf16Bf16NT,
+                          &kSm90LargeBf16Bf16TN, &kSm90LargeF16F16NN};
+  static const Set kMedium{&kSm90MediumBf16Bf16NN, &kSm90MediumBf16Bf16NT,
+                           &kSm90MediumBf16Bf16TN, &kSm90MediumF16F16NN};
+  static const Set kSmall{&kSm90SmallBf16Bf16NN, &kSm90SmallBf16Bf16NT,
+                          &kSm90SmallBf16Bf16TN, &kSm90SmallF16F16NN};
+  static const Set kTiny{&kSm90TinyBf16Bf16NN, &kSm90TinyBf16Bf16NT,
+                         &kSm90TinyBf16Bf16TN, &kSm90TinyF16F16NN};
+  const Set* set = nullptr;
+  switch (path) {
+    case Path::kSm90Large: set = &kLarge; break;
+    case Path::kSm90Medium: set = &kMedium; break;
+    case Path::kSm90SmallM: set = &kSmall; break;
+    case Path::kSm90Tiny: set = &kTiny; break;
+    default: return nullptr;
+  }
   if (in == DType::kBF16 && out == DType::kBF16) {
-    if (!ta && !tb) return large ? &kSm90LargeBf16Bf16NN : &kSm90SmallBf16Bf16NN;
-    if (!ta && tb) return large ? &kSm90LargeBf16Bf16NT : &kSm90SmallBf16Bf16NT;
-    if (ta && !tb) return large ? &kSm90LargeBf16Bf16TN : &kSm90SmallBf16Bf16TN;
+    if (!ta && !tb) return set->bf16_nn;
+    if (!ta && tb) return set->bf16_nt;
+    if (ta && !tb) return set->bf16_tn;
   }
   if (in == DType::kF16 && out == DType::kF16 && !ta && !tb)
-    return large ? &kSm90LargeF16F16NN : &kSm90SmallF16F16NN;
+    return set->f16_nn;
 #endif
   (void)path; (void)in; (void)out; (void)ta; (void)tb;
   return nullptr;

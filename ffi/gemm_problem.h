@@ -55,9 +55,11 @@ enum class Precision : int64_t { kDefault = 0, kHighest = 1 };
 // refuses a path whose static requirements (alignment, dtype) do not hold.
 enum class Path : int64_t {
   kGeneric = 0,      // non-TMA kernel, any alignment, any GPU >= sm_80
-  kSm90Large = 1,    // TMA warp-specialized ptr-array, large tiles
-  kSm90SmallM = 2,   // TMA warp-specialized ptr-array, tiles for small m
+  kSm90Large = 1,    // TMA warp-specialized ptr-array, 256x128 tiles
+  kSm90SmallM = 2,   // TMA warp-specialized ptr-array, 64x128 tiles
   kSm90SplitK = 3,   // skinny m: split K through the batch, then reduce
+  kSm90Medium = 4,   // TMA warp-specialized ptr-array, 128x128 tiles
+  kSm90Tiny = 5,     // TMA warp-specialized ptr-array, 64x64 tiles
 };
 
 // Offsets into `desc`.
@@ -171,6 +173,7 @@ std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
   if (d[kCMode] < 0 || d[kCMode] > 2) return err("bad c_mode");
   p->c_mode = static_cast<CMode>(d[kCMode]);
   p->precision = static_cast<Precision>(d[kPrecision]);
+  if (d[kPath] < 0 || d[kPath] > 5) return err("bad path");
   p->path = static_cast<Path>(d[kPath]);
   p->split_k = d[kSplitK];
   if (p->split_k < 1) return err("split_k must be >= 1");

@@ -94,15 +94,20 @@ class Row:
 
 
 def time_loop(body: Callable, carry, iters: int, repeats: int,
-              compiler_options=None) -> float:
-  """Milliseconds per iteration of `carry = body(i, carry)`, on device."""
-  f = jax.jit(lambda c: lax.fori_loop(0, iters, body, c)).lower(carry).compile(
+              compiler_options=None, consts=()) -> float:
+  """Milliseconds per iteration of `carry = body(i, carry, *consts)`, on
+  device.  The operands (`consts`) are arguments of the jitted loop, never
+  closed over: a closed-over array would be baked into the program as a
+  literal (a 1 GiB weight stack makes compilation take minutes)."""
+  def loop(c, consts):
+    return lax.fori_loop(0, iters, lambda i, c: body(i, c, *consts), c)
+  f = jax.jit(loop).lower(carry, consts).compile(
       compiler_options=compiler_options)
-  jax.block_until_ready(f(carry))
+  jax.block_until_ready(f(carry, consts))
   times = []
   for _ in range(repeats):
     t0 = time.perf_counter()
-    jax.block_until_ready(f(carry))
+    jax.block_until_ready(f(carry, consts))
     times.append(time.perf_counter() - t0)
   return statistics.median(times) / iters * 1e3
 
@@ -135,20 +140,21 @@ def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
   offs = jnp.asarray([64, 128], jnp.int32)   # aligned, non-zero, dynamic
   a = a_big[:m]
 
-  def ours(i, carry):
+  def ours(i, carry, a_big, b):
     d, offs = carry
     off = offs[i % 2]
     d = dyn.gemm(dyn.window(a_big, (off, 0), (m, k)), b,
                  out=dyn.window(d, (offs[1 - i % 2], 0), (m, n)))
     return d, offs
 
-  def xla(i, d):
+  def xla(i, d, a, b):
     # The carry is the last product, so no iteration is dead code.
     aa, bb, _ = lax.optimization_barrier((a, b, i))
     return jnp.dot(aa, bb, preferred_element_type=dtype)
 
-  t_ours = time_loop(ours, (d_big, offs), iters, repeats)
-  t_xla = time_loop(xla, jnp.zeros((m, n), dtype), iters, repeats)
+  t_ours = time_loop(ours, (d_big, offs), iters, repeats, consts=(a_big, b))
+  t_xla = time_loop(xla, jnp.zeros((m, n), dtype), iters, repeats,
+                    consts=(a, b))
   return Row("plain", f"{m}x{n}x{k}", jnp.dtype(dtype).name, t_ours, t_xla,
              2.0 * m * n * k, float((m * k + k * n + m * n) * _esize(dtype)))
 
@@ -161,7 +167,7 @@ def slices(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
   buf = _rand(kb, (L * m, n), dtype)
   rows = jnp.asarray(np.random.default_rng(L).permutation(L) * m, jnp.int32)
 
-  def ours(j, carry):
+  def ours(j, carry, x, w):
     buf, rows = carry
     def body(i, buf):
       r = rows[i]
@@ -169,7 +175,7 @@ def slices(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
                       out=dyn.window(buf, (r, 0), (m, n)))
     return lax.fori_loop(0, L, body, buf), rows
 
-  def xla(j, carry):
+  def xla(j, carry, x, w):
     buf, rows = carry
     def body(i, buf):
       r = rows[i]
@@ -178,13 +184,14 @@ def slices(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
       return lax.dynamic_update_slice(buf, y, (r, 0))
     return lax.fori_loop(0, L, body, buf), rows
 
-  def ideal(j, y):
+  def ideal(j, y, x, w):
     xx, ww, _ = lax.optimization_barrier((x, w, j))
     return jnp.dot(xx, ww, preferred_element_type=dtype)
 
-  t_ours = time_loop(ours, (buf, rows), iters, repeats)
-  t_xla = time_loop(xla, (buf, rows), iters, repeats)
-  t_ideal = time_loop(ideal, jnp.zeros((L * m, n), dtype), iters, repeats)
+  t_ours = time_loop(ours, (buf, rows), iters, repeats, consts=(x, w))
+  t_xla = time_loop(xla, (buf, rows), iters, repeats, consts=(x, w))
+  t_ideal = time_loop(ideal, jnp.zeros((L * m, n), dtype), iters, repeats,
+                      consts=(x, w))
   e = _esize(dtype)
   return Row("slices", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float((2 * L * m * n + n * n) * e),
@@ -197,19 +204,19 @@ def stacked(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
   x0 = _rand(kx, (m, n), dtype)
   w = _rand(kw, (L, n, n), dtype, 1.0 / np.sqrt(n))
 
-  def ours(j, x):
+  def ours(j, x, w):
     def body(i, x):
       return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)))
     return lax.fori_loop(0, L, body, x)
 
-  def xla(j, x):
+  def xla(j, x, w):
     def body(i, x):
       wi = lax.dynamic_index_in_dim(w, i, keepdims=False)
       return jnp.dot(x, wi, preferred_element_type=dtype)
     return lax.fori_loop(0, L, body, x)
 
-  t_ours = time_loop(ours, x0, iters, repeats)
-  t_xla = time_loop(xla, x0, iters, repeats)
+  t_ours = time_loop(ours, x0, iters, repeats, consts=(w,))
+  t_xla = time_loop(xla, x0, iters, repeats, consts=(w,))
   return Row("stacked", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float(L * n * n * _esize(dtype)))
 
@@ -225,7 +232,7 @@ def cond(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
   rows_b = jnp.asarray(L * m + rng.permutation(L) * m, jnp.int32)
   pred = jnp.asarray(rng.integers(0, 2, L), jnp.int32)
 
-  def ours(j, buf):
+  def ours(j, buf, x, w, rows_a, rows_b, pred):
     def body(i, buf):
       wi = dyn.window(w, (i, 0, 0), (n, n))
       return lax.cond(
@@ -236,7 +243,7 @@ def cond(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
           buf)
     return lax.fori_loop(0, L, body, buf)
 
-  def xla(j, buf):
+  def xla(j, buf, x, w, rows_a, rows_b, pred):
     def body(i, buf):
       wi = lax.dynamic_index_in_dim(w, i, keepdims=False)
       return lax.cond(
@@ -249,8 +256,9 @@ def cond(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
           buf)
     return lax.fori_loop(0, L, body, buf)
 
-  t_ours = time_loop(ours, buf, iters, repeats)
-  t_xla = time_loop(xla, buf, iters, repeats)
+  consts = (x, w, rows_a, rows_b, pred)
+  t_ours = time_loop(ours, buf, iters, repeats, consts=consts)
+  t_xla = time_loop(xla, buf, iters, repeats, consts=consts)
   e = _esize(dtype)
   return Row("cond", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float(L * (n * n + m * n) * e))
@@ -266,14 +274,14 @@ def kv(layers: int, steps: int, t: int, n: int, dtype, iters: int,
   cache = _rand(kc, (layers, seq, n), dtype)
   pos = jnp.asarray(np.arange(steps) * t, jnp.int32)
 
-  def ours(j, cache):
+  def ours(j, cache, x, w, pos):
     def body(s, cache):
       layer, p = s % layers, pos[s // layers % steps]
       return dyn.gemm(x, dyn.window(w, (layer, 0, 0), (n, n)),
                       out=dyn.window(cache, (layer, p, 0), (t, n)))
     return lax.fori_loop(0, steps * layers, body, cache)
 
-  def xla(j, cache):
+  def xla(j, cache, x, w, pos):
     def body(s, cache):
       layer, p = s % layers, pos[s // layers % steps]
       wl = lax.dynamic_index_in_dim(w, layer, keepdims=False)
@@ -281,8 +289,8 @@ def kv(layers: int, steps: int, t: int, n: int, dtype, iters: int,
       return lax.dynamic_update_slice(cache, y[None], (layer, p, 0))
     return lax.fori_loop(0, steps * layers, body, cache)
 
-  t_ours = time_loop(ours, cache, iters, repeats)
-  t_xla = time_loop(xla, cache, iters, repeats)
+  t_ours = time_loop(ours, cache, iters, repeats, consts=(x, w, pos))
+  t_xla = time_loop(xla, cache, iters, repeats, consts=(x, w, pos))
   calls = steps * layers
   e = _esize(dtype)
   return Row("kv", f"layers{layers}_steps{steps}_t{t}_{n}", jnp.dtype(dtype).name,
@@ -300,14 +308,14 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
   buf = _rand(kb, (L * m, n), dtype)
   rows = jnp.asarray(np.random.default_rng(0).permutation(L) * m, jnp.int32)
 
-  def ours(j, carry):
+  def ours(j, carry, x, w):
     buf, rows = carry
     def body(i, buf):
       return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)),
                       out=dyn.window(buf, (rows[i], 0), (m, n)))
     return lax.fori_loop(0, L, body, buf), rows
 
-  def xla(j, carry):
+  def xla(j, carry, x, w):
     buf, rows = carry
     def body(i, buf):
       wi = lax.dynamic_index_in_dim(w, i, keepdims=False)
@@ -319,9 +327,10 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
   flops = 2.0 * L * m * n * n
   nbytes = float(L * (n * n + 2 * m * n) * 2)
   iters = 20
-  t_graph = time_loop(ours, (buf, rows), iters, repeats)
-  t_nograph = time_loop(ours, (buf, rows), iters, repeats, NO_GRAPHS)
-  t_xla = time_loop(xla, (buf, rows), iters, repeats)
+  t_graph = time_loop(ours, (buf, rows), iters, repeats, consts=(x, w))
+  t_nograph = time_loop(ours, (buf, rows), iters, repeats, NO_GRAPHS,
+                        consts=(x, w))
+  t_xla = time_loop(xla, (buf, rows), iters, repeats, consts=(x, w))
   case = f"L{L}_{m}x{n}x{n}"
   return [Row("loop_graph", case, "bfloat16", t_graph, t_xla, flops, nbytes),
           Row("loop_nograph", case, "bfloat16", t_nograph, t_xla, flops,

@@ -8,11 +8,15 @@ Paths (enum Path in ffi/gemm_problem.h):
 
 * ``generic``: CUTLASS 2.x SIMT GEMM in array mode, alignment 1, any
   transpose, every dtype pair, full float32 accuracy; any GPU >= sm_80.
-* ``sm90_large`` / ``sm90_small_m``: CUTLASS 3.x ptr-array TMA
-  warp-specialized kernels (256x128x64 cooperative / 64x128x64 ping-pong),
+* ``sm90_large`` / ``sm90_medium`` / ``sm90_small_m`` / ``sm90_tiny``:
+  CUTLASS 3.x ptr-array TMA warp-specialized kernels (256x128x64
+  cooperative, cluster 1x2 / 128x128x64, 64x128x64 and 64x64x64 ping-pong),
   built for sm_90a only, for the (dtype, transpose) combinations in
   `SM90_KERNELS`.  Chosen only when `alignment_proof` shows that every window
-  address is 16-byte aligned whatever the dynamic offsets are.
+  address is 16-byte aligned whatever the dynamic offsets are.  The tile is
+  the one `sm90_tile_times` predicts fastest (waves of tiles over 132 SMs,
+  each tile at its measured rate); ``JAX_DYNOFF_SM90_TILE=large|medium|
+  small_m|tiny`` forces one (for tests and tuning sweeps).
 * ``sm90_split_k`` (EXPERIMENTAL, planned only when the environment variable
   ``JAX_DYNOFF_SPLITK`` is set to anything but "0" when the call is lowered;
   not yet verified on an H200, so off by default): skinny problems
@@ -47,7 +51,8 @@ import numpy as np
 from jax_dynoff.spec import GemmSpec, WinSpec
 
 # Mirrors enum class Path in ffi/gemm_problem.h.
-PATHS = {"generic": 0, "sm90_large": 1, "sm90_small_m": 2, "sm90_split_k": 3}
+PATHS = {"generic": 0, "sm90_large": 1, "sm90_small_m": 2, "sm90_split_k": 3,
+         "sm90_medium": 4, "sm90_tiny": 5}
 
 # Mirrors ffi/cuda_gemm.cu (Layout) and ffi/kernels/launch.h.
 WORKSPACE_ALIGN = 256
@@ -56,14 +61,23 @@ TMA_ALIGN_BYTES = 16
 
 # SM90 kernels built (ffi/kernels/sm90_*.cu), keyed by
 # (input dtype, output dtype, transpose_a, transpose_b) -> tiles available.
+SM90_TILES = ("large", "medium", "small_m", "tiny")
 SM90_KERNELS = {
-    ("bfloat16", "bfloat16", False, False): ("large", "small_m"),
-    ("bfloat16", "bfloat16", False, True): ("large", "small_m"),
-    ("bfloat16", "bfloat16", True, False): ("large", "small_m"),
-    ("float16", "float16", False, False): ("large", "small_m"),
+    ("bfloat16", "bfloat16", False, False): SM90_TILES,
+    ("bfloat16", "bfloat16", False, True): SM90_TILES,
+    ("bfloat16", "bfloat16", True, False): SM90_TILES,
+    ("float16", "float16", False, False): SM90_TILES,
 }
-SM90_LARGE_TILE = (256, 128)
-SM90_SMALL_TILE = (64, 128)
+# tile -> (tile m, tile n, TFLOP/s of one full wave of that tile on an H200,
+# bf16, measured by benchmarks/sm90_tiles at 2048^3 .. 8192^3 and
+# 128/512 x 4096 x 4096: the rate at which each SM works through its tile).
+SM90_TILE_SHAPES = {
+    "large": (256, 128, 650.0),
+    "medium": (128, 128, 630.0),
+    "small_m": (64, 128, 550.0),
+    "tiny": (64, 64, 420.0),
+}
+SM90_TILE_ENV = "JAX_DYNOFF_SM90_TILE"   # force a tile (tests, tuning)
 # The plan cannot see the device; an H100/H200 has 132 SMs.
 ASSUMED_SM_COUNT = 132
 
@@ -176,14 +190,37 @@ def sm90_reasons(spec: GemmSpec) -> list[str]:
   return why
 
 
+def sm90_tile_times(spec: GemmSpec) -> dict[str, float]:
+  """Predicted microseconds per tile configuration: whole waves of tiles
+  (a partial wave costs a full one) times one tile's time at its measured
+  full-wave rate.  It reproduced the sweep within about 15% and picks its
+  winner at every swept shape (2048^3: large; 512x4096x4096: medium;
+  128x4096x4096: tiny)."""
+  out = {}
+  for name, (tm, tn, tflops) in SM90_TILE_SHAPES.items():
+    tiles = math.ceil(spec.m / tm) * math.ceil(spec.n / tn) * spec.batch
+    waves = math.ceil(tiles / ASSUMED_SM_COUNT)
+    per_tile_us = 2.0 * tm * tn * spec.k * ASSUMED_SM_COUNT / (tflops * 1e6)
+    out[name] = waves * per_tile_us
+  return out
+
+
+def _forced_tile() -> Optional[str]:
+  v = os.environ.get(SM90_TILE_ENV, "")
+  if not v:
+    return None
+  if v not in SM90_TILES:
+    raise ValueError(f"{SM90_TILE_ENV}={v!r}: want one of {SM90_TILES}")
+  return v
+
+
 def _choose_tile(spec: GemmSpec, tiles: tuple[str, ...]) -> str:
-  lm, ln = SM90_LARGE_TILE
-  large_ctas = (math.ceil(spec.m / lm) * math.ceil(spec.n / ln) * spec.batch)
-  # Small m, or too few large tiles to fill the GPU once: 64x128 ping-pong
-  # has 4x the CTAs (and measured 29 us vs 52 us at 128x4096x4096).
-  want = ("small_m" if spec.m <= 256 or large_ctas < ASSUMED_SM_COUNT
-          else "large")
-  return want if want in tiles else tiles[0]
+  forced = _forced_tile()
+  if forced is not None and forced in tiles:
+    return forced
+  times = sm90_tile_times(spec)
+  # Ties go to the bigger tile (fewer CTAs, less re-reading of A and B).
+  return min(tiles, key=lambda t: (times[t], SM90_TILES.index(t)))
 
 
 # --- Split-K -----------------------------------------------------------------

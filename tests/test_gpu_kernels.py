@@ -58,13 +58,43 @@ def _spec(m=512, n=4096, k=4096, a=None, b=None, c=None, d=None,
                   precision="default", batch_shape=batch_shape)
 
 
+def _unsplit_sm90(path):
+  return path.startswith("sm90") and path != "sm90_split_k"
+
+
+# The tile the wave model picks at each shape the sweep measured
+# (benchmarks/sm90_tiles, H200), and one per remaining tile.
+@pytest.mark.parametrize("m,n,k,want", [
+    (2048, 2048, 2048, "sm90_large"),   # 128 large tiles: one wave
+    (4096, 4096, 4096, "sm90_large"),
+    (8192, 8192, 8192, "sm90_large"),
+    (512, 4096, 4096, "sm90_medium"),   # 64 large tiles would idle half
+    (256, 4096, 4096, "sm90_small_m"),
+    (128, 4096, 4096, "sm90_tiny"),     # 128 tiles of 64x64
+])
+def test_plan_tile_choice(m, n, k, want):
+  assert plan_lib.plan(_spec(m=m, n=n, k=k)).path == want
+  times = plan_lib.sm90_tile_times(_spec(m=m, n=n, k=k))
+  assert min(times, key=times.get) == want.removeprefix("sm90_")
+
+
 def test_plan_aligned_bf16_takes_sm90():
-  assert plan_lib.plan(_spec(m=4096, n=4096, k=4096)).path == "sm90_large"
-  assert plan_lib.plan(_spec(m=128)).path == "sm90_small_m"
-  # 512 x 4096 with 256x128 tiles is 64 CTAs (< 132 SMs): small tiles.
-  assert plan_lib.plan(_spec(m=512)).path == "sm90_small_m"
   for ta, tb in [(False, True), (True, False)]:
-    assert plan_lib.plan(_spec(ta=ta, tb=tb)).path.startswith("sm90")
+    assert _unsplit_sm90(plan_lib.plan(_spec(ta=ta, tb=tb)).path)
+  # The model counts batch items as tiles too.
+  assert plan_lib.plan(_spec(m=256, n=1024, k=1024,
+                             batch_shape=(64,))).path == "sm90_large"
+
+
+def test_plan_forced_tile(monkeypatch):
+  for tile in plan_lib.SM90_TILES:
+    monkeypatch.setenv(plan_lib.SM90_TILE_ENV, tile)
+    assert plan_lib.plan(_spec(m=4096)).path == "sm90_" + tile
+  # Forcing never makes an uncovered call take SM90.
+  assert plan_lib.plan(_spec(ta=True, tb=True)).path == "generic"
+  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "huge")
+  with pytest.raises(ValueError, match="JAX_DYNOFF_SM90_TILE"):
+    plan_lib.plan(_spec())
 
 
 def test_plan_uncovered_combinations_are_generic():
@@ -132,9 +162,9 @@ def splitk(monkeypatch):
 def test_split_k_only_with_env(monkeypatch):
   s = _spec(m=16)
   monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
-  assert plan_lib.plan(s).path == "sm90_small_m"
+  assert _unsplit_sm90(plan_lib.plan(s).path)
   monkeypatch.setenv(plan_lib.SPLITK_ENV, "0")
-  assert plan_lib.plan(s).path == "sm90_small_m"
+  assert _unsplit_sm90(plan_lib.plan(s).path)
   monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
   assert plan_lib.plan(s) == plan_lib.Plan(
       "sm90_split_k", 8, plan_lib.workspace_layout(s, "sm90_split_k", 8).total)
@@ -171,12 +201,12 @@ def test_split_k_choice(splitk, m, n, k, batch, want):
 def test_split_k_not_planned(splitk):
   def path(**kw):
     return plan_lib.plan(_spec(**kw)).path
-  assert path(m=65) == "sm90_small_m"                 # not skinny
-  assert path(m=16, n=4096 * 8) == "sm90_small_m"     # 256 tiles fill the GPU
-  assert path(m=16, k=1000) == "sm90_small_m"         # no equal 16-byte slices
+  assert _unsplit_sm90(path(m=65))                    # not skinny
+  assert _unsplit_sm90(path(m=16, n=4096 * 8))        # 256 tiles fill the GPU
+  assert _unsplit_sm90(path(m=16, k=1000))            # no equal 16-byte slices
   assert path(m=16, k=1000 + 8) == "sm90_split_k"     # 1008 = 2 x 504
-  assert path(m=16, tb=True) == "sm90_small_m"        # NN only
-  assert path(m=16, ta=True) == "sm90_small_m"
+  assert _unsplit_sm90(path(m=16, tb=True))           # NN only
+  assert _unsplit_sm90(path(m=16, ta=True))
   assert path(m=16, dt=np.dtype(F32)) == "generic"    # 16-bit inputs only
   assert path(m=16, k=0) == "generic"
   # A not provably aligned: neither SM90 path.
@@ -287,10 +317,12 @@ def test_split_k_lowering_for_cuda(splitk):
   assert (d[10], d[11]) == (plan_lib.PATHS["sm90_split_k"], 8), d
   # Without the variable the same function plans the unsplit kernel.
   splitk.delenv(plan_lib.SPLITK_ENV)
+  unsplit = plan_lib.plan(s)
+  assert _unsplit_sm90(unsplit.path)
   text = lower_cuda()
   assert f"tensor<{p.workspace_bytes}xui8>" not in text
   d = desc_of(text)
-  assert (d[10], d[11]) == (plan_lib.PATHS["sm90_small_m"], 1), d
+  assert (d[10], d[11]) == (plan_lib.PATHS[unsplit.path], 1), d
 
 
 # ---------------------------------------------------------------------------
@@ -370,7 +402,9 @@ def test_kernels_match_reference(in_dt, out_dt, ta, tb, aligned):
 
 
 @pytest.mark.parametrize("shape,path", [((2048, 4096, 512), "sm90_large"),
-                                        ((128, 4096, 1024), "sm90_small_m")])
+                                        ((512, 4096, 1024), "sm90_medium"),
+                                        ((256, 4096, 1024), "sm90_small_m"),
+                                        ((128, 4096, 1024), "sm90_tiny")])
 @pytest.mark.parametrize("dt", [BF16, F16])
 @pytest.mark.gpu
 @on_gpu
@@ -391,6 +425,38 @@ def test_sm90_tiles_large_problems(shape, path, dt):
   want = _ref_highest(lambda *a: f(dyn.reference, *a))(*args)
   _check(got[m:2 * m], want[m:2 * m], dt, dt, k)
   assert np.isnan(np.asarray(got[:m].astype(F32))).all()
+
+
+@pytest.mark.parametrize("tile", plan_lib.SM90_TILES)
+@pytest.mark.parametrize("key", sorted(plan_lib.SM90_KERNELS))
+@pytest.mark.gpu
+@on_gpu
+def test_every_sm90_kernel(monkeypatch, tile, key):
+  """Each tile x (dtypes, transposes) kernel, forced: a shape that is no
+  multiple of any tile, operands and output inside bigger buffers at device
+  offsets, alpha/beta with C, NaN-poisoned output kept outside the window."""
+  in_name, out_name, ta, tb = key
+  in_dt, out_dt = jnp.dtype(in_name), jnp.dtype(out_name)
+  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, tile)
+  m, n, k = 200, 328, 136    # multiples of 8 (TMA), not of any tile
+  a, b, wa, wb = _operands(jax.random.key(5), m, n, k, in_dt, ta, tb, 8)
+  c = _rand(jax.random.key(6), (m, n), out_dt)
+  out = jnp.full((m + 24, n + 16), jnp.nan, out_dt)
+
+  def f(mod, a, b, c, out, ia, ib, io):
+    return mod.gemm(dyn.window(a, (ia, 8), wa), dyn.window(b, (ib, 0), wb),
+                    c, out=dyn.window(out, (io, 8), (m, n)), transpose_a=ta,
+                    transpose_b=tb, alpha=0.5, beta=-2.0)
+
+  args = (a, b, c, out, jnp.int32(8), jnp.int32(24), jnp.int32(16))
+  assert plan_lib.traced_paths(lambda *x: f(dyn, *x), *args) == \
+      ["sm90_" + tile]
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  outside = np.ones(got.shape, bool)
+  outside[16:16 + m, 8:8 + n] = False
+  np.testing.assert_array_equal(_bits(got)[outside], _bits(out)[outside])
+  _check(got[16:16 + m, 8:8 + n], want[16:16 + m, 8:8 + n], in_dt, out_dt, k)
 
 
 @pytest.mark.parametrize("precision", [None, lax.Precision.HIGHEST])
@@ -554,8 +620,10 @@ def _bits(x):
 SPLITK_DTYPES = [(BF16, BF16), (F16, F16), (BF16, F32)]
 
 
-@pytest.mark.parametrize("in_dt,out_dt", SPLITK_DTYPES)
-@pytest.mark.parametrize("m", [1, 16, 64])
+# Every m with bf16; the other dtype pairs at m = 16 (they share the code).
+@pytest.mark.parametrize("in_dt,out_dt,m", [
+    (SPLITK_DTYPES[0] + (m,)) for m in (1, 16, 64)] + [
+    (dts + (16,)) for dts in SPLITK_DTYPES[1:]])
 @pytest.mark.parametrize("n,k", [(256, 4096), (1024, 4160), (4096, 4096),
                                  (512, 1000)])
 @pytest.mark.gpu
@@ -578,8 +646,11 @@ def test_split_k_matches_reference(splitk, in_dt, out_dt, m, n, k):
   args = (x, w, out, jnp.int32(8), jnp.int32(2), jnp.int32(17))
   (spec,) = plan_lib.traced_specs(lambda *a: f(dyn, *a), *args)
   p = plan_lib.plan(spec)
-  assert p.path == ("sm90_split_k" if k != 1000 else "sm90_small_m"), \
-      plan_lib.split_k_reasons(spec)
+  if k == 1000:  # the plan without split-K (for bf16 -> f32: generic)
+    splitk.delenv(plan_lib.SPLITK_ENV)
+    assert p == plan_lib.plan(spec)
+  else:
+    assert p.path == "sm90_split_k", plan_lib.split_k_reasons(spec)
   if p.path == "sm90_split_k":
     assert p.split_k > 1 and k % p.split_k == 0
   got = jax.jit(lambda *a: f(dyn, *a))(*args)
@@ -744,10 +815,10 @@ def _run_script(script=_SCRIPT, **env):
 @on_gpu
 def test_fallback_rule():
   out, lines = _run_script()
-  assert "['sm90_small_m']" in out
-  assert all("planned=sm90_small_m" in l for l in lines), lines
+  assert "['sm90_tiny']" in out
+  assert all("planned=sm90_tiny" in l for l in lines), lines
   if _is_sm90():
-    assert all("kernel=kSm90SmallBf16Bf16NN" in l for l in lines), lines
+    assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines
   else:  # not sm_90: the handler must fall back by itself
     assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
   out, lines = _run_script(JAX_DYNOFF_DISABLE_SM90="1")

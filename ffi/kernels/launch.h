@@ -80,6 +80,14 @@ extern const KernelEntry kSm90LargeBf16Bf16TN;
 extern const KernelEntry kSm90SmallBf16Bf16TN;
 extern const KernelEntry kSm90LargeF16F16NN;
 extern const KernelEntry kSm90SmallF16F16NN;
+extern const KernelEntry kSm90MediumBf16Bf16NN;
+extern const KernelEntry kSm90MediumBf16Bf16NT;
+extern const KernelEntry kSm90MediumBf16Bf16TN;
+extern const KernelEntry kSm90MediumF16F16NN;
+extern const KernelEntry kSm90TinyBf16Bf16NN;
+extern const KernelEntry kSm90TinyBf16Bf16NT;
+extern const KernelEntry kSm90TinyBf16Bf16TN;
+extern const KernelEntry kSm90TinyF16F16NN;
 // Split-K slices (path kSm90SplitK): <in>_NN, float32 partials, sourceless
 // epilogue (beta must be 0); the handler's reduction applies alpha, beta * C
 // and the cast to the output dtype.
