@@ -7,7 +7,7 @@
 # hypothesis; the nvidia-cutlass wheel in ./.whl (pip download --no-deps -d
 # .whl nvidia-cutlass==4.2.0.0 on a machine with network).
 # Env: JOBS (build parallelism); TESTS (test paths relative to the repo: one
-# pytest run; default: the whole suite in 4 parallel shards on the one GPU,
+# pytest run; default: the whole suite in 6 parallel shards on the one GPU,
 # which mostly overlaps XLA compile time); PYTEST_ARGS (extra pytest args);
 # SKIP_TESTS, SKIP_BENCH; BENCH_ARGS (e.g. "--scenarios plain,stacked").
 # The build directory (build/gpu) is reused when it survives between calls.
@@ -47,16 +47,24 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   if [ -n "${TESTS:-}" ]; then
     run_pytest main $(for t in $TESTS; do echo "$repo/$t"; done) || status=1
   else
-    export XLA_PYTHON_CLIENT_MEM_FRACTION=0.2
+    # Six processes share the GPU (a sixth of its memory each; the memcheck
+    # one allocates on demand).  No XLA
+    # autotuning: it only picks among correct GEMM algorithms for the
+    # reference, and it dominated the compile time of the kernel tests.
+    export XLA_PYTHON_CLIENT_MEM_FRACTION=0.16 XLA_FLAGS="--xla_gpu_autotune_level=0"
     t=$repo/tests
-    run_pytest kernels "$t/test_gpu_kernels.py" -k "not split_k" & p1=$!
+    run_pytest kernels_ref "$t/test_gpu_kernels.py" \
+      -k "match_reference and not split_k" & p1=$!
+    run_pytest kernels "$t/test_gpu_kernels.py" \
+      -k "not match_reference and not split_k and not memcheck" & p2=$!
     run_pytest splitk_graphs "$t/test_gpu_kernels.py" -k split_k \
-      "$t/test_gpu_graphs.py" & p2=$!
-    run_pytest semantics "$t/test_semantics.py" & p3=$!
+      "$t/test_gpu_graphs.py" & p3=$!
+    run_pytest semantics "$t/test_semantics.py" & p4=$!
     run_pytest rest $(ls "$t"/test_*.py | grep -v -e test_gpu_kernels \
-      -e test_gpu_graphs -e test_semantics) & p4=$!
-    for p in $p1 $p2 $p3 $p4; do wait $p || status=1; done
-    unset XLA_PYTHON_CLIENT_MEM_FRACTION
+      -e test_gpu_graphs -e test_semantics) & p5=$!
+    run_pytest memcheck "$t/test_gpu_kernels.py" -k memcheck & p6=$!
+    for p in $p1 $p2 $p3 $p4 $p5 $p6; do wait $p || status=1; done
+    unset XLA_PYTHON_CLIENT_MEM_FRACTION XLA_FLAGS
   fi
   for f in "$res"/pytest_*.log; do
     echo "--- $(basename "$f"): $(tail -1 "$f")"

@@ -84,14 +84,18 @@ function(_jd_cuda_object_library name)
   endif()
 endfunction()
 
-# --- Handler + generic kernels: every architecture.
+# --- Handler, generic (SIMT) and TF32 kernels: every architecture.
 add_library(jax_dynoff_cuda_generic OBJECT
   ffi/cuda_gemm.cu
   ffi/kernels/generic_f32_f32.cu
   ffi/kernels/generic_bf16_bf16.cu
   ffi/kernels/generic_bf16_f32.cu
   ffi/kernels/generic_f16_f16.cu
-  ffi/kernels/generic_f16_f32.cu)
+  ffi/kernels/generic_f16_f32.cu
+  ffi/kernels/tf32_nn.cu
+  ffi/kernels/tf32_nt.cu
+  ffi/kernels/tf32_tn.cu
+  ffi/kernels/tf32_tt.cu)
 _jd_cuda_object_library(jax_dynoff_cuda_generic)
 target_compile_options(jax_dynoff_cuda_generic PRIVATE
   ${_jd_cuda_flags} ${_jd_generic_gencode})

@@ -27,6 +27,9 @@
 // (the float32 partials are TMA-stored with ld = n) and K splitting into
 // split_k equal slices of a multiple of 16 bytes; otherwise it falls back to
 // the generic kernel, unsplit.
+// The TF32 path (float32 in and out, default precision; any alignment)
+// runs on every GPU the build has code for; JAX_DYNOFF_DISABLE_TF32 sends it
+// to the exact generic kernel instead.
 // JAX_DYNOFF_LOG=1 prints, per call, the planned path and the kernel run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -68,7 +71,7 @@ JAX_DYNOFF_HD int64_t RoundUp(int64_t x, int64_t a) {
 }
 
 bool IsSm90Path(Path p) {
-  return p != Path::kGeneric;
+  return p != Path::kGeneric && p != Path::kTf32;
 }
 
 // ---------------------------------------------------------------------------
@@ -415,6 +418,7 @@ const char* PathName(Path p) {
     case Path::kSm90SplitK: return "sm90_split_k";
     case Path::kSm90Medium: return "sm90_medium";
     case Path::kSm90Tiny: return "sm90_tiny";
+    case Path::kTf32: return "tf32";
   }
   return "unknown";
 }
@@ -463,6 +467,19 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
 #endif
   (void)path; (void)in; (void)out; (void)ta; (void)tb;
   return nullptr;
+}
+
+// The TF32 kernel for the transposes (float32 in and out only).
+const KernelEntry* Tf32Kernel(DType in, DType out, bool ta, bool tb) {
+  using namespace kernels;
+  if (in != DType::kF32 || out != DType::kF32) return nullptr;
+  if (!ta) return tb ? &kTf32NT : &kTf32NN;
+  return tb ? &kTf32TT : &kTf32TN;
+}
+
+bool Tf32Disabled() {
+  static const bool disabled = EnvFlag("JAX_DYNOFF_DISABLE_TF32");
+  return disabled;
 }
 
 // The split-K slice kernel (float32 partials, any output dtype: the
@@ -630,9 +647,6 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
     arg_ptr[i] = a.untyped_data();
     arg_info[i] = Info(a);
   }
-  if (static_cast<int64_t>(p.path) < 0 || static_cast<int64_t>(p.path) > 3)
-    return fail("unknown kernel path " +
-                std::to_string(static_cast<int64_t>(p.path)));
   const KernelEntry* generic = GenericKernel(p.in_dtype, p.out_dtype);
   if (generic == nullptr)
     return fail("no CUDA kernel for this input/output dtype pair");
@@ -690,6 +704,11 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
     return CudaError("cudaDeviceGetAttribute", e);
   const KernelEntry* kernel = generic;
   bool split = false;  // run the split-K kernel + reduction
+  if (p.path == Path::kTf32 && !Tf32Disabled()) {
+    if (const KernelEntry* kt =
+            Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
+      kernel = kt;
+  }
   if (IsSm90Path(p.path) && !Sm90Disabled() && dev.major == 9 &&
       dev.minor == 0 && p.k > 0) {
     if (p.path == Path::kSm90SplitK) {
@@ -794,8 +813,12 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   l.workspace = ws;
   l.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
   const void** ptrs = P.ptrs;
-  // The generic kernel indexes batch items with grid z (<= 65535).
-  const int64_t chunk = kernel == generic ? 65535 : p.batch;
+  // The CUTLASS 2.x kernels (generic, TF32) index batch items with grid z
+  // (<= 65535); the SM90 kernels take the whole batch.
+  const bool grid_z_batch =
+      kernel == generic ||
+      kernel == Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
+  const int64_t chunk = grid_z_batch ? 65535 : p.batch;
   for (int64_t t0 = 0; t0 < p.batch; t0 += chunk) {
     const int64_t nb = std::min(chunk, p.batch - t0);
     l.batch = static_cast<int>(nb);
@@ -832,8 +855,9 @@ const char* CudaBuildInfo() {
   return "jax_dynoff CUDA build; archs=" JAX_DYNOFF_CUDA_ARCHS_STR
          "; cuda=" JAX_DYNOFF_STRINGIFY(CUDART_VERSION)
 #ifdef JAX_DYNOFF_WITH_SM90
-         "; sm90=yes (ptr-array TMA: large 256x128x64 cooperative, small_m "
-         "64x128x64 pingpong; bf16->bf16 NN/NT/TN, f16->f16 NN; split_k "
+         "; sm90=yes (ptr-array TMA: large 256x128x64 cooperative 1x2, "
+         "medium 128x128x64, small_m 64x128x64, tiny 64x64x64 pingpong; "
+         "bf16->bf16 NN/NT/TN, f16->f16 NN; split_k "
          "64x128x64 pingpong f32 partials + reduction, bf16/f16 NN, "
          "experimental: planned only with JAX_DYNOFF_SPLITK=1)"
 #else
@@ -841,6 +865,8 @@ const char* CudaBuildInfo() {
 #endif
          "; generic=CUTLASS 2.x SIMT kArray, alignment 1, any transpose "
          "(f32, bf16->bf16, bf16->f32, f16->f16, f16->f32)"
+         "; tf32=CUTLASS 2.x tensor-op kArray, alignment 1, f32 NN/NT/TN/TT "
+         "(default precision; JAX_DYNOFF_DISABLE_TF32 sends it to generic)"
          "; rule: an sm90 path falls back to generic unless the device is "
          "sm_90, the kernel exists, alignment holds and "
          "JAX_DYNOFF_DISABLE_SM90 is unset";

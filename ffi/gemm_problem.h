@@ -60,7 +60,9 @@ enum class Path : int64_t {
   kSm90SplitK = 3,   // skinny m: split K through the batch, then reduce
   kSm90Medium = 4,   // TMA warp-specialized ptr-array, 128x128 tiles
   kSm90Tiny = 5,     // TMA warp-specialized ptr-array, 64x64 tiles
+  kTf32 = 6,         // float32 at default precision: TF32 tensor cores
 };
+inline constexpr int64_t kNumPaths = 7;
 
 // Offsets into `desc`.
 namespace desc {
@@ -173,7 +175,7 @@ std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
   if (d[kCMode] < 0 || d[kCMode] > 2) return err("bad c_mode");
   p->c_mode = static_cast<CMode>(d[kCMode]);
   p->precision = static_cast<Precision>(d[kPrecision]);
-  if (d[kPath] < 0 || d[kPath] > 5) return err("bad path");
+  if (d[kPath] < 0 || d[kPath] >= kNumPaths) return err("bad path");
   p->path = static_cast<Path>(d[kPath]);
   p->split_k = d[kSplitK];
   if (p->split_k < 1) return err("split_k must be >= 1");

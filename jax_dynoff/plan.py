@@ -8,6 +8,13 @@ Paths (enum Path in ffi/gemm_problem.h):
 
 * ``generic``: CUTLASS 2.x SIMT GEMM in array mode, alignment 1, any
   transpose, every dtype pair, full float32 accuracy; any GPU >= sm_80.
+  float32 at ``precision=HIGHEST`` (or under
+  ``jax.default_matmul_precision("highest")``) always comes here.
+* ``tf32``: float32 in and out at default precision, as jnp.dot on GPU:
+  CUTLASS 2.x tensor-op GEMM (TF32 inputs, float32 accumulation) in array
+  mode, alignment 1, one kernel per transpose combination; any GPU >= sm_80.
+  ``JAX_DYNOFF_DISABLE_TF32`` (read by the handler) runs the exact generic
+  kernel instead.
 * ``sm90_large`` / ``sm90_medium`` / ``sm90_small_m`` / ``sm90_tiny``:
   CUTLASS 3.x ptr-array TMA warp-specialized kernels (256x128x64
   cooperative, cluster 1x2 / 128x128x64, 64x128x64 and 64x64x64 ping-pong),
@@ -52,7 +59,7 @@ from jax_dynoff.spec import GemmSpec, WinSpec
 
 # Mirrors enum class Path in ffi/gemm_problem.h.
 PATHS = {"generic": 0, "sm90_large": 1, "sm90_small_m": 2, "sm90_split_k": 3,
-         "sm90_medium": 4, "sm90_tiny": 5}
+         "sm90_medium": 4, "sm90_tiny": 5, "tf32": 6}
 
 # Mirrors ffi/cuda_gemm.cu (Layout) and ffi/kernels/launch.h.
 WORKSPACE_ALIGN = 256
@@ -380,7 +387,11 @@ def plan(spec: GemmSpec) -> Plan:
     return Plan("sm90_split_k", s,
                 workspace_layout(spec, "sm90_split_k", s).total)
   path = "generic"
-  if not sm90_reasons(spec):
+  if (np.dtype(spec.in_dtype) == np.float32 and
+      np.dtype(spec.out_dtype) == np.float32 and
+      spec.precision == "default"):
+    path = "tf32"
+  elif not sm90_reasons(spec):
     key = (np.dtype(spec.in_dtype).name, np.dtype(spec.out_dtype).name,
            bool(spec.trans_a), bool(spec.trans_b))
     path = "sm90_" + _choose_tile(spec, SM90_KERNELS[key])
@@ -395,6 +406,8 @@ def explain(spec: GemmSpec) -> str:
             "bytes)")
   if p.path != "generic":
     return f"{p.path} (workspace {p.workspace_bytes} bytes)"
+  if np.dtype(spec.in_dtype) == np.float32:
+    return "generic: float32 at precision highest (exact SIMT kernel)"
   return "generic: " + "; ".join(sm90_reasons(spec))
 
 

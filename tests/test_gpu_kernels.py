@@ -13,6 +13,7 @@ tests set the variable themselves (monkeypatch / subprocess env).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -99,8 +100,18 @@ def test_plan_forced_tile(monkeypatch):
 
 def test_plan_uncovered_combinations_are_generic():
   assert plan_lib.plan(_spec(ta=True, tb=True)).path == "generic"
-  assert plan_lib.plan(_spec(dt=np.dtype(F32))).path == "generic"
   assert plan_lib.plan(_spec(out_dt=np.dtype(F32))).path == "generic"
+
+
+def test_plan_float32_tf32_unless_highest():
+  f32 = np.dtype(F32)
+  assert plan_lib.plan(_spec(dt=f32)).path == "tf32"
+  # Any alignment and transpose: the TF32 kernels take 4-byte alignment.
+  a = WinSpec((512, 4099), (512, 4096), (None, 3))
+  assert plan_lib.plan(_spec(dt=f32, a=a, ta=True, tb=True)).path == "tf32"
+  s = dataclasses.replace(_spec(dt=f32), precision="highest")
+  assert plan_lib.plan(s).path == "generic"
+  assert "highest" in plan_lib.explain(s)
   assert plan_lib.plan(_spec(k=0)).path == "generic"
 
 
@@ -207,7 +218,7 @@ def test_split_k_not_planned(splitk):
   assert path(m=16, k=1000 + 8) == "sm90_split_k"     # 1008 = 2 x 504
   assert _unsplit_sm90(path(m=16, tb=True))           # NN only
   assert _unsplit_sm90(path(m=16, ta=True))
-  assert path(m=16, dt=np.dtype(F32)) == "generic"    # 16-bit inputs only
+  assert path(m=16, dt=np.dtype(F32)) == "tf32"       # 16-bit inputs only
   assert path(m=16, k=0) == "generic"
   # A not provably aligned: neither SM90 path.
   a = WinSpec((16, 8192), (16, 4096), (0, None))
@@ -392,6 +403,8 @@ def test_kernels_match_reference(in_dt, out_dt, ta, tb, aligned):
   covered = (np.dtype(in_dt).name, np.dtype(out_dt).name, ta, tb) in \
       plan_lib.SM90_KERNELS
   assert paths[0].startswith("sm90") == (aligned and covered), paths
+  if np.dtype(in_dt) == np.float32:
+    assert paths == ["tf32"]   # any alignment
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   # Outside the window: untouched (NaN stays NaN, bit for bit).
@@ -465,6 +478,9 @@ def test_every_sm90_kernel(monkeypatch, tile, key):
 def test_f32_precision(precision):
   ks = jax.random.split(jax.random.key(3))
   a, b = _rand(ks[0], (96, 80), F32), _rand(ks[1], (80, 72), F32)
+  assert plan_lib.traced_paths(
+      lambda a, b: dyn.gemm(a, b, precision=precision), a, b) == \
+      ["tf32" if precision is None else "generic"]
   got = jax.jit(lambda a, b: dyn.gemm(a, b, precision=precision))(a, b)
   want = _ref_highest(lambda a, b: dyn.reference.gemm(a, b))(a, b)
   _check(got, want, F32, F32, 80,
@@ -825,6 +841,40 @@ def test_fallback_rule():
   assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
 
 
+_TF32_SCRIPT = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+    import jax_dynoff as dyn
+    from jax_dynoff import plan
+    ks = jax.random.split(jax.random.key(0), 2)
+    a = jax.random.uniform(ks[0], (300, 257), jnp.float32, -1, 1)
+    b = jax.random.uniform(ks[1], (257, 130), jnp.float32, -1, 1)
+    f = lambda mod, a, b, r: mod.gemm(dyn.window(a, (r, 1), (200, 256)), b[:256])
+    print("PLANNED", plan.traced_paths(lambda a, b, r: f(dyn, a, b, r), a, b, jnp.int32(3)))
+    got = jax.jit(lambda a, b, r: f(dyn, a, b, r))(a, b, jnp.int32(3))
+    with jax.default_matmul_precision("highest"):
+      want = jax.jit(lambda a, b, r: f(dyn.reference, a, b, r))(a, b, jnp.int32(3))
+    err = float(jnp.abs(got - want).max() / jnp.abs(want).max())
+    print("ERR", err)
+    assert err < 2e-3, err
+""")
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_tf32_kernel_ran():
+  """float32 at default precision runs the TF32 tensor-op kernel (a window
+  at an odd column: 4-byte alignment), within TF32 error of the exact
+  product; JAX_DYNOFF_DISABLE_TF32 runs the exact SIMT kernel instead."""
+  out, lines = _run_script(_TF32_SCRIPT)
+  assert "['tf32']" in out, out
+  assert all("planned=tf32 kernel=kTf32NN" in l for l in lines), lines
+  err = float(out.split("ERR")[1].split()[0])
+  assert err > 0   # TF32 rounding is visible: not the exact kernel
+  out, lines = _run_script(_TF32_SCRIPT, JAX_DYNOFF_DISABLE_TF32="1")
+  assert all("kernel=kGenericF32F32" in l for l in lines), lines
+  assert float(out.split("ERR")[1].split()[0]) < 1e-5
+
+
 _SPLITK_SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     import jax_dynoff as dyn
@@ -874,3 +924,28 @@ def test_build_info():
   if _is_sm90():
     assert "sm90=yes" in info, ("this build has no sm_90a kernels: build with "
                                 "JAX_DYNOFF_CUDA_ARCHS containing 90a")
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_memcheck_clean():
+  """tests/memcheck_cases.py (every kernel path, clamping, C copies, split-K,
+  batches, k = 0) under compute-sanitizer's memcheck: no invalid access in
+  our kernels or the pointer / copy / reduction kernels around them."""
+  import shutil
+  tool = shutil.which("compute-sanitizer")
+  if tool is None:
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    tool = os.path.join(cuda, "bin", "compute-sanitizer")
+    if not os.path.exists(tool):
+      pytest.skip("compute-sanitizer not found")
+  script = os.path.join(os.path.dirname(__file__), "memcheck_cases.py")
+  env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+  r = subprocess.run([tool, "--tool", "memcheck", "--error-exitcode", "99",
+                      "--leak-check", "no", "--report-api-errors", "no",
+                      sys.executable, script],
+                     env=env, capture_output=True, text=True, timeout=900)
+  tail = (r.stdout + r.stderr)[-6000:]
+  assert r.returncode == 0, tail
+  assert "ALL_OK" in r.stdout, tail
+  assert "ERROR SUMMARY: 0 errors" in r.stdout + r.stderr, tail

@@ -66,6 +66,13 @@ extern const KernelEntry kGenericBf16F32;
 extern const KernelEntry kGenericF16F16;
 extern const KernelEntry kGenericF16F32;
 
+// --- TF32 path: CUTLASS 2.x tensor-op (mma.sync TF32), kArray, alignment 1,
+// float32 in and out, one kernel per transpose combination; every arch.
+extern const KernelEntry kTf32NN;
+extern const KernelEntry kTf32NT;
+extern const KernelEntry kTf32TN;
+extern const KernelEntry kTf32TT;
+
 // --- SM90 paths: CUTLASS 3.x ptr-array TMA warp-specialized kernels.
 // Names: <in><out>_<layout of A><layout of B>, N = not transposed (A row-
 // major m x k, B row-major k x n), T = transposed.  Only built for sm_90a

@@ -1,0 +1,118 @@
+"""Calls that tests/test_gpu_kernels.py::test_memcheck_clean runs under
+`compute-sanitizer --tool memcheck`: one per kernel path and per piece of
+handler machinery (pointer prep, clamping, C copies, split-K reduction,
+k = 0, batches), each small so that the instrumented run stays short.
+
+Run as a script; prints "CASE name err" per case and exits non-zero if a
+result is off (the sanitizer's own exit code reports memory errors).
+"""
+
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jax_dynoff as dyn
+from jax_dynoff import plan
+
+BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
+
+
+def rand(seed, shape, dtype):
+  return jax.random.uniform(jax.random.key(seed), shape, F32, -1,
+                            1).astype(dtype)
+
+
+def check(name, f, *args, env=None):
+  """Runs f(dyn, *args) (traced with `env` set) against the reference."""
+  old = {k: os.environ.get(k) for k in (env or {})}
+  os.environ.update(env or {})
+  try:
+    paths = plan.traced_paths(lambda *a: f(dyn, *a), *args)
+    got = jax.jit(lambda *a: f(dyn, *a))(*args)
+    got.block_until_ready()
+  finally:
+    for k, v in old.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
+  with jax.default_matmul_precision("highest"):
+    want = jax.jit(lambda *a: f(dyn.reference, *a))(*args)
+  g = np.asarray(got.astype(F32))
+  w = np.asarray(want.astype(F32))
+  same_nan = np.isnan(g) == np.isnan(w)
+  err = float(np.nanmax(np.abs(g - w)) / max(1.0, np.nanmax(np.abs(w))))
+  print("CASE", name, paths, f"{err:.3g}", flush=True)
+  return same_nan.all() and err < 2 ** -5
+
+
+def main():
+  ok = True
+  m, n, k = 72, 136, 80
+  x = rand(1, (m + 16, k + 8), BF16)
+  w = rand(2, (3, k, n), BF16)
+  out = jnp.full((m + 24, n + 16), jnp.nan, BF16)
+
+  def windowed(mod, x, w, out, r, i, o):
+    return mod.gemm(dyn.window(x, (r, 8), (m, k)),
+                    dyn.window(w, (i, 0, 0), (k, n)),
+                    out=dyn.window(out, (o, 8), (m, n)))
+
+  args = (x, w, out, jnp.int32(8), jnp.int32(2), jnp.int32(16))
+  for tile in plan.SM90_TILES:
+    ok &= check("sm90_" + tile, windowed, *args,
+                env={plan.SM90_TILE_ENV: tile})
+  # Clamped (out-of-range and negative) starts.
+  ok &= check("clamped", windowed, x, w, out, jnp.int32(10 ** 6),
+              jnp.int32(-5), jnp.int32(2 ** 31 - 1))
+
+  # Generic kernel: odd static column start, every transpose.
+  def odd(mod, a, b, out, r, o, ta, tb):
+    wa = (k, m) if ta else (m, k)
+    wb = (n, k) if tb else (k, n)
+    return mod.gemm(dyn.window(a, (r, 1), wa), dyn.window(b, (0, 1), wb),
+                    out=dyn.window(out, (o, 3), (m, n)), transpose_a=ta,
+                    transpose_b=tb)
+
+  big = rand(3, (160, 160), F16)
+  out16 = jnp.full((m + 24, n + 16), jnp.nan, F16)
+  for ta in (False, True):
+    for tb in (False, True):
+      ok &= check(f"generic_{int(ta)}{int(tb)}",
+                  lambda mod, *a, ta=ta, tb=tb: odd(mod, *a, ta, tb),
+                  big, big, out16, jnp.int32(4), jnp.int32(7))
+
+  # C from D's buffer, partly overlapping (copied to scratch first).
+  def overlap(mod, buf, x, w, cr, dr):
+    return mod.gemm(x, w, dyn.window(buf, (cr, 0), (m, n)),
+                    out=dyn.window(buf, (dr, 0), (m, n)), alpha=0.5,
+                    beta=-1.0)
+
+  buf = rand(4, (3 * m, n), BF16)
+  ok &= check("c_overlap", overlap, buf, x[:m, :k], w[0], jnp.int32(m + 5),
+              jnp.int32(m))
+
+  # Split-K (skinny m) with beta * C.
+  xs = rand(5, (16, 1024), BF16)
+  ws = rand(6, (1024, 256), BF16)
+  cs = rand(7, (16, 256), F32)
+  ok &= check("split_k", lambda mod, x, w, c: mod.gemm(x, w, c, beta=2.0,
+                                                        preferred_element_type=F32),
+              xs, ws, cs, env={plan.SPLITK_ENV: "1"})
+
+  # A batch (vmap) and k = 0.
+  xb = rand(8, (4, m, k), BF16)
+  ok &= check("vmap", lambda mod, xb, w: jax.vmap(
+      lambda xi: mod.gemm(xi, w))(xb), xb, w[1])
+  ok &= check("k0", lambda mod, c: mod.gemm(jnp.zeros((m, 0), F32),
+                                            jnp.zeros((0, n), F32), c,
+                                            beta=3.0), rand(9, (m, n), F32))
+  print("ALL_OK" if ok else "MISMATCH", flush=True)
+  return 0 if ok else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
