@@ -122,8 +122,8 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_tiny_bf16_bf16_nt.cu
     ffi/kernels/sm90_tiny_bf16_bf16_tn.cu
     ffi/kernels/sm90_tiny_f16_f16_nn.cu
-    # Split-K slices for skinny m (path kSm90SplitK; experimental, planned
-    # only with JAX_DYNOFF_SPLITK=1 until verified on an H200).
+    # Split-K slices for skinny m (path kSm90SplitK; opt-in, planned only
+    # with JAX_DYNOFF_SPLITK=1).
     ffi/kernels/sm90_splitk_bf16_nn.cu
     ffi/kernels/sm90_splitk_f16_nn.cu)
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)

@@ -859,7 +859,7 @@ const char* CudaBuildInfo() {
          "medium 128x128x64, small_m 64x128x64, tiny 64x64x64 pingpong; "
          "bf16->bf16 NN/NT/TN, f16->f16 NN; split_k "
          "64x128x64 pingpong f32 partials + reduction, bf16/f16 NN, "
-         "experimental: planned only with JAX_DYNOFF_SPLITK=1)"
+         "opt-in: planned only with JAX_DYNOFF_SPLITK=1)"
 #else
          "; sm90=no"
 #endif

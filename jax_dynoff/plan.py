@@ -24,9 +24,10 @@ Paths (enum Path in ffi/gemm_problem.h):
   the one `sm90_tile_times` predicts fastest (waves of tiles over 132 SMs,
   each tile at its measured rate); ``JAX_DYNOFF_SM90_TILE=large|medium|
   small_m|tiny`` forces one (for tests and tuning sweeps).
-* ``sm90_split_k`` (EXPERIMENTAL, planned only when the environment variable
+* ``sm90_split_k`` (opt-in: planned only when the environment variable
   ``JAX_DYNOFF_SPLITK`` is set to anything but "0" when the call is lowered;
-  not yet verified on an H200, so off by default): skinny problems
+  its GPU tests pass on an H200, but it gains only ~5% over the unsplit
+  64x64 tile today, see benchmarks/NOTES.md): skinny problems
   (m <= 64, no transposes, bfloat16 / float16 inputs, any output dtype) that
   would leave SMs idle.  K is split into ``split_k`` equal slices through the
   ptr-array batch (batch * split_k items of a 64x128x64 ping-pong kernel
@@ -89,7 +90,7 @@ SM90_TILE_ENV = "JAX_DYNOFF_SM90_TILE"   # force a tile (tests, tuning)
 ASSUMED_SM_COUNT = 132
 
 # Split-K (path sm90_split_k; ffi/kernels/sm90_splitk_*.cu).
-SPLITK_ENV = "JAX_DYNOFF_SPLITK"            # "1": plan split-K (experimental)
+SPLITK_ENV = "JAX_DYNOFF_SPLITK"            # "1": plan split-K (opt-in)
 SPLITK_SLICES_ENV = "JAX_DYNOFF_SPLITK_SLICES"  # force split_k (tuning)
 SPLITK_IN_DTYPES = ("bfloat16", "float16")   # kernels built (NN only)
 SPLITK_MAX_M = 64
@@ -233,7 +234,7 @@ def _choose_tile(spec: GemmSpec, tiles: tuple[str, ...]) -> str:
 # --- Split-K -----------------------------------------------------------------
 
 def splitk_enabled() -> bool:
-  """Whether JAX_DYNOFF_SPLITK asks for the (experimental) split-K path."""
+  """Whether JAX_DYNOFF_SPLITK asks for the (opt-in) split-K path."""
   return os.environ.get(SPLITK_ENV, "") not in ("", "0")
 
 

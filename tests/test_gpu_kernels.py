@@ -7,7 +7,7 @@ poisoned (NaN) before each call, so an unwritten window never passes.
 
 Run on a GPU machine:  pytest -v tests/test_gpu_kernels.py
 Which kernel ran:      JAX_DYNOFF_LOG=1 (the handler prints one line a call)
-Split-K (experimental, planned only with JAX_DYNOFF_SPLITK=1): the test_split_k_*
+Split-K (opt-in, planned only with JAX_DYNOFF_SPLITK=1): the test_split_k_*
 tests set the variable themselves (monkeypatch / subprocess env).
 """
 
@@ -161,7 +161,7 @@ def test_workspace_layout():
 
 
 # ---------------------------------------------------------------------------
-# Static: the split-K plan (experimental: only with JAX_DYNOFF_SPLITK=1).
+# Static: the split-K plan (opt-in: only with JAX_DYNOFF_SPLITK=1).
 
 @pytest.fixture
 def splitk(monkeypatch):
