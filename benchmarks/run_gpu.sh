@@ -23,7 +23,7 @@ export PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1
 step "device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
 python3 -c "import jax; print('jax', jax.__version__, jax.devices())"
-git -C "$repo" log -1 --format='commit %H %s' 2>/dev/null || true
+# (No commit id here: a copied working tree may carry a stale .git.)
 
 step "install CUTLASS headers (offline) and build"
 python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl || exit 1
