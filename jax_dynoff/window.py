@@ -31,6 +31,25 @@ def clamp_start(start: int, dim: int, size: int) -> int:
   return min(max(start, 0), dim - size)
 
 
+def clamp_traced_start(start: jax.Array, dim: int, size: int) -> jax.Array:
+  """`clamp_start` on a traced start, as XLA ops ahead of the FFI call.
+
+  The handler clamps again on the device (that is the guarantee that no
+  value reaches outside a buffer); this copy is for XLA's sake: a start that
+  is a bare `table[i]` look-up becomes an asynchronous dynamic-slice copy,
+  which keeps a loop out of one CUDA graph, while a start computed by an
+  elementwise op fuses the look-up into a kernel that graphs capture.
+  Where `start + dim` does not fit the start's dtype (an int32 start into a
+  dim of 2^31 or more) the start is passed on unclamped.
+  """
+  dtype = np.dtype(start.dtype)
+  if dim > np.iinfo(dtype).max:
+    return start
+  zero = jnp.zeros((), dtype)
+  start = jnp.where(start < zero, start + jnp.asarray(dim, dtype), start)
+  return jnp.clip(start, zero, jnp.asarray(dim - size, dtype))
+
+
 @jax.tree_util.register_pytree_node_class
 @dataclasses.dataclass(frozen=True, eq=False)
 class Window:
@@ -62,6 +81,12 @@ class Window:
 
   def dynamic_starts(self) -> list[jax.Array]:
     return [s for s in self.start if not isinstance(s, int)]
+
+  def clamped_dynamic_starts(self) -> list[jax.Array]:
+    """The traced starts, each clamped by `clamp_traced_start`."""
+    return [clamp_traced_start(s, d, w)
+            for s, d, w in zip(self.start, self.x.shape, self.win)
+            if not isinstance(s, int)]
 
   def __repr__(self):  # not the default: that would print all of x
     start = ", ".join(str(s) if isinstance(s, int) else

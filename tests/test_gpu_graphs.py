@@ -45,18 +45,11 @@ def test_plain_call_is_captured_by_default():
   assert rep.captured == 1 and rep.uncaptured == 0, rep.thunks
 
 
-# With jax 0.11.2 XLA turns a `table[i]` look-up indexed by the loop counter
-# into an asynchronous dynamic-slice copy (kDynamicSliceFusion), and a while
-# loop holding one is not converted into a command buffer: only its body is.
-# strict: the day XLA captures these whole, the xfail itself fails.
-_SPLIT_BY_XLA = pytest.mark.xfail(
-    strict=True, reason="XLA keeps loops with a counter-indexed table "
-    "look-up outside the graph (async dynamic-slice copy)")
-
-
-@pytest.mark.parametrize("case", [
-    pytest.param("fori", marks=_SPLIT_BY_XLA), "cond",
-    pytest.param("scan_switch", marks=_SPLIT_BY_XLA)])
+# A bare `table[i]` start would reach the FFI call as an asynchronous
+# dynamic-slice copy, which keeps XLA (jax 0.11.2) from converting the loop
+# into one command buffer; gemm clamps traced starts with XLA ops first
+# (window.clamp_traced_start), so the look-up fuses and the loop is whole.
+@pytest.mark.parametrize("case", ["fori", "cond", "scan_switch"])
 def test_whole_loop_is_one_command_buffer(whole_loop_reports, case):
   r = whole_loop_reports[case]
   assert r["captured"] >= 1 and r["uncaptured"] == 0, r
