@@ -135,6 +135,7 @@ struct PrepParams {
   const void* arg_ptr[kMaxArgs];
   uint8_t arg_is64[kMaxArgs];
   uint8_t arg_batched[kMaxArgs];  // one start per batch item
+  uint8_t arg_start[kMaxArgs];    // the arg is a window start
   const char* base[kNumOperands];  // bytes; C's is D's for kFromD / kNone
   int elt[kNumOperands];           // element bytes
   const void** ptrs;               // WorkspaceLayout::ptr_count entries
@@ -156,29 +157,41 @@ __device__ __forceinline__ int64_t LoadStart(const PrepParams& P, int64_t arg,
                          : static_cast<const int32_t*>(P.arg_ptr[arg])[i];
 }
 
-__device__ int64_t Offset(const PrepParams& P, int o, int64_t t) {
+// A start read through `cached` (kMaxArgs entries, one item's starts already
+// loaded) when it is given, else from its XLA buffer.
+__device__ __forceinline__ int64_t ReadStart(const PrepParams& P, int64_t arg,
+                                             int64_t t, const int64_t* cached) {
+  return cached != nullptr ? cached[arg] : LoadStart(P, arg, t);
+}
+
+__device__ int64_t Offset(const PrepParams& P, int o, int64_t t,
+                          const int64_t* cached = nullptr) {
   return WindowOffset(P.p, P.p.op[o], t, [&](int64_t arg, int64_t tt) {
-    return LoadStart(P, arg, tt);
+    return ReadStart(P, arg, tt, cached);
   });
 }
 
 // Clamped start of operand o along dim i for batch item t.
-__device__ int64_t Start(const PrepParams& P, int o, int i, int64_t t) {
+__device__ int64_t Start(const PrepParams& P, int o, int i, int64_t t,
+                         const int64_t* cached = nullptr) {
   const OperandDesc& op = P.p.op[o];
   if (op.start_arg[i] < 0) return op.start[i];
-  return ClampStart(LoadStart(P, op.start_arg[i], t), op.dims[i], op.win[i]);
+  return ClampStart(ReadStart(P, op.start_arg[i], t, cached), op.dims[i],
+                    op.win[i]);
 }
 
 // Whether item t's C window (read from D's buffer) must be copied first:
 // it overlaps D's window without being it.  Same window: every element is
 // read and then written by the same thread (in place is safe); disjoint
 // windows: nothing C reads is written.
-__device__ bool NeedsCopy(const PrepParams& P, int64_t t) {
+__device__ bool NeedsCopy(const PrepParams& P, int64_t t,
+                          const int64_t* cached = nullptr) {
   if (P.p.c_mode != CMode::kFromD || !P.c_read) return false;
-  if (Offset(P, kC, t) == Offset(P, kD, t)) return false;
+  if (Offset(P, kC, t, cached) == Offset(P, kD, t, cached)) return false;
   const OperandDesc& C = P.p.op[kC];
   for (int i = 0; i < C.rank; ++i) {
-    const int64_t c = Start(P, kC, i, t), d = Start(P, kD, i, t);
+    const int64_t c = Start(P, kC, i, t, cached),
+                  d = Start(P, kD, i, t, cached);
     const int64_t wc = C.win[i], wd = P.p.op[kD].win[i];
     if (c + wc <= d || d + wd <= c) return false;  // disjoint along dim i
   }
@@ -187,17 +200,48 @@ __device__ bool NeedsCopy(const PrepParams& P, int64_t t) {
 
 // Item t's D window and the C it reads (its copy when it must be copied).
 __device__ void CAndD(const PrepParams& P, int64_t t, const char** c,
-                      const char** d) {
-  *d = P.base[kD] + Offset(P, kD, t) * P.elt[kD];
+                      const char** d, const int64_t* cached = nullptr) {
+  *d = P.base[kD] + Offset(P, kD, t, cached) * P.elt[kD];
   *c = *d;  // never read when !c_read, but a valid address
   if (P.c_read) {
-    *c = NeedsCopy(P, t) ? P.scratch + t * P.scratch_item
-                         : P.base[kC] + Offset(P, kC, t) * P.elt[kC];
+    *c = NeedsCopy(P, t, cached)
+             ? P.scratch + t * P.scratch_item
+             : P.base[kC] + Offset(P, kC, t, cached) * P.elt[kC];
   }
 }
 
+// Lets the next kernel in the stream, when it was launched with programmatic
+// stream serialization (the SM90 GEMMs, see kernels/sm90_gemm.h), start its
+// CTAs now; they wait in griddepcontrol.wait until this grid has completed
+// and its writes are visible, so nothing they read can be stale.
+__device__ __forceinline__ void AllowDependentLaunch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __global__ void PointerKernel(const __grid_constant__ PrepParams P) {
+  AllowDependentLaunch();
   const int64_t batch = P.p.batch;
+  if (batch == 1) {
+    // The common case, one item (launched as one block): load every start
+    // at once, so the pointer math waits for one memory latency instead of
+    // one per start.
+    __shared__ int64_t cached[kMaxArgs];
+    for (int j = threadIdx.x; j < kMaxArgs; j += blockDim.x)
+      if (P.arg_start[j]) cached[j] = LoadStart(P, j, 0);
+    __syncthreads();
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const char* a = P.base[kA] + Offset(P, kA, 0, cached) * P.elt[kA];
+    const char* b = P.base[kB] + Offset(P, kB, 0, cached) * P.elt[kB];
+    const char *c, *d;
+    CAndD(P, 0, &c, &d, cached);
+    P.ptrs[0] = a;
+    P.ptrs[1] = b;
+    P.ptrs[2] = c;
+    P.ptrs[3] = d;
+    return;
+  }
   for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < batch;
        t += int64_t{gridDim.x} * blockDim.x) {
     const char* a = P.base[kA] + Offset(P, kA, t) * P.elt[kA];
@@ -214,6 +258,7 @@ __global__ void PointerKernel(const __grid_constant__ PrepParams P) {
 // Split-K: item l = t * slices + s multiplies A's and B's K slice s of batch
 // item t into partial l; the reduction reads C[t] and D[t] from the tail.
 __global__ void SplitPointerKernel(const __grid_constant__ PrepParams P) {
+  AllowDependentLaunch();
   const int64_t batch = P.p.batch, S = P.slices, items = batch * S;
   for (int64_t l = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; l < items;
        l += int64_t{gridDim.x} * blockDim.x) {
@@ -405,6 +450,16 @@ bool Sm90Disabled() {
   return disabled;
 }
 
+// Programmatic dependent launch of the SM90 GEMMs after the pointer kernel
+// (on unless JAX_DYNOFF_PDL=0).
+bool PdlEnabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("JAX_DYNOFF_PDL");
+    return v == nullptr || !(v[0] == '0' && v[1] == '\0');
+  }();
+  return on;
+}
+
 bool LogEnabled() {
   static const bool on = EnvFlag("JAX_DYNOFF_LOG");
   return on;
@@ -579,6 +634,7 @@ ffi::Error SplitKGemm(cudaStream_t stream, const GemmProblem& p,
   l.stream = stream;
   l.workspace = ws;
   l.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
+  l.pdl = PdlEnabled();  // right after SplitPointerKernel
   l.ptr_a = P.ptrs;
   l.ptr_b = P.ptrs + items;
   l.ptr_c = P.ptrs + 2 * items;
@@ -671,11 +727,15 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
     P.arg_ptr[i] = arg_ptr[i];
     P.arg_is64[i] = arg_info[i].is_s64;
     P.arg_batched[i] = arg_info[i].elements() != 1;
+    P.arg_start[i] = 0;
   }
   for (int64_t i = num_args; i < kMaxArgs; ++i) {
     P.arg_ptr[i] = nullptr;
-    P.arg_is64[i] = P.arg_batched[i] = 0;
+    P.arg_is64[i] = P.arg_batched[i] = P.arg_start[i] = 0;
   }
+  for (int o = 0; o < kNumOperands; ++o)
+    for (int i = 0; i < p.op[o].rank; ++i)
+      if (p.op[o].start_arg[i] >= 0) P.arg_start[p.op[o].start_arg[i]] = 1;
   char* d_base = static_cast<char*>(d_buf.untyped_data());
   char* ws = static_cast<char*>(ws_buf.untyped_data());
   P.base[kA] = static_cast<const char*>(arg_ptr[p.op[kA].arg]);
@@ -813,6 +873,10 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   l.workspace = ws;
   l.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
   const void** ptrs = P.ptrs;
+  // PDL only where the GEMM directly follows the pointer kernel (an SM90
+  // kernel, which waits on it first thing); a C copy in between launches
+  // normally and never triggers early.
+  l.pdl = PdlEnabled() && IsSm90Path(p.path) && w.scratch_item == 0;
   // The CUTLASS 2.x kernels (generic, TF32) index batch items with grid z
   // (<= 65535); the SM90 kernels take the whole batch.
   const bool grid_z_batch =

@@ -38,7 +38,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -93,23 +93,51 @@ class Row:
     return d
 
 
+@dataclasses.dataclass
+class Loop:
+  """`carry = body(i, carry, *consts)` repeated in one jitted fori_loop."""
+  body: Callable
+  carry: Any
+  consts: tuple = ()
+  compiler_options: Optional[dict] = None
+
+
+def _compiled(loop: Loop, iters: int) -> Callable[[], float]:
+  """A runner: one call of the compiled loop, blocking; returns seconds.
+  The operands (`consts`) are arguments of the jitted loop, never closed
+  over: a closed-over array would be baked into the program as a literal
+  (a 1 GiB weight stack makes compilation take minutes)."""
+  def run_loop(c, consts):
+    return lax.fori_loop(0, iters, lambda i, c: loop.body(i, c, *consts), c)
+  f = jax.jit(run_loop).lower(loop.carry, loop.consts).compile(
+      compiler_options=loop.compiler_options)
+  jax.block_until_ready(f(loop.carry, loop.consts))  # warm up
+
+  def once() -> float:
+    t0 = time.perf_counter()
+    jax.block_until_ready(f(loop.carry, loop.consts))
+    return time.perf_counter() - t0
+  return once
+
+
+def time_loops(loops: Sequence[Loop], iters: int, repeats: int) -> list[float]:
+  """Milliseconds per iteration of each loop, on device: the loops run in
+  turn, `repeats` rounds, median per loop.  Interleaving puts every side of
+  a comparison under the same clocks (an H200's clock drifts with its
+  temperature by several percent within a minute)."""
+  runners = [_compiled(l, iters) for l in loops]
+  times = [[] for _ in runners]
+  for _ in range(repeats):
+    for t, run in zip(times, runners):
+      t.append(run())
+  return [statistics.median(t) / iters * 1e3 for t in times]
+
+
 def time_loop(body: Callable, carry, iters: int, repeats: int,
               compiler_options=None, consts=()) -> float:
-  """Milliseconds per iteration of `carry = body(i, carry, *consts)`, on
-  device.  The operands (`consts`) are arguments of the jitted loop, never
-  closed over: a closed-over array would be baked into the program as a
-  literal (a 1 GiB weight stack makes compilation take minutes)."""
-  def loop(c, consts):
-    return lax.fori_loop(0, iters, lambda i, c: body(i, c, *consts), c)
-  f = jax.jit(loop).lower(carry, consts).compile(
-      compiler_options=compiler_options)
-  jax.block_until_ready(f(carry, consts))
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(f(carry, consts))
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times) / iters * 1e3
+  """Milliseconds per iteration of one loop (see time_loops)."""
+  return time_loops([Loop(body, carry, tuple(consts), compiler_options)],
+                    iters, repeats)[0]
 
 
 def _rand(key, shape, dtype, scale=1.0):
@@ -152,9 +180,9 @@ def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
     aa, bb, _ = lax.optimization_barrier((a, b, i))
     return jnp.dot(aa, bb, preferred_element_type=dtype)
 
-  t_ours = time_loop(ours, (d_big, offs), iters, repeats, consts=(a_big, b))
-  t_xla = time_loop(xla, jnp.zeros((m, n), dtype), iters, repeats,
-                    consts=(a, b))
+  t_ours, t_xla = time_loops(
+      [Loop(ours, (d_big, offs), (a_big, b)),
+       Loop(xla, jnp.zeros((m, n), dtype), (a, b))], iters, repeats)
   return Row("plain", f"{m}x{n}x{k}", jnp.dtype(dtype).name, t_ours, t_xla,
              2.0 * m * n * k, float((m * k + k * n + m * n) * _esize(dtype)))
 
@@ -188,10 +216,9 @@ def slices(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
     xx, ww, _ = lax.optimization_barrier((x, w, j))
     return jnp.dot(xx, ww, preferred_element_type=dtype)
 
-  t_ours = time_loop(ours, (buf, rows), iters, repeats, consts=(x, w))
-  t_xla = time_loop(xla, (buf, rows), iters, repeats, consts=(x, w))
-  t_ideal = time_loop(ideal, jnp.zeros((L * m, n), dtype), iters, repeats,
-                      consts=(x, w))
+  t_ours, t_xla, t_ideal = time_loops(
+      [Loop(ours, (buf, rows), (x, w)), Loop(xla, (buf, rows), (x, w)),
+       Loop(ideal, jnp.zeros((L * m, n), dtype), (x, w))], iters, repeats)
   e = _esize(dtype)
   return Row("slices", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float((2 * L * m * n + n * n) * e),
@@ -215,8 +242,8 @@ def stacked(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
       return jnp.dot(x, wi, preferred_element_type=dtype)
     return lax.fori_loop(0, L, body, x)
 
-  t_ours = time_loop(ours, x0, iters, repeats, consts=(w,))
-  t_xla = time_loop(xla, x0, iters, repeats, consts=(w,))
+  t_ours, t_xla = time_loops([Loop(ours, x0, (w,)), Loop(xla, x0, (w,))],
+                              iters, repeats)
   return Row("stacked", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float(L * n * n * _esize(dtype)))
 
@@ -257,8 +284,8 @@ def cond(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
     return lax.fori_loop(0, L, body, buf)
 
   consts = (x, w, rows_a, rows_b, pred)
-  t_ours = time_loop(ours, buf, iters, repeats, consts=consts)
-  t_xla = time_loop(xla, buf, iters, repeats, consts=consts)
+  t_ours, t_xla = time_loops([Loop(ours, buf, consts), Loop(xla, buf, consts)],
+                              iters, repeats)
   e = _esize(dtype)
   return Row("cond", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float(L * (n * n + m * n) * e))
@@ -289,8 +316,9 @@ def kv(layers: int, steps: int, t: int, n: int, dtype, iters: int,
       return lax.dynamic_update_slice(cache, y[None], (layer, p, 0))
     return lax.fori_loop(0, steps * layers, body, cache)
 
-  t_ours = time_loop(ours, cache, iters, repeats, consts=(x, w, pos))
-  t_xla = time_loop(xla, cache, iters, repeats, consts=(x, w, pos))
+  t_ours, t_xla = time_loops(
+      [Loop(ours, cache, (x, w, pos)), Loop(xla, cache, (x, w, pos))],
+      iters, repeats)
   calls = steps * layers
   e = _esize(dtype)
   return Row("kv", f"layers{layers}_steps{steps}_t{t}_{n}", jnp.dtype(dtype).name,
@@ -327,10 +355,10 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
   flops = 2.0 * L * m * n * n
   nbytes = float(L * (n * n + 2 * m * n) * 2)
   iters = 20
-  t_graph = time_loop(ours, (buf, rows), iters, repeats, consts=(x, w))
-  t_nograph = time_loop(ours, (buf, rows), iters, repeats, NO_GRAPHS,
-                        consts=(x, w))
-  t_xla = time_loop(xla, (buf, rows), iters, repeats, consts=(x, w))
+  t_graph, t_nograph, t_xla = time_loops(
+      [Loop(ours, (buf, rows), (x, w)),
+       Loop(ours, (buf, rows), (x, w), NO_GRAPHS),
+       Loop(xla, (buf, rows), (x, w))], iters, repeats)
   case = f"L{L}_{m}x{n}x{n}"
   return [Row("loop_graph", case, "bfloat16", t_graph, t_xla, flops, nbytes),
           Row("loop_nograph", case, "bfloat16", t_nograph, t_xla, flops,

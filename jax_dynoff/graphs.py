@@ -14,8 +14,16 @@ command buffer.
 `cuda_graph_flags()` is the reliable way: it adds WHILE to XLA's default
 command kinds.  `cuda_graph_options()` does the same per compile, but must
 spell out the whole list, and some kinds XLA uses by default cannot be named
-there (in jax 0.11 the copy that feeds a loop's `table[i]` look-up into a
-custom call), so a loop with such look-ups may still be split.
+there.
+
+What keeps a loop out of one graph (jax 0.11.2, H200): XLA reads a bare
+`table[i]` (i the loop counter) that feeds a custom call through an
+asynchronous dynamic-slice copy, and a while loop holding one stays on the
+host, with only its body captured.  `gemm` clamps its traced starts with XLA
+ops before the call, so `window(x, (table[i], 0), ...)` fuses and the loop is
+whole.  A `lax.scan` over `xs` has the same copy for `xs[i]`, outside any
+jax_dynoff call: carry the step counter instead (`lax.scan(step, (c, 0),
+None, length=L)`) or use `fori_loop`, and check with `check_capture`.
 """
 
 from __future__ import annotations

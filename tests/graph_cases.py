@@ -65,16 +65,42 @@ def cond(mod):
   return f
 
 
+def _switch_step(mod, x, w, rows, which, buf, i):
+  wi = dyn.window(w, (i, 0, 0), (K, N))
+  branches = [
+      lambda b, a=a: mod.gemm(x, wi, out=dyn.window(b, (rows[i], 0), (M, N)),
+                              alpha=a) for a in (1.0, 0.5, -1.0)]
+  return lax.switch(which[i], branches, buf)
+
+
 def scan_switch(mod):
+  """A scan whose step counter rides in the carry (no xs)."""
+  def f(x, w, buf, rows, which):
+    def step(c, _):
+      buf, i = c
+      return (_switch_step(mod, x, w, rows, which, buf, i), i + 1), None
+    return lax.scan(step, (buf, jnp.int32(0)), None, length=L)[0][0]
+  return f
+
+
+def scan_xs_switch(mod):
+  """The same scan over xs = arange(L): XLA slices xs[i] itself."""
   def f(x, w, buf, rows, which):
     def step(buf, i):
-      wi = dyn.window(w, (i, 0, 0), (K, N))
-      branches = [
-          lambda b, a=a: mod.gemm(x, wi, out=dyn.window(b, (rows[i], 0), (M, N)),
-                                  alpha=a) for a in (1.0, 0.5, -1.0)]
-      return lax.switch(which[i], branches, buf), None
+      return _switch_step(mod, x, w, rows, which, buf, i), None
     return lax.scan(step, buf, jnp.arange(L))[0]
   return f
+
+
+def fresh_args(name, seed):
+  """New buffers, a new offset table and new branch choices for a case."""
+  x, w, buf = data(seed)
+  rng = np.random.default_rng(seed)
+  extra = {"plain": (), "fori": (),
+           "cond": (jnp.asarray(rng.integers(0, 2, L), jnp.int32),),
+           "scan_switch": (jnp.asarray(rng.integers(0, 3, L), jnp.int32),),
+           "scan_xs_switch": (jnp.asarray(rng.integers(0, 3, L), jnp.int32),)}
+  return (x, w, buf, table(seed + 10)) + extra[name]
 
 
 def cases():
@@ -87,6 +113,7 @@ def cases():
       "fori": (fori, (x, w, buf, table(0))),
       "cond": (cond, (x, w, buf, table(1), pred)),
       "scan_switch": (scan_switch, (x, w, buf, table(2), which)),
+      "scan_xs_switch": (scan_xs_switch, (x, w, buf, table(2), which)),
   }
 
 

@@ -49,7 +49,18 @@ def test_plain_call_is_captured_by_default():
 # dynamic-slice copy, which keeps XLA (jax 0.11.2) from converting the loop
 # into one command buffer; gemm clamps traced starts with XLA ops first
 # (window.clamp_traced_start), so the look-up fuses and the loop is whole.
-@pytest.mark.parametrize("case", ["fori", "cond", "scan_switch"])
+#
+# A scan over xs is different: XLA reads xs[i] through the same kind of copy,
+# outside any jax_dynoff call, and keeps that loop on the host (jax 0.11.2):
+# only its body is a graph.  Strict: the day XLA captures it, this fails.
+_XS_SPLIT_BY_XLA = pytest.mark.xfail(
+    strict=True, reason="XLA slices a scan's xs with an async dynamic-slice "
+    "copy, which keeps the loop out of one command buffer")
+
+
+@pytest.mark.parametrize("case", [
+    "fori", "cond", "scan_switch",
+    pytest.param("scan_xs_switch", marks=_XS_SPLIT_BY_XLA)])
 def test_whole_loop_is_one_command_buffer(whole_loop_reports, case):
   r = whole_loop_reports[case]
   assert r["captured"] >= 1 and r["uncaptured"] == 0, r
@@ -71,17 +82,16 @@ def _rel(a, b):
   return np.linalg.norm(a - b) / np.linalg.norm(b)
 
 
-def test_replay_with_new_offsets_and_buffers():
-  """One compiled, graph-captured loop, run with fresh tables and buffers."""
-  build, args = gc.cases()["cond"]
+@pytest.mark.parametrize("case", ["fori", "cond", "scan_switch"])
+def test_replay_with_new_offsets_and_buffers(case):
+  """One compiled, graph-captured loop, run with fresh tables and buffers:
+  no address or offset of an earlier run may stick."""
+  build, args = gc.cases()[case]
   compiled = jax.jit(build(dyn)).lower(*args).compile(
       compiler_options=dyn.cuda_graph_options())
   ref = jax.jit(build(dyn.reference))
   for seed in range(6):
-    x, w, buf = gc.data(seed)
-    rows = gc.table(seed + 10)
-    pred = jnp.asarray(np.random.default_rng(seed).integers(0, 2, gc.L),
-                       jnp.int32)
-    got = compiled(x, w, buf, rows, pred)
-    want = ref(x, w, buf, rows, pred)
+    fresh = gc.fresh_args(case, seed)
+    got = compiled(*fresh)
+    want = ref(*fresh)
     assert _rel(got, want) < 1e-2, seed

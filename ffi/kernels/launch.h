@@ -40,6 +40,10 @@ struct GemmLaunch {
   int device = 0;
   int sm_count = 0;
   cudaStream_t stream = nullptr;
+  // Launch with programmatic stream serialization (SM90 kernels only: they
+  // execute griddepcontrol.wait before anything else, so this only lets
+  // their CTAs become resident while the previous kernel finishes).
+  bool pdl = false;
 };
 
 // One compiled kernel.  `workspace` returns the bytes `run` needs in

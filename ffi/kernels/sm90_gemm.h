@@ -82,6 +82,23 @@ struct Sm90SplitKConfig {
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 };
 
+// The CUTLASS kernel with griddepcontrol.wait as its first instruction.  The
+// SM90 ptr-array kernels of CUTLASS 4.2 have no grid-dependency wait of their
+// own, so launched with PDL (GemmLaunch::pdl) they could read the pointer
+// arrays before the pointer kernel wrote them; waiting first makes PDL safe
+// and still hides the launch and CTA rasterization behind the pointer kernel.
+// Without PDL the wait returns at once.
+template <class Kernel>
+struct WaitForPriorGrid : Kernel {
+  CUTLASS_DEVICE void operator()(typename Kernel::Params const& params,
+                                 char* smem_buf) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    Kernel::operator()(params, smem_buf);
+  }
+};
+
 // ElementC_ = void: a sourceless epilogue (beta must be 0, ptr_c unused).
 template <typename Config, typename ElementIn, typename ElementOut,
           typename LayoutA, typename LayoutB, typename ElementC_ = ElementOut>
@@ -116,9 +133,10 @@ struct Sm90Gemm {
               sizeof(typename CollectiveEpilogue::SharedStorage))>,
           typename Config::KernelSchedule>::CollectiveOp;
 
-  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
-      cutlass::gemm::ArrayProblemShape<cute::Shape<int, int, int, int>>,
-      CollectiveMainloop, CollectiveEpilogue>;
+  using GemmKernel =
+      WaitForPriorGrid<cutlass::gemm::kernel::GemmUniversal<
+          cutlass::gemm::ArrayProblemShape<cute::Shape<int, int, int, int>>,
+          CollectiveMainloop, CollectiveEpilogue>>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
   using StrideA = typename Gemm::GemmKernel::StrideA;
@@ -204,7 +222,7 @@ struct Sm90Gemm {
     if (s != cutlass::Status::kSuccess)
       return std::string("SM90 GEMM: initialize: ") +
              cutlass::cutlassGetStatusString(s);
-    s = gemm.run(l.stream);
+    s = gemm.run(l.stream, /*cuda_adapter=*/nullptr, l.pdl);
     if (s != cutlass::Status::kSuccess) {
       cudaError_t e = cudaGetLastError();
       return std::string("SM90 GEMM: launch: ") +
