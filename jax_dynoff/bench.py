@@ -328,7 +328,10 @@ def kv(layers: int, steps: int, t: int, n: int, dtype, iters: int,
 
 def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
   """L GEMMs (m x n x n) into row slices of one buffer at offsets from a
-  device table, in one fori_loop: command buffers on or off, vs XLA."""
+  device table, in one fori_loop, vs XLA's loop: as the process's flags
+  compile it (loop_graph: one graph for the whole loop under --graphs), the
+  same unrolled by 8, the body as a graph per iteration with the loop on
+  the host (loop_bodygraph), and no command buffers (loop_nograph)."""
   kx, kw, kb = jax.random.split(jax.random.key(L + m), 3)
   dtype = jnp.bfloat16
   x = _rand(kx, (m, n), dtype)
@@ -336,12 +339,17 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
   buf = _rand(kb, (L * m, n), dtype)
   rows = jnp.asarray(np.random.default_rng(0).permutation(L) * m, jnp.int32)
 
-  def ours(j, carry, x, w):
+  def ours(j, carry, x, w, unroll=1):
     buf, rows = carry
     def body(i, buf):
       return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)),
                       out=dyn.window(buf, (rows[i], 0), (m, n)))
-    return lax.fori_loop(0, L, body, buf), rows
+    return lax.fori_loop(0, L, body, buf, unroll=unroll), rows
+
+  def ours_unrolled(j, carry, x, w):
+    # Inside a whole-loop graph every iteration pays XLA's loop control
+    # (condition kernels of a conditional node); unrolling amortises it.
+    return ours(j, carry, x, w, unroll=8)
 
   def xla(j, carry, x, w):
     buf, rows = carry
@@ -351,16 +359,22 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
       return lax.dynamic_update_slice(buf, y, (rows[i], 0))
     return lax.fori_loop(0, L, body, buf), rows
 
-  from jax_dynoff.graphs import NO_GRAPHS
+  from jax_dynoff.graphs import BODY_GRAPHS, NO_GRAPHS
   flops = 2.0 * L * m * n * n
   nbytes = float(L * (n * n + 2 * m * n) * 2)
   iters = 20
-  t_graph, t_nograph, t_xla = time_loops(
+  t_graph, t_unrolled, t_body, t_nograph, t_xla = time_loops(
       [Loop(ours, (buf, rows), (x, w)),
+       Loop(ours_unrolled, (buf, rows), (x, w)),
+       Loop(ours, (buf, rows), (x, w), BODY_GRAPHS),
        Loop(ours, (buf, rows), (x, w), NO_GRAPHS),
        Loop(xla, (buf, rows), (x, w))], iters, repeats)
   case = f"L{L}_{m}x{n}x{n}"
   return [Row("loop_graph", case, "bfloat16", t_graph, t_xla, flops, nbytes),
+          Row("loop_graph_unroll8", case, "bfloat16", t_unrolled, t_xla,
+              flops, nbytes),
+          Row("loop_bodygraph", case, "bfloat16", t_body, t_xla, flops,
+              nbytes),
           Row("loop_nograph", case, "bfloat16", t_nograph, t_xla, flops,
               nbytes)]
 

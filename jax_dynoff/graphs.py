@@ -62,6 +62,10 @@ def cuda_graph_options(min_graph_size: int = 1) -> dict[str, str]:
 
 
 NO_GRAPHS = {"xla_gpu_enable_command_buffer": ""}  # compile options: none
+# Compile options: every command kind but WHILE, so a loop's body is one
+# graph per iteration and the loop itself runs on the host.
+BODY_GRAPHS = {"xla_gpu_enable_command_buffer": ",".join(
+    k for k in _COMMANDS.split(",") if k != "WHILE")}
 
 
 @dataclasses.dataclass

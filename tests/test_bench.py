@@ -18,7 +18,7 @@ def test_bench_writes_every_scenario(tmp_path, capsys):
   rows = data["rows"]
   scenarios = {r["scenario"] for r in rows}
   assert {"plain", "slices", "stacked", "cond", "kv", "loop_graph",
-          "loop_nograph"} <= scenarios
+          "loop_graph_unroll8", "loop_bodygraph", "loop_nograph"} <= scenarios
   for r in rows:
     for key in ("ours_ms", "xla_ms", "flops", "bytes", "ratio", "floor_ms"):
       assert np.isfinite(r[key]) and r[key] > 0, (key, r)
