@@ -226,8 +226,8 @@ __global__ void PointerKernel(const __grid_constant__ PrepParams P) {
 // reduces the problem to "address of operand o = base[o] + sum of clamped
 // dynamic starts x stride in bytes", one term per dynamic start, so the
 // device work is one load and one multiply per start in parallel.  The
-// general PointerKernel walks the whole GemmProblem from one thread, 12k
-// cycles (6 us) on an H200 under ncu; this one does a few hundred.
+// general PointerKernel walks the whole GemmProblem from one thread: 12k
+// cycles on an H200 (ncu, benchmarks/results/2026-11-30-h200-s3).
 constexpr int kMaxTerms = kNumOperands * kMaxRank;
 
 struct Prep1Params {
