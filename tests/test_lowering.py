@@ -321,3 +321,28 @@ def test_fori_loop_with_device_table_and_stacked_weights_no_copy():
   # nothing windowed is materialised in the loop (reading table[i] is fine)
   assert not re.search(r"= (f32|bf16|f16)\[[\d,]*\]\S* (dynamic-slice|"
                        r"dynamic-update-slice|gather|slice)\(", body), body
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_traced_starts_reach_the_call_through_a_clamp(platform):
+  """A start read as `table[i]` must not reach the custom call straight from
+  the look-up: XLA would turn that into an asynchronous dynamic-slice copy
+  that keeps the loop out of one CUDA graph (tests/test_gpu_graphs.py).
+  gemm clamps traced starts with XLA ops first (clamp_traced_start)."""
+  def f(x, buf, rows):
+    def body(i, buf):
+      return dyn.gemm(x, np.ones((8, 4), np.float32),
+                      out=dyn.window(buf, (rows[i], 0), (4, 4)))
+    return lax.fori_loop(0, 3, body, buf)
+  text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
+               np.arange(3, dtype=np.int32), platform=platform)
+  func = next(chunk for chunk in text.split("func.func")
+              if f"@{TARGET}(" in chunk)
+  (line, ins, _), = custom_calls(func)
+  names = re.search(rf"@{TARGET}\(([^)]*)\)", line).group(1).split(", ")
+  starts = [n for n, t in zip(names, ins) if t == "tensor<i32>"]
+  assert len(starts) == 1, (names, ins)
+  define = re.search(rf"^\s*{re.escape(starts[0])} = (.*)$", func, re.M)
+  assert define, func
+  op = define.group(1)
+  assert "clip" in op or "clamp" in op or "minimum" in op, op
