@@ -25,11 +25,9 @@ import tempfile
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 from jax.profiler import ProfileData
 
-import jax_dynoff as dyn
 from jax_dynoff import bench
 
 
@@ -75,64 +73,25 @@ def summarize(label, events, iters):
           f"{name[:110]}")
 
 
-def compiled_loop(body, carry, consts, iters):
-  def loop(c, consts):
-    return lax.fori_loop(0, iters, lambda i, c: body(i, c, *consts), c)
-  f = jax.jit(loop).lower(carry, consts).compile()
-  return f, (carry, consts)
+def compiled(loop: bench.Loop, iters: int):
+  """The jitted fori_loop of `iters` iterations of a bench loop."""
+  def run(c, consts):
+    return lax.fori_loop(0, iters, lambda i, c: loop.body(i, c, *consts), c)
+  f = jax.jit(run).lower(loop.carry, loop.consts).compile(
+      compiler_options=loop.compiler_options)
+  return f, (loop.carry, loop.consts)
 
 
 def plain(m, n, k, iters=20):
-  dtype = jnp.bfloat16
-  ka, kb, kd = jax.random.split(jax.random.key(0), 3)
-  pad = 128
-  a_big = bench._rand(ka, (m + pad, k), dtype)
-  b = bench._rand(kb, (k, n), dtype)
-  d_big = bench._rand(kd, (m + pad, n), dtype)
-  offs = jnp.asarray([64, 128], jnp.int32)
-
-  def ours(i, carry, a_big, b):  # the same body as bench.plain
-    d, offs = carry
-    off = offs[i % 2]
-    d = dyn.gemm(dyn.window(a_big, (off, 0), (m, k)), b,
-                 out=dyn.window(d, (offs[1 - i % 2], 0), (m, n)))
-    return d, offs
-
-  def xla(i, d, a, b):
-    aa, bb, _ = lax.optimization_barrier((a, b, i))
-    return jnp.dot(aa, bb, preferred_element_type=dtype)
-
-  return {"ours": compiled_loop(ours, (d_big, offs), (a_big, b), iters),
-          "xla": compiled_loop(xla, jnp.zeros((m, n), dtype),
-                               (a_big[:m], b), iters)}, iters
+  loops = bench.plain_loops(m, n, k, jnp.bfloat16)
+  return {side: compiled(l, iters) for side, l in loops.items()}, iters
 
 
 def loop(L=64, m=128, n=1024, iters=4):
-  """Issue 4's loop: L GEMMs m x n x n into row slices at device offsets."""
-  dtype = jnp.bfloat16
-  kx, kw, kb = jax.random.split(jax.random.key(1), 3)
-  x = bench._rand(kx, (m, n), dtype)
-  w = bench._rand(kw, (L, n, n), dtype, 1.0 / np.sqrt(n))
-  buf = bench._rand(kb, (L * m, n), dtype)
-  rows = jnp.asarray(np.random.default_rng(0).permutation(L) * m, jnp.int32)
-
-  def ours(j, carry, x, w):
-    buf, rows = carry
-    def body(i, buf):
-      return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)),
-                      out=dyn.window(buf, (rows[i], 0), (m, n)))
-    return lax.fori_loop(0, L, body, buf), rows
-
-  def xla(j, carry, x, w):
-    buf, rows = carry
-    def body(i, buf):
-      wi = lax.dynamic_index_in_dim(w, i, keepdims=False)
-      y = jnp.dot(x, wi, preferred_element_type=jnp.float32).astype(dtype)
-      return lax.dynamic_update_slice(buf, y, (rows[i], 0))
-    return lax.fori_loop(0, L, body, buf), rows
-
-  return {"ours": compiled_loop(ours, (buf, rows), (x, w), iters),
-          "xla": compiled_loop(xla, (buf, rows), (x, w), iters)}, iters * L
+  """Issue 4's loop: GEMM calls per iteration of the outer loop = L."""
+  loops = bench.small_loop_loops(L, m, n)
+  return ({side: compiled(loops[side], iters) for side in ("ours", "xla")},
+          iters * L)
 
 
 def main(argv):

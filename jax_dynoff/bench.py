@@ -158,8 +158,9 @@ def _iters(flops: float, gpu: bool) -> int:
 # Scenarios
 
 
-def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
-  """A and D at non-zero device offsets vs jnp.dot on the same shapes."""
+def plain_loops(m: int, n: int, k: int, dtype) -> dict[str, Loop]:
+  """The `plain` scenario's two loops: A and D at non-zero device offsets
+  (ours) and jnp.dot on the same shapes (xla)."""
   ka, kb, kd = jax.random.split(jax.random.key(m * 7 + n), 3)
   pad = 128
   a_big = _rand(ka, (m + pad, k), dtype)
@@ -180,9 +181,14 @@ def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
     aa, bb, _ = lax.optimization_barrier((a, b, i))
     return jnp.dot(aa, bb, preferred_element_type=dtype)
 
-  t_ours, t_xla = time_loops(
-      [Loop(ours, (d_big, offs), (a_big, b)),
-       Loop(xla, jnp.zeros((m, n), dtype), (a, b))], iters, repeats)
+  return {"ours": Loop(ours, (d_big, offs), (a_big, b)),
+          "xla": Loop(xla, jnp.zeros((m, n), dtype), (a, b))}
+
+
+def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
+  """A and D at non-zero device offsets vs jnp.dot on the same shapes."""
+  loops = plain_loops(m, n, k, dtype)
+  t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats)
   return Row("plain", f"{m}x{n}x{k}", jnp.dtype(dtype).name, t_ours, t_xla,
              2.0 * m * n * k, float((m * k + k * n + m * n) * _esize(dtype)))
 
@@ -326,12 +332,14 @@ def kv(layers: int, steps: int, t: int, n: int, dtype, iters: int,
              float(calls * (n * n + 2 * t * n) * e))
 
 
-def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
-  """L GEMMs (m x n x n) into row slices of one buffer at offsets from a
-  device table, in one fori_loop, vs XLA's loop: as the process's flags
-  compile it (loop_graph: one graph for the whole loop under --graphs), the
-  same unrolled by 8, the body as a graph per iteration with the loop on
-  the host (loop_bodygraph), and no command buffers (loop_nograph)."""
+def small_loop_loops(L: int, m: int, n: int) -> dict[str, Loop]:
+  """Issue 4's loop: L GEMMs (m x n x n) into row slices of one buffer at
+  offsets from a device table, in one fori_loop.  ours: as the process's
+  flags compile it (one graph for the whole loop under --graphs);
+  ours_unroll8: the same unrolled by 8; ours_bodygraph: the body as a graph
+  per iteration, the loop on the host; ours_nograph: no command buffers;
+  xla: XLA's loop (dynamic_index + jnp.dot + dynamic_update_slice)."""
+  from jax_dynoff.graphs import BODY_GRAPHS, NO_GRAPHS
   kx, kw, kb = jax.random.split(jax.random.key(L + m), 3)
   dtype = jnp.bfloat16
   x = _rand(kx, (m, n), dtype)
@@ -359,24 +367,27 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
       return lax.dynamic_update_slice(buf, y, (rows[i], 0))
     return lax.fori_loop(0, L, body, buf), rows
 
-  from jax_dynoff.graphs import BODY_GRAPHS, NO_GRAPHS
+  carry, consts = (buf, rows), (x, w)
+  return {"ours": Loop(ours, carry, consts),
+          "ours_unroll8": Loop(ours_unrolled, carry, consts),
+          "ours_bodygraph": Loop(ours, carry, consts, BODY_GRAPHS),
+          "ours_nograph": Loop(ours, carry, consts, NO_GRAPHS),
+          "xla": Loop(xla, carry, consts)}
+
+
+def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
+  """Issue 4's loop (small_loop_loops), every variant against XLA's loop."""
+  loops = small_loop_loops(L, m, n)
+  names = ("ours", "ours_unroll8", "ours_bodygraph", "ours_nograph", "xla")
+  times = dict(zip(names, time_loops([loops[k] for k in names], 20, repeats)))
   flops = 2.0 * L * m * n * n
   nbytes = float(L * (n * n + 2 * m * n) * 2)
-  iters = 20
-  t_graph, t_unrolled, t_body, t_nograph, t_xla = time_loops(
-      [Loop(ours, (buf, rows), (x, w)),
-       Loop(ours_unrolled, (buf, rows), (x, w)),
-       Loop(ours, (buf, rows), (x, w), BODY_GRAPHS),
-       Loop(ours, (buf, rows), (x, w), NO_GRAPHS),
-       Loop(xla, (buf, rows), (x, w))], iters, repeats)
   case = f"L{L}_{m}x{n}x{n}"
-  return [Row("loop_graph", case, "bfloat16", t_graph, t_xla, flops, nbytes),
-          Row("loop_graph_unroll8", case, "bfloat16", t_unrolled, t_xla,
-              flops, nbytes),
-          Row("loop_bodygraph", case, "bfloat16", t_body, t_xla, flops,
-              nbytes),
-          Row("loop_nograph", case, "bfloat16", t_nograph, t_xla, flops,
-              nbytes)]
+  scenario = {"ours": "loop_graph", "ours_unroll8": "loop_graph_unroll8",
+              "ours_bodygraph": "loop_bodygraph",
+              "ours_nograph": "loop_nograph"}
+  return [Row(scenario[k], case, "bfloat16", times[k], times["xla"], flops,
+              nbytes) for k in names[:-1]]
 
 
 # ---------------------------------------------------------------------------

@@ -4,16 +4,9 @@
 #include <cstring>
 #include <cuda_bf16.h>
 
+#include "fill.h"
 #include "registry.h"
 
-__global__ void Fill(__nv_bfloat16* x, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13; h *= 0x5bd1e995; h ^= h >> 15;
-    x[i] = __float2bfloat16(((h & 0xffff) / 32768.0f) - 1.0f);
-  }
-}
 
 int main(int argc, char** argv) {
   int sizes[][3] = {{2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cutlass/util/packed_stride.hpp"
+#include "fill.h"
 #include "kernels/sm90_gemm.h"
 
 namespace {
@@ -125,14 +126,6 @@ float TimePtrArray(int m, int n, int k, const void* const* ptrs, void* ws,
   return TimeIt(s, iters, [&] { gemm.run(s); });
 }
 
-__global__ void Fill(__nv_bfloat16* x, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13; h *= 0x5bd1e995; h ^= h >> 15;
-    x[i] = __float2bfloat16(((h & 0xffff) / 32768.0f) - 1.0f);
-  }
-}
 
 template <typename Config>
 void Compare(const char* name, int m, int n, int k, BF* a, BF* b, BF* d,
