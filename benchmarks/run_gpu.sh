@@ -9,7 +9,11 @@
 # Env: JOBS (build parallelism); TESTS (test paths relative to the repo: one
 # pytest run; default: the whole suite in 6 parallel shards on the one GPU,
 # which mostly overlaps XLA compile time); PYTEST_ARGS (extra pytest args);
-# SKIP_TESTS, SKIP_BENCH; BENCH_ARGS (e.g. "--scenarios plain,stacked").
+# SKIP_TESTS, SKIP_BENCH; BENCH_ARGS (e.g. "--scenarios plain,stacked");
+# DIAG=1 adds the kernel-level diagnostics after the benchmark: the profiler
+# timeline (benchmarks/timeline.py, graph flags), the ptr-array vs regular
+# CUTLASS comparison (benchmarks/sm90_tiles/vs_regular, built alongside the
+# library) and the launch-cost microbenchmark (benchmarks/launch).
 # The build directory (build/gpu) is reused when it survives between calls.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +31,12 @@ python3 -c "import jax; print('jax', jax.__version__, jax.devices())"
 
 step "install CUTLASS headers (offline) and build"
 python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl || exit 1
+if [ -n "${DIAG:-}" ]; then  # needs only the headers: overlaps the build
+  (benchmarks/sm90_tiles/build_vs_regular.sh > "$res/vs_regular_build.log" 2>&1 &&
+   nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 \
+     benchmarks/launch/param_size.cu -o benchmarks/launch/param_size \
+     >> "$res/vs_regular_build.log" 2>&1) & diag_build=$!
+fi
 t0=$(date +%s)
 CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)} JAX_DYNOFF_CUDA=ON \
   python3 -m pip install --no-build-isolation --no-deps -v \
@@ -77,5 +87,17 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   (cd /tmp && python3 -m jax_dynoff.bench ${BENCH_ARGS:-} "$res" && \
      python3 -m jax_dynoff.bench --graphs ${BENCH_ARGS:-} "$res") 2>&1 \
      | grep -v -E "^(W|I)[0-9]{4} " | tee "$res/bench.log" || status=1
+fi
+if [ -n "${DIAG:-}" ]; then
+  step "diagnostics"
+  gf=$(cd /tmp && python3 -c "import jax_dynoff as d; print(d.cuda_graph_flags())")
+  (cd /tmp && XLA_FLAGS="$gf" python3 "$repo/benchmarks/timeline.py") 2>&1 \
+    | grep -v -E "^(W|I)[0-9]{4} " | tee "$res/timeline_graphs.txt"
+  if wait $diag_build; then
+    benchmarks/sm90_tiles/vs_regular | tee "$res/vs_regular.txt"
+    benchmarks/launch/param_size | tee "$res/param_size.txt"
+  else
+    tail -20 "$res/vs_regular_build.log"; status=1
+  fi
 fi
 exit $status
