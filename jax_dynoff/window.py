@@ -79,11 +79,9 @@ class Window:
         clamp_start(s, d, w) if isinstance(s, int) else None
         for s, d, w in zip(self.start, self.x.shape, self.win))
 
-  def dynamic_starts(self) -> list[jax.Array]:
-    return [s for s in self.start if not isinstance(s, int)]
-
   def clamped_dynamic_starts(self) -> list[jax.Array]:
-    """The traced starts, each clamped by `clamp_traced_start`."""
+    """The traced starts (dim order), each clamped by `clamp_traced_start`:
+    the start operands of the primitive."""
     return [clamp_traced_start(s, d, w)
             for s, d, w in zip(self.start, self.x.shape, self.win)
             if not isinstance(s, int)]
