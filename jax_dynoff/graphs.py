@@ -75,12 +75,14 @@ class CaptureReport:
   thunks: the dumped thunk sequence (XLA's text), for reading.
   captured / uncaptured: jax_dynoff custom calls inside / outside a command
   buffer.  whole_program: the program's top level is one command buffer.
+  hints: why it is not, when the dump shows a known cause (plain text).
   """
 
   thunks: str
   captured: int
   uncaptured: int
   whole_program: bool
+  hints: list = dataclasses.field(default_factory=list)
 
   @property
   def all_captured(self) -> bool:
@@ -100,6 +102,7 @@ def _parse(text: str) -> CaptureReport:
   captured = uncaptured = 0
   stack: list[tuple[int, bool]] = []  # (indent, is command buffer)
   top_kinds = []
+  loop_copies = False  # a host-side loop's body holds an async slice copy
   thunk = re.compile(r"^\s*\d+: k[A-Z]")
   for line in text.splitlines():
     if not thunk.match(line):  # "condition:", "body:", "branch_0:" labels
@@ -112,6 +115,9 @@ def _parse(text: str) -> CaptureReport:
       m = re.search(r"\bk[A-Z][A-Za-z]+", line)
       if m:
         top_kinds.append(m.group(0))
+    elif top_kinds and top_kinds[-1] == "kWhile" and (
+        "kDynamicSliceFusion" in line or "kAsyncStart" in line):
+      loop_copies = True
     if "kCustomCall" in line and (_TARGET in line or _TARGET not in text):
       if any(cb for _, cb in stack):
         captured += 1
@@ -119,7 +125,25 @@ def _parse(text: str) -> CaptureReport:
         uncaptured += 1
     stack.append((indent, is_cb))
   whole = bool(top_kinds) and all(k == "kCommandBuffer" for k in top_kinds)
-  return CaptureReport(text, captured, uncaptured, whole)
+  hints = []
+  if loop_copies:
+    hints.append(
+        "a loop runs on the host because its body holds an asynchronous "
+        "dynamic-slice copy (kDynamicSliceFusion); XLA makes one for a "
+        "scan's xs[i] (carry the step counter: lax.scan(step, (c, 0), None, "
+        "length=L), or use fori_loop) and for a bare table[i] fed to a "
+        "custom call")
+  elif "kWhile" in top_kinds:
+    hints.append(
+        "a loop runs on the host with only its body captured: whole loops "
+        "need WHILE among the command kinds (cuda_graph_flags() or "
+        "cuda_graph_options())")
+  if uncaptured:
+    hints.append(
+        f"{uncaptured} jax_dynoff call(s) outside any command buffer: XLA "
+        "forms no graph smaller than --xla_gpu_graph_min_graph_size "
+        "(cuda_graph_flags(min_graph_size=1))")
+  return CaptureReport(text, captured, uncaptured, whole, hints)
 
 
 def check_capture(fn: Callable, *args,

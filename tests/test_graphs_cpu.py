@@ -91,6 +91,25 @@ def test_parser_reads_real_dumps():
   assert (rep.captured, rep.uncaptured, rep.whole_program) == (1, 0, False)
 
 
+def test_parser_says_why_a_loop_is_split():
+  assert graphs._parse(DUMP_COND).hints == []
+  (hint,) = graphs._parse(DUMP_SPLIT).hints
+  assert "kDynamicSliceFusion" in hint and "scan" in hint
+  # A host loop without a copy in its body: WHILE was not enabled.
+  no_while = DUMP_SPLIT.replace(
+      "        005: kAsyncStart   [source       | next=009 (2)] "
+      "stream=computation_stream[0]\n"
+      "            007: kDynamicSliceFusion [source | sink] params=1, "
+      "results=1\n"
+      "        008: kAsyncDone    [source       | sink        ] async_id=5\n",
+      "")
+  assert "kAsyncStart" not in no_while
+  (hint,) = graphs._parse(no_while).hints
+  assert "WHILE" in hint
+  hints = graphs._parse(SAMPLE).hints
+  assert any("min_graph_size" in h for h in hints), hints
+
+
 @pytest.mark.parametrize("case", ["plain", "fori", "cond", "scan_switch",
                                   "scan_xs_switch"])
 def test_graph_case_programs_match_the_reference(case):
