@@ -129,7 +129,8 @@ def main():
                       "uncaptured": rep.uncaptured,
                       "whole_program": rep.whole_program,
                       "while": "kWhile" in rep.thunks,
-                      "conditional": "kConditional" in rep.thunks}))
+                      "conditional": "kConditional" in rep.thunks,
+                      "hints": rep.hints}))
   sys.stdout.flush()
 
 

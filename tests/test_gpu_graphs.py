@@ -69,6 +69,16 @@ def test_whole_loop_is_one_command_buffer(whole_loop_reports, case):
     assert r["conditional"], r  # captured with its conditional
 
 
+def test_check_capture_explains_the_scan_over_xs(whole_loop_reports):
+  """The one split XLA keeps (see _XS_SPLIT_BY_XLA) comes with a hint that
+  names its cause and the way around it; whole loops come with none."""
+  r = whole_loop_reports["scan_xs_switch"]
+  if r["whole_program"]:
+    pytest.skip("XLA captures a scan over xs whole now (see the xfail)")
+  assert any("kDynamicSliceFusion" in h and "scan" in h for h in r["hints"]), r
+  assert whole_loop_reports["fori"]["hints"] == []
+
+
 def test_options_capture_a_loop_with_its_conditional():
   build, args = gc.cases()["cond"]
   rep = dyn.check_capture(build(dyn), *args,
