@@ -25,7 +25,6 @@ import tempfile
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 from jax.profiler import ProfileData
 
 from jax_dynoff import bench
@@ -73,24 +72,16 @@ def summarize(label, events, iters):
           f"{name[:110]}")
 
 
-def compiled(loop: bench.Loop, iters: int):
-  """The jitted fori_loop of `iters` iterations of a bench loop."""
-  def run(c, consts):
-    return lax.fori_loop(0, iters, lambda i, c: loop.body(i, c, *consts), c)
-  f = jax.jit(run).lower(loop.carry, loop.consts).compile(
-      compiler_options=loop.compiler_options)
-  return f, (loop.carry, loop.consts)
-
-
 def plain(m, n, k, iters=20):
   loops = bench.plain_loops(m, n, k, jnp.bfloat16)
-  return {side: compiled(l, iters) for side, l in loops.items()}, iters
+  return {side: bench.compile_loop(l, iters) for side, l in loops.items()}, iters
 
 
 def loop(L=64, m=128, n=1024, iters=4):
   """Issue 4's loop: GEMM calls per iteration of the outer loop = L."""
   loops = bench.small_loop_loops(L, m, n)
-  return ({side: compiled(loops[side], iters) for side in ("ours", "xla")},
+  return ({side: bench.compile_loop(loops[side], iters)
+           for side in ("ours", "xla")},
           iters * L)
 
 

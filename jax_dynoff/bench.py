@@ -102,20 +102,27 @@ class Loop:
   compiler_options: Optional[dict] = None
 
 
-def _compiled(loop: Loop, iters: int) -> Callable[[], float]:
-  """A runner: one call of the compiled loop, blocking; returns seconds.
-  The operands (`consts`) are arguments of the jitted loop, never closed
-  over: a closed-over array would be baked into the program as a literal
-  (a 1 GiB weight stack makes compilation take minutes)."""
+def compile_loop(loop: Loop, iters: int):
+  """The jitted fori_loop of `iters` iterations of `loop`, compiled with its
+  options, and the arguments to call it with.  The operands (`consts`) are
+  arguments of the jitted loop, never closed over: a closed-over array
+  would be baked into the program as a literal (a 1 GiB weight stack makes
+  compilation take minutes)."""
   def run_loop(c, consts):
     return lax.fori_loop(0, iters, lambda i, c: loop.body(i, c, *consts), c)
   f = jax.jit(run_loop).lower(loop.carry, loop.consts).compile(
       compiler_options=loop.compiler_options)
-  jax.block_until_ready(f(loop.carry, loop.consts))  # warm up
+  return f, (loop.carry, loop.consts)
+
+
+def _runner(loop: Loop, iters: int) -> Callable[[], float]:
+  """One blocking call of the compiled loop (warmed up), in seconds."""
+  f, args = compile_loop(loop, iters)
+  jax.block_until_ready(f(*args))
 
   def once() -> float:
     t0 = time.perf_counter()
-    jax.block_until_ready(f(loop.carry, loop.consts))
+    jax.block_until_ready(f(*args))
     return time.perf_counter() - t0
   return once
 
@@ -125,19 +132,12 @@ def time_loops(loops: Sequence[Loop], iters: int, repeats: int) -> list[float]:
   turn, `repeats` rounds, median per loop.  Interleaving puts every side of
   a comparison under the same clocks (an H200's clock drifts with its
   temperature by several percent within a minute)."""
-  runners = [_compiled(l, iters) for l in loops]
+  runners = [_runner(l, iters) for l in loops]
   times = [[] for _ in runners]
   for _ in range(repeats):
     for t, run in zip(times, runners):
       t.append(run())
   return [statistics.median(t) / iters * 1e3 for t in times]
-
-
-def time_loop(body: Callable, carry, iters: int, repeats: int,
-              compiler_options=None, consts=()) -> float:
-  """Milliseconds per iteration of one loop (see time_loops)."""
-  return time_loops([Loop(body, carry, tuple(consts), compiler_options)],
-                    iters, repeats)[0]
 
 
 def _rand(key, shape, dtype, scale=1.0):
