@@ -5,6 +5,8 @@
 //             rewritten on the device),
 //   regular:  CUTLASS's plain (non-array) SM90 TMA kernel with the same tile,
 //             cluster and schedule (descriptors built on the host),
+//   stream-K: the same with CUTLASS's stream-K tile scheduler (cooperative
+//             configurations only; the ptr-array kernels do not accept it),
 //   cublas:   cublasGemmEx, bf16 in and out, float32 accumulation.
 // If `regular` matches cuBLAS where `ptrarray` does not, the price is the
 // ptr-array machinery; if not, it is the tile configuration itself.
@@ -52,8 +54,9 @@ float TimeIt(cudaStream_t s, int iters, const std::function<void()>& launch) {
   return cudaGetLastError() == cudaSuccess ? ts[2] : -1.f;
 }
 
-// CUTLASS's non-array SM90 kernel for a library configuration.
-template <typename Config>
+// CUTLASS's non-array SM90 kernel for a library configuration; Scheduler
+// void: the persistent data-parallel scheduler, else e.g. StreamKScheduler.
+template <typename Config, typename Scheduler = void>
 struct Regular {
   using Epi = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -76,7 +79,7 @@ struct Regular {
           cutlass::gemm::KernelTmaWarpSpecializedCooperative,
           cutlass::gemm::KernelTmaWarpSpecializedPingpong>>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<
-      cute::Shape<int, int, int, int>, Main, Epi>;
+      cute::Shape<int, int, int, int>, Main, Epi, Scheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   static float Time(int m, int n, int k, const BF* a, const BF* b, BF* d,
@@ -137,10 +140,18 @@ void Compare(const char* name, int m, int n, int k, BF* a, BF* b, BF* d,
                                    iters);
     float r = Regular<Config>::Time(m, n, k, a, b, d, ws, ws_bytes, sms, sw,
                                     s, iters);
+    float sk = -1.f;
+    if constexpr (std::is_same_v<typename Config::KernelSchedule,
+                                 cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>) {
+      sk = Regular<Config, cutlass::gemm::StreamKScheduler>::Time(
+          m, n, k, a, b, d, ws, ws_bytes, sms, sw, s, iters);
+    }
     std::printf("%dx%dx%d %-16s swz %d  ptrarray %8.4f ms (%5.1f TFLOP/s)  "
-                "regular %8.4f ms (%5.1f TFLOP/s)\n",
+                "regular %8.4f ms (%5.1f TFLOP/s)  stream-K %8.4f ms "
+                "(%5.1f TFLOP/s)\n",
                 m, n, k, name, sw, p, p > 0 ? flops / p / 1e9 : 0.0, r,
-                r > 0 ? flops / r / 1e9 : 0.0);
+                r > 0 ? flops / r / 1e9 : 0.0, sk,
+                sk > 0 ? flops / sk / 1e9 : 0.0);
   }
 }
 }  // namespace
@@ -163,7 +174,7 @@ int main() {
   cudaMalloc(&ptrs, 4 * sizeof(void*));
   void* host[4] = {a, b, d, d};
   cudaMemcpy(ptrs, host, sizeof(host), cudaMemcpyHostToDevice);
-  const size_t ws_bytes = size_t(1) << 24;
+  const size_t ws_bytes = size_t(1) << 26;  // stream-K's partials too
   void* ws;
   cudaMalloc(&ws, ws_bytes);
 #ifdef WITH_CUBLAS
