@@ -27,6 +27,11 @@
 // (the float32 partials are TMA-stored with ld = n) and K splitting into
 // split_k equal slices of a multiple of 16 bytes; otherwise it falls back to
 // the generic kernel, unsplit.
+// A kSm90Large call runs the direct kernel (kernels/sm90_direct.h: one
+// launch, no pointer kernel) instead of the ptr-array one when it is a
+// one-item NN call of a 16-bit dtype whose windows suit it (DirectOk,
+// mirrored by plan.py's direct_reasons) and JAX_DYNOFF_DISABLE_DIRECT is
+// unset or "0".
 // The TF32 path (float32 in and out, default precision; any alignment)
 // runs on every GPU the build has code for; JAX_DYNOFF_DISABLE_TF32 sends it
 // to the exact generic kernel instead.
@@ -58,6 +63,7 @@ namespace jax_dynoff {
 namespace {
 
 using kernels::GemmLaunch;
+using kernels::DirectKernelEntry;
 using kernels::KernelEntry;
 
 constexpr int kMaxArgs = 64;
@@ -459,6 +465,11 @@ bool Sm90Disabled() {
   return disabled;
 }
 
+bool DirectDisabled() {
+  static const bool disabled = EnvFlag("JAX_DYNOFF_DISABLE_DIRECT");
+  return disabled;
+}
+
 // Programmatic dependent launch of the SM90 GEMMs after the pointer kernel:
 // opt-in (JAX_DYNOFF_PDL=1).  It passed the whole GPU suite on an H200 but
 // gained nothing measurable there (benchmarks/NOTES.md), so it is off.
@@ -531,6 +542,20 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
   return nullptr;
 }
 
+// The direct kernel standing in for a planned path's ptr-array kernel, or
+// nullptr when none is built for it.
+const DirectKernelEntry* Sm90DirectKernel(Path path, DType in, DType out,
+                                          bool ta, bool tb) {
+#ifdef JAX_DYNOFF_WITH_SM90
+  using namespace kernels;
+  if (path != Path::kSm90Large || ta || tb || in != out) return nullptr;
+  if (in == DType::kBF16) return &kSm90DirectLargeBf16NN;
+  if (in == DType::kF16) return &kSm90DirectLargeF16NN;
+#endif
+  (void)path; (void)in; (void)out; (void)ta; (void)tb;
+  return nullptr;
+}
+
 // The TF32 kernel for the transposes (float32 in and out only).
 const KernelEntry* Tf32Kernel(DType in, DType out, bool ta, bool tb) {
   using namespace kernels;
@@ -593,6 +618,74 @@ bool SplitKStaticOk(const GemmProblem& p) {
          OperandAligned(p, p.op[kA], ei) && OperandAligned(p, p.op[kB], ei) &&
          p.k % S == 0 && Aligned16(p.k / S, ei) && p.n % 4 == 0 &&
          p.batch * S <= 0x7fffffff;
+}
+
+// The direct kernel's static requirements (kernels/sm90_direct.h; mirrored
+// by plan.py's direct_reasons), on top of the SM90 path's alignment: one
+// item; C, when read from D's own buffer, never partly overlapping D (no C
+// copy); TMA extents within int32; no dynamic column start (one that spans
+// its dim is always 0); the windows' K extents a multiple of the K tile or
+// their buffer's dim (a K tile past the window would be summed), D's extents
+// multiples of the output tile or its buffer's dims (a store past the window
+// would land in the buffer).  Loads past the other edges only feed outputs
+// that are never stored.
+constexpr int64_t kDirectTileM = 256, kDirectTileN = 128, kDirectTileK = 64;
+
+bool DirectWindowOk(const OperandDesc& op) {
+  const int r = op.rank;
+  int64_t layers = 1;
+  for (int i = 0; i + 2 < r; ++i) layers *= op.dims[i];
+  const int64_t int_max = 0x7fffffff;
+  return r >= 2 && op.dims[r - 2] <= int_max && op.dims[r - 1] <= int_max &&
+         layers <= int_max &&
+         !(op.start_arg[r - 1] >= 0 && op.win[r - 1] != op.dims[r - 1]);
+}
+
+bool TileOrEdge(int64_t win, int64_t dim, int64_t tile) {
+  return win % tile == 0 || win == dim;
+}
+
+bool DirectOk(const GemmProblem& p, bool c_read) {
+  const OperandDesc &A = p.op[kA], &B = p.op[kB], &C = p.op[kC],
+                    &D = p.op[kD];
+  if (p.batch != 1 || p.trans_a || p.trans_b) return false;
+  if (p.c_mode == CMode::kFromD && c_read) return false;
+  if (!DirectWindowOk(A) || !DirectWindowOk(B) || !DirectWindowOk(D) ||
+      (c_read && !DirectWindowOk(C)))
+    return false;
+  const int ra = A.rank, rb = B.rank, rd = D.rank;
+  return TileOrEdge(A.win[ra - 1], A.dims[ra - 1], kDirectTileK) &&
+         TileOrEdge(B.win[rb - 2], B.dims[rb - 2], kDirectTileK) &&
+         TileOrEdge(D.win[rd - 2], D.dims[rd - 2], kDirectTileM) &&
+         TileOrEdge(D.win[rd - 1], D.dims[rd - 1], kDirectTileN);
+}
+
+// Operand o's window as the direct kernel sees it; *base becomes the
+// window's first column at row 0 of layer 0.
+kernels::DirectWindow MakeDirectWindow(const PrepParams& P, int o,
+                                       const char** base) {
+  const OperandDesc& op = P.p.op[o];
+  const int r = op.rank;
+  const int64_t ld = op.strides[r - 2];
+  kernels::DirectWindow w;
+  const int64_t col0 = op.static_offset % ld;
+  w.row0 = op.static_offset / ld;
+  w.rows = static_cast<int32_t>(op.dims[r - 2]);
+  w.cols = static_cast<int32_t>(op.dims[r - 1] - col0);
+  int64_t layers = 1;
+  for (int i = 0; i + 2 < r; ++i) layers *= op.dims[i];
+  w.layers = static_cast<int32_t>(layers);
+  for (int i = 0; i < r; ++i) {
+    if (op.start_arg[i] < 0 || op.win[i] == op.dims[i]) continue;
+    kernels::DirectWindow::Term& t = w.term[w.terms++];
+    t.start = P.arg_ptr[op.start_arg[i]];
+    t.is64 = P.arg_is64[op.start_arg[i]];
+    t.dim = op.dims[i];
+    t.win = op.win[i];
+    t.rows = op.strides[i] / ld;
+  }
+  *base = P.base[o] + col0 * P.elt[o];
+  return w;
 }
 
 bool Ptr16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -816,6 +909,14 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
         kernel = k90;
     }
   }
+  const KernelEntry* ptr_array_large =
+      Sm90Kernel(Path::kSm90Large, p.in_dtype, p.out_dtype, p.trans_a,
+                 p.trans_b);
+  const DirectKernelEntry* direct = nullptr;
+  if (kernel != nullptr && kernel == ptr_array_large && !DirectDisabled() &&
+      DirectOk(p, P.c_read))
+    direct = Sm90DirectKernel(p.path, p.in_dtype, p.out_dtype, p.trans_a,
+                              p.trans_b);
   const int64_t slices = split ? p.split_k : 1;
   const int64_t items = p.batch * slices;
   if (split) {
@@ -830,8 +931,51 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
                  "kernel=%s split_k=%lld\n",
                  static_cast<long long>(p.m), static_cast<long long>(p.n),
                  static_cast<long long>(p.k), static_cast<long long>(p.batch),
-                 PathName(p.path), p.k == 0 ? "scale(k=0)" : kernel->name,
+                 PathName(p.path),
+                 p.k == 0 ? "scale(k=0)" : direct ? direct->name : kernel->name,
                  static_cast<long long>(slices));
+
+  // --- The direct kernel: one launch, nothing before it.
+  if (direct != nullptr && p.k > 0) {
+    kernels::DirectLaunch l;
+    l.m = static_cast<int>(p.m);
+    l.n = static_cast<int>(p.n);
+    l.k = static_cast<int>(p.k);
+    const char *a, *b, *c, *d;
+    l.a = MakeDirectWindow(P, kA, &a);
+    l.b = MakeDirectWindow(P, kB, &b);
+    l.d = MakeDirectWindow(P, kD, &d);
+    // Without a C read, D's window stands in (beta = 0: never loaded).
+    l.c = P.c_read ? MakeDirectWindow(P, kC, &c) : l.d;
+    if (!P.c_read) c = d;
+    l.base_a = a;
+    l.base_b = b;
+    l.base_c = c;
+    l.base_d = const_cast<char*>(d);
+    l.lda = p.op[kA].ld();
+    l.ldb = p.op[kB].ld();
+    l.ldd = p.op[kD].ld();
+    l.ldc = P.c_read ? p.op[kC].ld() : l.ldd;
+    l.alpha = static_cast<float>(alpha);
+    l.beta = P.c_read ? static_cast<float>(beta) : 0.f;
+    l.device = device;
+    l.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
+    l.stream = stream;
+    l.workspace = ws;
+    l.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
+    if (direct->workspace(l) > l.workspace_bytes)
+      return ffi::Error::Internal(
+          std::string("jax_dynoff_gemm: ") + direct->name + " needs " +
+          std::to_string(direct->workspace(l)) + " workspace bytes, " +
+          std::to_string(l.workspace_bytes) + " reserved");
+    const std::string r = direct->run(l);
+    if (!r.empty())
+      return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                  direct->name + ": " + r);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+      return CudaError("direct GEMM launch", e);
+    return ffi::Error::Success();
+  }
 
   // --- (1) pointer arrays, (2) C copies.
   {

@@ -37,6 +37,18 @@ Paths (enum Path in ffi/gemm_problem.h):
   and n % 4 == 0 (C and D may have any alignment); `choose_split_k` picks
   split_k.  ``JAX_DYNOFF_SPLITK_SLICES=S`` forces S (for tuning sweeps).
 
+Direct kernel (the handler's choice, mirrored by `direct_reasons`): a
+``sm90_large`` call runs CUTLASS's plain (non-array) TMA kernel with the
+same tile, its TMA descriptors over the whole buffers and its tile
+coordinates shifted on the device to the windows (ffi/kernels/sm90_direct.h):
+one launch, no pointer kernel, no pointer arrays.  It needs one item, no
+transposes, 16-bit inputs and output of the same dtype, no C read from D's
+own buffer (that may overlap D partly), no dynamic column start, and
+windows whose K extent is a multiple of 64 or spans its buffer's dim and an
+output window whose rows / columns are multiples of 256 / 128 or span its
+buffer's dims.  ``JAX_DYNOFF_DISABLE_DIRECT`` (read by the handler) keeps
+the ptr-array kernel.
+
 Fallback rule (the handler, ffi/cuda_gemm.cu): a planned SM90 path is a
 request.  The CUDA handler runs the generic kernel instead when the device
 is not compute capability 9.0 (the plan cannot see the device), when the
@@ -231,6 +243,66 @@ def _choose_tile(spec: GemmSpec, tiles: tuple[str, ...]) -> str:
   return min(tiles, key=lambda t: (times[t], SM90_TILES.index(t)))
 
 
+# --- The direct kernel (ffi/kernels/sm90_direct.h) ---------------------------
+
+DIRECT_TILE = (256, 128, 64)                 # Sm90DirectLargeConfig: m, n, k
+DIRECT_DTYPES = ("bfloat16", "float16")      # kernels built (NN, out = in)
+DIRECT_DISABLE_ENV = "JAX_DYNOFF_DISABLE_DIRECT"
+_INT32_MAX = 2 ** 31 - 1
+
+
+def _tile_or_edge(win: int, dim: int, tile: int) -> bool:
+  return win % tile == 0 or win == dim
+
+
+def _direct_window_reasons(name: str, w: WinSpec) -> list[str]:
+  why = []
+  layers = int(np.prod(w.dims[:-2], dtype=np.int64)) if len(w.dims) > 2 else 1
+  if max(w.dims[-2], w.dims[-1], layers) > _INT32_MAX:
+    why.append(f"{name}: a dim >= 2^31")
+  if w.starts[-1] is None and w.win[-1] != w.dims[-1]:
+    why.append(f"{name}: dynamic column start")
+  return why
+
+
+def direct_reasons(spec: GemmSpec) -> list[str]:
+  """Why a call planned ``sm90_large`` runs the ptr-array kernel rather than
+  the direct one (empty: direct, unless the handler's environment says
+  JAX_DYNOFF_DISABLE_DIRECT).  Mirrors DirectOk in ffi/cuda_gemm.cu."""
+  why = []
+  if plan(spec).path != "sm90_large":
+    return [f"planned {plan(spec).path}, not sm90_large"]
+  if spec.batch != 1:
+    why.append(f"{spec.batch} batch items")
+  if spec.trans_a or spec.trans_b:
+    why.append("transposed operand")
+  in_dt, out_dt = np.dtype(spec.in_dtype).name, np.dtype(spec.out_dtype).name
+  if in_dt not in DIRECT_DTYPES or out_dt != in_dt:
+    why.append(f"no direct kernel for {in_dt} -> {out_dt}")
+  if spec.c_mode == "from_d" and c_is_read(spec):
+    why.append("C is read from out's own array (may overlap D partly)")
+  ops = [("a", spec.a), ("b", spec.b), ("d", spec.d)]
+  if c_is_read(spec):
+    ops.append(("c", spec.c))
+  for name, w in ops:
+    why += _direct_window_reasons(name, w)
+  tm, tn, tk = DIRECT_TILE
+  a, b, d = spec.a, spec.b, spec.d
+  if not _tile_or_edge(a.win[-1], a.dims[-1], tk):
+    why.append(f"a: k = {a.win[-1]} neither a multiple of {tk} nor the "
+               "array's width")
+  if not _tile_or_edge(b.win[-2], b.dims[-2], tk):
+    why.append(f"b: k = {b.win[-2]} neither a multiple of {tk} nor the "
+               "array's height")
+  if not _tile_or_edge(d.win[-2], d.dims[-2], tm):
+    why.append(f"out: m = {d.win[-2]} neither a multiple of {tm} nor the "
+               "array's height")
+  if not _tile_or_edge(d.win[-1], d.dims[-1], tn):
+    why.append(f"out: n = {d.win[-1]} neither a multiple of {tn} nor the "
+               "array's width")
+  return why
+
+
 # --- Split-K -----------------------------------------------------------------
 
 def splitk_enabled() -> bool:
@@ -405,6 +477,11 @@ def explain(spec: GemmSpec) -> str:
   if p.path == "sm90_split_k":
     return (f"{p.path} (split_k {p.split_k}, workspace {p.workspace_bytes} "
             "bytes)")
+  if p.path == "sm90_large":
+    why = direct_reasons(spec)
+    kind = ("direct kernel" if not why else
+            "ptr-array kernel: " + "; ".join(why))
+    return f"{p.path} ({kind}; workspace {p.workspace_bytes} bytes)"
   if p.path != "generic":
     return f"{p.path} (workspace {p.workspace_bytes} bytes)"
   if np.dtype(spec.in_dtype) == np.float32:

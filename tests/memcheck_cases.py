@@ -69,6 +69,25 @@ def main():
   ok &= check("clamped", windowed, x, w, out, jnp.int32(10 ** 6),
               jnp.int32(-5), jnp.int32(2 ** 31 - 1))
 
+  # The direct kernel (no pointer kernel): tile-multiple windows of a 3-d
+  # weight stack and a 3-d cache at clamped starts; then k = 80 and a
+  # 72 x 136 output that are no tile multiples but span their arrays.
+  xd = rand(7, (300, 128), BF16)
+  wd = rand(8, (3, 128, 128), BF16)
+  cache = jnp.full((2, 600, 128), jnp.nan, BF16)
+
+  def direct(mod, x, w, cache, r, i, l, p):
+    return mod.gemm(dyn.window(x, (r, 0), (256, 128)),
+                    dyn.window(w, (i, 0, 0), (128, 128)),
+                    out=dyn.window(cache, (l, p, 0), (256, 128)))
+
+  ok &= check("direct", direct, xd, wd, cache, jnp.int32(10 ** 6),
+              jnp.int32(-1), jnp.int32(7), jnp.int32(2 ** 31 - 1),
+              env={plan.SM90_TILE_ENV: "large"})
+  xe, we = rand(9, (m, k), BF16), rand(10, (k, n), BF16)
+  ok &= check("direct_edges", lambda mod, a, b: mod.gemm(a, b), xe, we,
+              env={plan.SM90_TILE_ENV: "large"})
+
   # Generic kernel: odd static column start, every transpose.
   def odd(mod, a, b, out, r, o, ta, tb):
     wa = (k, m) if ta else (m, k)

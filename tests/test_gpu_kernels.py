@@ -926,6 +926,169 @@ def test_build_info():
                                 "JAX_DYNOFF_CUDA_ARCHS containing 90a")
 
 
+# ---------------------------------------------------------------------------
+# The direct kernel (ffi/kernels/sm90_direct.h): which calls take it, and
+# every way its windows can sit in their buffers, against the reference.
+
+def test_direct_reasons():
+  # Tile multiples at dynamic row / layer offsets: direct.
+  a = WinSpec((8192, 4096), (4096, 4096), (None, 0))
+  b = WinSpec((4, 4096, 4096), (1, 4096, 4096), (None, 0, 0))
+  d = WinSpec((9000, 4096), (4096, 4096), (None, 0))
+  s = _spec(m=4096, a=a, b=b, d=d)
+  assert plan_lib.plan(s).path == "sm90_large"
+  assert plan_lib.direct_reasons(s) == []
+  assert "direct kernel" in plan_lib.explain(s)
+  # K not a multiple of 64 but the whole width / height: direct.
+  assert plan_lib.direct_reasons(_spec(m=2048, n=2048, k=200)) == []
+  # ... inside a wider A: not.
+  a = WinSpec((2048, 264), (2048, 200), (None, 0))
+  why = plan_lib.direct_reasons(_spec(m=2048, n=2048, k=200, a=a))
+  assert any(w.startswith("a: k = 200") for w in why), why
+  # An output window that is no tile multiple inside a bigger buffer: not.
+  d = WinSpec((4096, 2048), (2000, 2048), (None, 0))
+  why = plan_lib.direct_reasons(_spec(m=2000, n=2048, k=2048, d=d))
+  assert any(w.startswith("out: m = 2000") for w in why), why
+  assert "ptr-array kernel" in plan_lib.explain(
+      _spec(m=2000, n=2048, k=2048, d=d))
+  # Batches, transposes, f32 out, C read from out's array: not.
+  assert plan_lib.direct_reasons(_spec(m=256, n=1024, k=1024,
+                                       batch_shape=(64,)))
+  assert plan_lib.direct_reasons(_spec(m=2048, ta=True))
+  c = WinSpec((2048, 4096), (2048, 4096), (0, 0))
+  assert plan_lib.direct_reasons(_spec(m=2048, c=c, c_mode="from_d",
+                                       beta=1.0))
+  assert plan_lib.direct_reasons(_spec(m=2048, c=c, c_mode="own",
+                                       beta=1.0)) == []
+  # Not a large-tile plan at all.
+  assert plan_lib.direct_reasons(_spec(m=128)) == [
+      "planned sm90_tiny, not sm90_large"]
+
+
+# (name, m, n, k, A buffer, A start, B buffer, B start, out buffer, out
+# start, C: None / "own"); starts: ints are dynamic (passed as int32).
+DIRECT_CASES = [
+    # Row windows of bigger buffers at dynamic offsets, one clamped.
+    ("rows", 512, 256, 192, (600, 192), (40,), (300, 256), (10 ** 6,),
+     (1000, 256), (-488,), None),
+    # Stacked weights: B is layer 2 of 3; out is a 3-d cache, layer 1,
+    # rows from a dynamic position.
+    ("layers", 256, 128, 320, (256, 320), (0,), (3, 320, 128), (2, 0),
+     (2, 600, 128), (1, 300), None),
+    # k = 200: no multiple of 64 but A's whole width and B's whole height;
+    # out is the whole (300 x 200) result: no tile multiple, but its dims.
+    ("edges", 300, 200, 200, (300, 200), (0,), (200, 200), (0,), None, None,
+     None),
+    # A window at a static column (8) of a wider buffer, C its own array.
+    ("column_c", 256, 384, 128, (300, 136), (44,), (128, 384), (0,),
+     (512, 384), (256,), "own"),
+]
+
+
+def _direct_case(case, dt, int64=False):
+  name, m, n, k, ash, ast, bsh, bst, osh, ost, cmode = case
+  ks = jax.random.split(jax.random.key(11), 4)
+  a = _rand(ks[0], ash, dt)
+  b = _rand(ks[1], bsh, dt)
+  c = _rand(ks[2], (m, n), dt) if cmode == "own" else None
+  out = jnp.full(osh, jnp.nan, dt) if osh else None
+  it = jnp.int64 if int64 else jnp.int32
+  starts = [it(v) for v in (*ast, *bst, *(ost or ()))]
+  na, nb = len(ast), len(bst)
+
+  def f(mod, a, b, c, out, *st):
+    sa, sb, so = st[:na], st[na:na + nb], st[na + nb:]
+    aw = dyn.window(a, (*sa, 8 if name == "column_c" else 0), (m, k))
+    bw = dyn.window(b, (*sb, 0), (k, n))
+    kw = dict(alpha=0.5, beta=-2.0) if c is not None else {}
+    if out is None:
+      return mod.gemm(aw, bw, c, **kw)
+    return mod.gemm(aw, bw, c, out=dyn.window(out, (*so, 0), (m, n)), **kw)
+
+  return f, (a, b, c, out, *starts)
+
+
+@pytest.mark.parametrize("case", DIRECT_CASES, ids=[c[0] for c in DIRECT_CASES])
+@pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.gpu
+@on_gpu
+def test_direct_kernel_matches_reference(monkeypatch, case, dt):
+  # Small shapes, so the large tile is forced (the wave model would pick a
+  # smaller one); the direct kernel stands in for the large tile only.
+  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
+  f, args = _direct_case(case, dt)
+  specs = plan_lib.traced_specs(lambda *x: f(dyn, *x), *args)
+  assert [plan_lib.plan(s).path for s in specs] == ["sm90_large"]
+  assert plan_lib.direct_reasons(specs[0]) == []
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  out = args[3]
+  if out is not None:
+    # Every element outside the window: bit for bit the poison.
+    w = np.asarray(want.astype(F32))
+    outside = np.isnan(w)
+    assert outside.any()
+    np.testing.assert_array_equal(_bits(got)[outside], _bits(out)[outside])
+    inside = ~outside
+    _check(jnp.asarray(np.asarray(got.astype(F32))[inside]),
+           jnp.asarray(w[inside]), dt, dt, case[3])
+  else:
+    _check(got, want, dt, dt, case[3])
+
+
+_DIRECT_SCRIPT = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+    import jax_dynoff as dyn
+    ks = jax.random.split(jax.random.key(0), 3)
+    x = jax.random.uniform(ks[0], (2048, 1024), jnp.float32).astype(jnp.bfloat16)
+    w = jax.random.uniform(ks[1], (2, 1024, 2048), jnp.float32).astype(jnp.bfloat16)
+    buf = jnp.zeros((4096, 2048), jnp.bfloat16)
+    # Eligible: tile multiples at dynamic offsets.
+    f = jax.jit(lambda x, w, buf, i, r: dyn.gemm(
+        x, dyn.window(w, (i, 0, 0), (1024, 2048)),
+        out=dyn.window(buf, (r, 0), (2048, 2048))))
+    f(x, w, buf, jnp.int32(1), jnp.int32(2048)).block_until_ready()
+    # Not: 2000 output rows inside a bigger buffer.
+    g = jax.jit(lambda x, w, buf, i, r: dyn.gemm(
+        x[:2000], dyn.window(w, (i, 0, 0), (1024, 2048)),
+        out=dyn.window(buf, (r, 0), (2000, 2048))))
+    g(x, w, buf, jnp.int32(1), jnp.int32(5)).block_until_ready()
+""")
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_direct_kernel_ran():
+  """The handler takes the direct kernel exactly where plan.direct_reasons
+  says, and JAX_DYNOFF_DISABLE_DIRECT keeps the ptr-array kernel."""
+  _, lines = _run_script(_DIRECT_SCRIPT)
+  assert len(lines) == 2, lines
+  assert all("planned=sm90_large" in l for l in lines), lines
+  if _is_sm90():
+    assert "kernel=kSm90DirectLargeBf16NN" in lines[0], lines
+    assert "kernel=kSm90LargeBf16Bf16NN" in lines[1], lines
+  _, lines = _run_script(_DIRECT_SCRIPT, JAX_DYNOFF_DISABLE_DIRECT="1")
+  if _is_sm90():
+    assert all("kernel=kSm90LargeBf16Bf16NN" in l for l in lines), lines
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_direct_kernel_int64_starts(monkeypatch):
+  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
+  f, args = _direct_case(DIRECT_CASES[1], BF16, int64=True)
+  assert plan_lib.direct_reasons(
+      plan_lib.first_spec(lambda *x: f(dyn, *x), *args)) == []
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  w = np.asarray(want.astype(F32))
+  np.testing.assert_array_equal(np.isnan(np.asarray(got.astype(F32))),
+                                np.isnan(w))
+  inside = ~np.isnan(w)
+  _check(jnp.asarray(np.asarray(got.astype(F32))[inside]),
+         jnp.asarray(w[inside]), BF16, BF16, 320)
+
+
 @pytest.mark.gpu
 @on_gpu
 def test_memcheck_clean():

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <string>
 
+#include "gemm_problem.h"  // ClampStart, kMaxRank
+
 namespace jax_dynoff {
 namespace kernels {
 
@@ -44,6 +46,72 @@ struct GemmLaunch {
   // execute griddepcontrol.wait before anything else, so this only lets
   // their CTAs become resident while the previous kernel finishes).
   bool pdl = false;
+};
+
+// --- Direct SM90 kernels (kernels/sm90_direct.h): no pointer arrays.  The
+// TMA descriptors, built on the host, describe each operand's whole buffer,
+// seen as `layers` stacked row-major (rows x cols) matrices, from the
+// window's first column on; the kernel computes the window's first row and
+// layer on the device from the offset scalars, with the same clamping as
+// everywhere else, and shifts its TMA tile coordinates by them.  Only row
+// and layer offsets can be dynamic (a dynamic column start is never 16-byte
+// aligned for a 16-bit type, so those windows never reach an SM90 path).
+struct DirectWindow {
+  struct Term {               // one dynamic start
+    const void* start;        // its XLA buffer: one int32 or int64
+    int64_t dim, win;         // the array's extent and the window's, there
+    int64_t rows;             // flat rows per unit of this start
+    int32_t is64;
+  };
+  int64_t row0 = 0;           // flat row (layer * rows + row) of the static
+                              // starts
+  Term term[kMaxRank] = {};
+  int32_t terms = 0;
+  int32_t rows = 0, cols = 0, layers = 0;  // TMA extents (see above)
+
+#if defined(__CUDACC__)
+  // (row, layer) of the window's first element.  Every start is clamped as
+  // lax.dynamic_slice does, so the window lies inside the buffer.
+  __device__ __forceinline__ int2 Locate() const {
+    int64_t r = row0;
+    for (int i = 0; i < terms; ++i) {
+      const Term& t = term[i];
+      const int64_t v = t.is64 ? *static_cast<const int64_t*>(t.start)
+                               : *static_cast<const int32_t*>(t.start);
+      r += ClampStart(v, t.dim, t.win) * t.rows;
+    }
+    const int64_t layer = r / rows;
+    return make_int2(static_cast<int>(r - layer * rows),
+                     static_cast<int>(layer));
+  }
+#endif
+};
+
+// One direct GEMM, batch 1: D = cast(alpha * A @ B + beta * C), A (m x k),
+// B (k x n), C and D (m x n), all row-major windows.  `base` of each is the
+// window's first column at row 0 of layer 0 of its buffer; `ld` the
+// buffer's row stride (elements).  beta == 0: C is not read (c must still
+// describe a valid buffer; D's does).
+struct DirectLaunch {
+  int m = 0, n = 0, k = 0;
+  const void* base_a = nullptr;
+  const void* base_b = nullptr;
+  const void* base_c = nullptr;
+  void* base_d = nullptr;
+  int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
+  DirectWindow a, b, c, d;
+  float alpha = 1.f, beta = 0.f;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  int device = 0;
+  int sm_count = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct DirectKernelEntry {
+  const char* name;
+  size_t (*workspace)(const DirectLaunch&);
+  std::string (*run)(const DirectLaunch&);
 };
 
 // One compiled kernel.  `workspace` returns the bytes `run` needs in
@@ -104,6 +172,10 @@ extern const KernelEntry kSm90TinyF16F16NN;
 // and the cast to the output dtype.
 extern const KernelEntry kSm90SplitKBf16NN;
 extern const KernelEntry kSm90SplitKF16NN;
+// Direct kernels (no pointer kernel, no pointer arrays): the large tile,
+// NN, for one-item calls whose windows suit it (cuda_gemm.cu, DirectOk).
+extern const DirectKernelEntry kSm90DirectLargeBf16NN;
+extern const DirectKernelEntry kSm90DirectLargeF16NN;
 #endif
 
 }  // namespace kernels

@@ -1,0 +1,236 @@
+// The direct SM90 path: CUTLASS 3.x's plain (non-array) TMA warp-specialized
+// GEMM whose TMA descriptors describe the operands' whole buffers and whose
+// tile coordinates are shifted, on the device, by the windows' origins.  No
+// pointer kernel runs before it and no descriptor is rewritten on the
+// device, so a call is one launch; the ptr-array kernel it replaces was
+// 1-4% slower than this kernel family on an H200, plus ~1-3 us per call for
+// its pointer kernel (benchmarks/NOTES.md).
+//
+// Only where the TMA bounds of the whole buffer are also the window's:
+// loads may run past a window (those rows and columns only feed outputs that
+// are never stored) except along K, where they would be summed, and stores
+// must not.  So (checked by the handler, DirectOk in ffi/cuda_gemm.cu): a
+// window's K extent is a multiple of the K tile or reaches its buffer's
+// edge, and D's extents are multiples of the output tile or span their
+// buffer's dims.  Everything else takes the ptr-array kernels
+// (kernels/sm90_gemm.h).  Alignment as for every SM90 path.
+#ifndef JAX_DYNOFF_KERNELS_SM90_DIRECT_H_
+#define JAX_DYNOFF_KERNELS_SM90_DIRECT_H_
+
+#include <string>
+
+#include "kernels/sm90_gemm.h"
+#include "kernels/sm90_direct_epilogue.hpp"
+
+namespace jax_dynoff {
+namespace kernels {
+
+// The large tile of Sm90LargeConfig, non-array schedules.
+struct Sm90DirectLargeConfig {
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+  using TileShape = cute::Shape<cute::_256, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
+};
+
+// CUTLASS's mainloop with its TMA descriptors over the whole A and B buffers
+// and its tiles shifted to the windows (computed once per CTA, by the
+// producer warp, in load_init).
+template <class Base>
+struct DirectMainloop : Base {
+  struct Arguments : Base::Arguments {
+    DirectWindow a_win, b_win;
+  };
+  struct Params : Base::Params {
+    DirectWindow a_win, b_win;
+  };
+
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const&,
+                                        Arguments const& args, void*) {
+    using namespace cute;
+    using ClusterShape = typename Base::DispatchPolicy::ClusterShape;
+    auto ptr_a =
+        reinterpret_cast<typename Base::InternalElementA const*>(args.ptr_A);
+    auto ptr_b =
+        reinterpret_cast<typename Base::InternalElementB const*>(args.ptr_B);
+    // A is (m, k, l) and B (n, k, l) in CUTLASS's indexing.
+    Tensor a = make_tensor(ptr_a, make_layout(make_shape(args.a_win.rows,
+                                                         args.a_win.cols,
+                                                         args.a_win.layers),
+                                              args.dA));
+    Tensor b = make_tensor(ptr_b, make_layout(make_shape(args.b_win.cols,
+                                                         args.b_win.rows,
+                                                         args.b_win.layers),
+                                              args.dB));
+    Params p;
+    p.tma_load_a = make_tma_copy_A_sm90(
+        typename Base::GmemTiledCopyA{}, a,
+        typename Base::SmemLayoutA{}(_, _, cute::Int<0>{}),
+        typename Base::TileShape{}, ClusterShape{});
+    p.tma_load_b = make_tma_copy_B_sm90(
+        typename Base::GmemTiledCopyB{}, b,
+        typename Base::SmemLayoutB{}(_, _, cute::Int<0>{}),
+        typename Base::TileShape{}, ClusterShape{});
+    p.tma_transaction_bytes = Base::TmaTransactionBytes;
+    p.tma_transaction_bytes_mk = Base::TmaTransactionBytesMK;
+    p.tma_transaction_bytes_nk = Base::TmaTransactionBytesNK;
+    p.a_win = args.a_win;
+    p.b_win = args.b_win;
+    return p;
+  }
+
+  template <class ProblemShape_MNKL>
+  CUTLASS_DEVICE auto load_init(ProblemShape_MNKL const& problem_shape_MNKL,
+                                Params const& params) const {
+    using namespace cute;
+    using X = Underscore;
+    auto [M, N, K, L] = problem_shape_MNKL;
+    const int2 a_at = params.a_win.Locate();  // A's window: rows = m
+    const int2 b_at = params.b_win.Locate();  // B's window: rows = k
+    Tensor mA_mkl = domain_offset(
+        make_coord(a_at.x, 0, a_at.y),
+        params.tma_load_a.get_tma_tensor(make_shape(M, K, L)));
+    Tensor mB_nkl = domain_offset(
+        make_coord(0, b_at.x, b_at.y),
+        params.tma_load_b.get_tma_tensor(make_shape(N, K, L)));
+    Tensor gA_mkl = local_tile(mA_mkl, typename Base::TileShape{},
+                               make_coord(_, _, _), Step<_1, X, _1>{});
+    Tensor gB_nkl = local_tile(mB_nkl, typename Base::TileShape{},
+                               make_coord(_, _, _), Step<X, _1, _1>{});
+    return cute::make_tuple(gA_mkl, gB_nkl);
+  }
+};
+
+// The builder's epilogue, as its direct copy (sm90_direct_epilogue.hpp).
+template <class Epilogue>
+struct DirectEpilogueOf;
+template <class... Ts>
+struct DirectEpilogueOf<cutlass::epilogue::collective::CollectiveEpilogue<Ts...>> {
+  using type = cutlass::epilogue::collective::JaxDynoffDirectEpilogue<Ts...>;
+};
+
+// A row-major (m x k), B row-major (k x n), C and D row-major, 16-bit in and
+// out, float32 accumulation.
+template <typename Config, typename Element>
+struct Sm90DirectGemm {
+  using RM = cutlass::layout::RowMajor;
+  static constexpr int kAlign = 128 / cutlass::sizeof_bits<Element>::value;
+
+  using CollectiveEpilogue = typename DirectEpilogueOf<
+      typename cutlass::epilogue::collective::CollectiveBuilder<
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+          typename Config::TileShape, typename Config::ClusterShape,
+          cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+          Element, RM, kAlign, Element, RM, kAlign,
+          typename Config::EpilogueSchedule>::CollectiveOp>::type;
+
+  using CollectiveMainloop = DirectMainloop<
+      typename cutlass::gemm::collective::CollectiveBuilder<
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, RM,
+          kAlign, Element, RM, kAlign, float, typename Config::TileShape,
+          typename Config::ClusterShape,
+          cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+              sizeof(typename CollectiveEpilogue::SharedStorage))>,
+          typename Config::KernelSchedule>::CollectiveOp>;
+
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  using StrideA = typename GemmKernel::StrideA;  // (ld, 1, layer)
+  using StrideB = typename GemmKernel::StrideB;  // (1, ld, layer): B as (n, k)
+  using StrideC = typename GemmKernel::StrideC;  // (ld, 1, layer)
+
+  // (row, column, layer) strides of a row-major buffer, in CUTLASS's order.
+  template <typename Stride>
+  static Stride Strides(int64_t ld, const DirectWindow& w) {
+    Stride s{};
+    const int64_t layer = ld * w.rows;
+    if constexpr (cute::is_static<
+                      cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value)
+      cute::get<1>(s) = ld;  // B: the unit stride leads
+    else
+      cute::get<0>(s) = ld;
+    cute::get<2>(s) = layer;
+    return s;
+  }
+
+  static typename Gemm::Arguments Args(const DirectLaunch& l) {
+    using E = Element;
+    typename CollectiveMainloop::Arguments mainloop{};
+    mainloop.ptr_A = static_cast<const E*>(l.base_a);
+    mainloop.dA = Strides<StrideA>(l.lda, l.a);
+    mainloop.ptr_B = static_cast<const E*>(l.base_b);
+    mainloop.dB = Strides<StrideB>(l.ldb, l.b);
+    mainloop.a_win = l.a;
+    mainloop.b_win = l.b;
+    typename CollectiveEpilogue::Arguments epilogue{};
+    epilogue.thread.alpha = l.alpha;
+    epilogue.thread.beta = l.beta;
+    epilogue.ptr_C = static_cast<const E*>(l.base_c);
+    epilogue.dC = Strides<StrideC>(l.ldc, l.c);
+    epilogue.ptr_D = static_cast<E*>(l.base_d);
+    epilogue.dD = Strides<StrideC>(l.ldd, l.d);
+    epilogue.c_win = l.c;
+    epilogue.d_win = l.d;
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = l.device;
+    hw.sm_count = l.sm_count;
+    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                  {l.m, l.n, l.k, 1}, mainloop, epilogue, hw};
+    // The ptr-array kernels' tile order (Sm90Gemm::Args), same reasons.
+    using TM = cute::tuple_element_t<0, typename Config::TileShape>;
+    using TN = cute::tuple_element_t<1, typename Config::TileShape>;
+    const int64_t tiles = (int64_t{l.m} + TM::value - 1) / TM::value *
+                          ((int64_t{l.n} + TN::value - 1) / TN::value);
+    const int sms = l.sm_count > 0 ? l.sm_count : 132;
+    args.scheduler.max_swizzle_size =
+        tiles <= sms ? 1 : tiles <= int64_t{8} * sms ? 4 : 8;
+    using Raster = decltype(args.scheduler.raster_order);
+    args.scheduler.raster_order = Raster::AlongM;
+    return args;
+  }
+
+  static size_t Workspace(const DirectLaunch& l) {
+    return Gemm::get_workspace_size(Args(l));
+  }
+
+  static std::string Run(const DirectLaunch& l) {
+    auto args = Args(l);
+    Gemm gemm;
+    cutlass::Status s = gemm.can_implement(args);
+    if (s != cutlass::Status::kSuccess)
+      return std::string("direct SM90 GEMM: can_implement: ") +
+             cutlass::cutlassGetStatusString(s);
+    if (Gemm::get_workspace_size(args) > l.workspace_bytes)
+      return "direct SM90 GEMM: workspace too small";
+    s = gemm.initialize(args, l.workspace, l.stream);
+    if (s != cutlass::Status::kSuccess)
+      return std::string("direct SM90 GEMM: initialize: ") +
+             cutlass::cutlassGetStatusString(s);
+    s = gemm.run(l.stream);
+    if (s != cutlass::Status::kSuccess) {
+      cudaError_t e = cudaGetLastError();
+      return std::string("direct SM90 GEMM: launch: ") +
+             cutlass::cutlassGetStatusString(s) + ": " + cudaGetErrorString(e);
+    }
+    return "";
+  }
+};
+
+}  // namespace kernels
+}  // namespace jax_dynoff
+
+// One instantiation per translation unit:
+//   JAX_DYNOFF_SM90_DIRECT_KERNEL(kSm90DirectLargeBf16NN,
+//                                 Sm90DirectLargeConfig, cutlass::bfloat16_t)
+#define JAX_DYNOFF_SM90_DIRECT_KERNEL(NAME, CONFIG, ELEMENT)                 \
+  namespace jax_dynoff {                                                     \
+  namespace kernels {                                                        \
+  using NAME##_t = Sm90DirectGemm<CONFIG, ELEMENT>;                          \
+  extern const DirectKernelEntry NAME = {#NAME, &NAME##_t::Workspace,        \
+                                         &NAME##_t::Run};                    \
+  }                                                                          \
+  }
+
+#endif  // JAX_DYNOFF_KERNELS_SM90_DIRECT_H_
