@@ -1,8 +1,9 @@
 // The CUDA FFI handler of target "jax_dynoff_gemm".
 //
-// One call = (1) a pointer kernel that turns the buffer bases plus the
-// clamped window offsets (read on the device from the start scalars) into
-// per-batch-item pointer arrays in the workspace (ret 1), (2) when C is read
+// One call (in general; the direct kernel below is one launch) = (1) a
+// pointer kernel that turns the buffer bases plus the clamped window offsets
+// (read on the device from the start scalars) into per-batch-item pointer
+// arrays in the workspace (ret 1), (2) when C is read
 // from D's own buffer at a window that overlaps D's without being D's, a copy
 // of that C window into the workspace, and (3) one CUTLASS GEMM in array /
 // ptr-array mode reading those pointer arrays.  The split-K path (skinny m)
@@ -35,6 +36,8 @@
 // The TF32 path (float32 in and out, default precision; any alignment)
 // runs on every GPU the build has code for; JAX_DYNOFF_DISABLE_TF32 sends it
 // to the exact generic kernel instead.
+// A one-item large-tile call whose windows suit it is a single launch of
+// the direct kernel instead (kernels/sm90_direct.h; DirectOk below).
 // JAX_DYNOFF_LOG=1 prints, per call, the planned path and the kernel run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -1095,7 +1098,10 @@ const char* CudaBuildInfo() {
          "medium 128x128x64, small_m 64x128x64, tiny 64x64x64 pingpong; "
          "bf16->bf16 NN/NT/TN, f16->f16 NN; split_k "
          "64x128x64 pingpong f32 partials + reduction, bf16/f16 NN, "
-         "opt-in: planned only with JAX_DYNOFF_SPLITK=1)"
+         "opt-in: planned only with JAX_DYNOFF_SPLITK=1; direct large "
+         "256x128x64 cooperative 1x2 non-array kernel, bf16/f16 NN, for "
+         "one-item calls whose windows suit it, JAX_DYNOFF_DISABLE_DIRECT "
+         "keeps ptr-array)"
 #else
          "; sm90=no"
 #endif

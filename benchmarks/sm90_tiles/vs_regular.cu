@@ -19,6 +19,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 #include <vector>
@@ -156,7 +157,9 @@ void Compare(const char* name, int m, int n, int k, BF* a, BF* b, BF* d,
 }
 }  // namespace
 
-int main() {
+// Usage: vs_regular [M ...]: only the sizes whose m is listed (default all).
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // partial output survives a kill
   const int sizes[][3] = {{2048, 2048, 2048}, {4096, 4096, 4096},
                           {8192, 8192, 8192}, {128, 4096, 4096}};
   int sms = 0;
@@ -188,6 +191,9 @@ int main() {
   std::printf("sms %d\n", sms);
   for (auto& z : sizes) {
     const int m = z[0], n = z[1], k = z[2];
+    bool wanted = argc < 2;
+    for (int i = 1; i < argc; ++i) wanted |= std::atoi(argv[i]) == m;
+    if (!wanted) continue;
     const double flops = 2.0 * m * n * k;
     const int iters = std::max(5, std::min(200, int(2e13 / flops)));
 #ifdef WITH_CUBLAS
