@@ -108,34 +108,6 @@ struct DirectLaunch {
   cudaStream_t stream = nullptr;
 };
 
-// Whether two launches give the kernel the same parameters (everything but
-// the stream): the direct kernels reuse the parameters they built for an
-// equal launch (Sm90DirectGemm::Run).
-inline bool SameWindow(const DirectWindow& x, const DirectWindow& y) {
-  if (x.row0 != y.row0 || x.terms != y.terms || x.rows != y.rows ||
-      x.cols != y.cols || x.layers != y.layers)
-    return false;
-  for (int i = 0; i < x.terms; ++i) {
-    const DirectWindow::Term &a = x.term[i], &b = y.term[i];
-    if (a.start != b.start || a.dim != b.dim || a.win != b.win ||
-        a.rows != b.rows || a.is64 != b.is64)
-      return false;
-  }
-  return true;
-}
-
-inline bool SameParams(const DirectLaunch& x, const DirectLaunch& y) {
-  return x.m == y.m && x.n == y.n && x.k == y.k && x.base_a == y.base_a &&
-         x.base_b == y.base_b && x.base_c == y.base_c &&
-         x.base_d == y.base_d && x.lda == y.lda && x.ldb == y.ldb &&
-         x.ldc == y.ldc && x.ldd == y.ldd && SameWindow(x.a, y.a) &&
-         SameWindow(x.b, y.b) && SameWindow(x.c, y.c) &&
-         SameWindow(x.d, y.d) && x.alpha == y.alpha && x.beta == y.beta &&
-         x.workspace == y.workspace &&
-         x.workspace_bytes == y.workspace_bytes && x.device == y.device &&
-         x.sm_count == y.sm_count;
-}
-
 struct DirectKernelEntry {
   const char* name;
   size_t (*workspace)(const DirectLaunch&);

@@ -195,55 +195,26 @@ struct Sm90DirectGemm {
     return Gemm::get_workspace_size(Args(l));
   }
 
-  // With default XLA flags a loop's iterations run the handler on the host
-  // one after another, and its host time shows between the GEMMs (profiler
-  // timeline: ~13 us idle per 4096^3 call against ~7 us for XLA's cuBLAS,
-  // benchmarks/NOTES.md).  initialize() encodes four TMA descriptors and
-  // sets the kernel's shared-memory attribute; the parameters of the last
-  // few distinct launches are kept (per host thread: XLA may call the
-  // handler from several) and an equal launch only enqueues the kernel.
-  // Only without a workspace: the parameters are then all there is.
-  static constexpr int kCached = 4;
-  struct Cached {
-    bool valid = false;
-    DirectLaunch key;
+  static std::string Run(const DirectLaunch& l) {
+    auto args = Args(l);
     Gemm gemm;
-  };
-
-  static std::string Launch(Gemm& gemm, cudaStream_t stream) {
-    cutlass::Status s = gemm.run(stream);
+    cutlass::Status s = gemm.can_implement(args);
+    if (s != cutlass::Status::kSuccess)
+      return std::string("direct SM90 GEMM: can_implement: ") +
+             cutlass::cutlassGetStatusString(s);
+    if (Gemm::get_workspace_size(args) > l.workspace_bytes)
+      return "direct SM90 GEMM: workspace too small";
+    s = gemm.initialize(args, l.workspace, l.stream);
+    if (s != cutlass::Status::kSuccess)
+      return std::string("direct SM90 GEMM: initialize: ") +
+             cutlass::cutlassGetStatusString(s);
+    s = gemm.run(l.stream);
     if (s != cutlass::Status::kSuccess) {
       cudaError_t e = cudaGetLastError();
       return std::string("direct SM90 GEMM: launch: ") +
              cutlass::cutlassGetStatusString(s) + ": " + cudaGetErrorString(e);
     }
     return "";
-  }
-
-  static std::string Run(const DirectLaunch& l) {
-    static thread_local Cached cache[kCached];
-    static thread_local int next = 0;
-    for (Cached& c : cache)
-      if (c.valid && SameParams(c.key, l)) return Launch(c.gemm, l.stream);
-    auto args = Args(l);
-    const size_t ws = Gemm::get_workspace_size(args);
-    if (ws > l.workspace_bytes) return "direct SM90 GEMM: workspace too small";
-    Cached& c = cache[next];
-    next = (next + 1) % kCached;
-    c.valid = false;
-    cutlass::Status s = c.gemm.can_implement(args);
-    if (s != cutlass::Status::kSuccess)
-      return std::string("direct SM90 GEMM: can_implement: ") +
-             cutlass::cutlassGetStatusString(s);
-    s = c.gemm.initialize(args, l.workspace, l.stream);
-    if (s != cutlass::Status::kSuccess)
-      return std::string("direct SM90 GEMM: initialize: ") +
-             cutlass::cutlassGetStatusString(s);
-    if (ws == 0) {
-      c.key = l;
-      c.valid = true;
-    }
-    return Launch(c.gemm, l.stream);
   }
 };
 
