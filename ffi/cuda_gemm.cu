@@ -723,8 +723,10 @@ Prep1Params Prep1(const PrepParams& P) {
 }
 
 // Checks the kernel's workspace against what the plan reserved, then
-// enqueues it; errors name the kernel.
-ffi::Error RunKernel(const KernelEntry* kernel, const GemmLaunch& l) {
+// enqueues it; errors name the kernel.  Entry: KernelEntry (GemmLaunch) or
+// DirectKernelEntry (DirectLaunch).
+template <typename Entry, typename Launch>
+ffi::Error RunKernel(const Entry* kernel, const Launch& l) {
   if (kernel->workspace(l) > l.workspace_bytes)
     return ffi::Error::Internal(
         std::string("jax_dynoff_gemm: ") + kernel->name + " needs " +
@@ -966,15 +968,7 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
     l.stream = stream;
     l.workspace = ws;
     l.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
-    if (direct->workspace(l) > l.workspace_bytes)
-      return ffi::Error::Internal(
-          std::string("jax_dynoff_gemm: ") + direct->name + " needs " +
-          std::to_string(direct->workspace(l)) + " workspace bytes, " +
-          std::to_string(l.workspace_bytes) + " reserved");
-    const std::string r = direct->run(l);
-    if (!r.empty())
-      return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
-                                  direct->name + ": " + r);
+    if (ffi::Error err = RunKernel(direct, l); err.failure()) return err;
     if ((e = cudaGetLastError()) != cudaSuccess)
       return CudaError("direct GEMM launch", e);
     return ffi::Error::Success();

@@ -288,18 +288,14 @@ def direct_reasons(spec: GemmSpec) -> list[str]:
     why += _direct_window_reasons(name, w)
   tm, tn, tk = DIRECT_TILE
   a, b, d = spec.a, spec.b, spec.d
-  if not _tile_or_edge(a.win[-1], a.dims[-1], tk):
-    why.append(f"a: k = {a.win[-1]} neither a multiple of {tk} nor the "
-               "array's width")
-  if not _tile_or_edge(b.win[-2], b.dims[-2], tk):
-    why.append(f"b: k = {b.win[-2]} neither a multiple of {tk} nor the "
-               "array's height")
-  if not _tile_or_edge(d.win[-2], d.dims[-2], tm):
-    why.append(f"out: m = {d.win[-2]} neither a multiple of {tm} nor the "
-               "array's height")
-  if not _tile_or_edge(d.win[-1], d.dims[-1], tn):
-    why.append(f"out: n = {d.win[-1]} neither a multiple of {tn} nor the "
-               "array's width")
+  for name, extent, win, dim, tile, edge in (
+      ("a", "k", a.win[-1], a.dims[-1], tk, "width"),
+      ("b", "k", b.win[-2], b.dims[-2], tk, "height"),
+      ("out", "m", d.win[-2], d.dims[-2], tm, "height"),
+      ("out", "n", d.win[-1], d.dims[-1], tn, "width")):
+    if not _tile_or_edge(win, dim, tile):
+      why.append(f"{name}: {extent} = {win} neither a multiple of {tile} "
+                 f"nor the array's {edge}")
   return why
 
 

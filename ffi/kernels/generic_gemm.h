@@ -27,6 +27,7 @@
 #include "cutlass/gemm/threadblock/threadblock_swizzle.h"
 #include "cutlass/layout/matrix.h"
 #include "kernels/launch.h"
+#include "kernels/run_gemm.h"
 
 namespace jax_dynoff {
 namespace kernels {
@@ -65,22 +66,7 @@ struct GenericGemm {
         LayoutA(l.a_row, l.a_col).stride(), LayoutA(l.b_row, l.b_col).stride(),
         cutlass::layout::RowMajor(l.ldc).stride(),
         cutlass::layout::RowMajor(l.ldd).stride());
-    Gemm gemm;
-    cutlass::Status s = gemm.can_implement(args);
-    if (s != cutlass::Status::kSuccess)
-      return std::string("generic GEMM: can_implement: ") +
-             cutlass::cutlassGetStatusString(s);
-    s = gemm.initialize(args, nullptr, l.stream);
-    if (s != cutlass::Status::kSuccess)
-      return std::string("generic GEMM: initialize: ") +
-             cutlass::cutlassGetStatusString(s);
-    s = gemm.run(l.stream);
-    if (s != cutlass::Status::kSuccess) {
-      cudaError_t e = cudaGetLastError();
-      return std::string("generic GEMM: launch: ") +
-             cutlass::cutlassGetStatusString(s) + ": " + cudaGetErrorString(e);
-    }
-    return "";
+    return RunGemm<Gemm>("generic GEMM", args, nullptr, l.stream);
   }
 };
 

@@ -178,16 +178,7 @@ struct Sm90DirectGemm {
     hw.sm_count = l.sm_count;
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {l.m, l.n, l.k, 1}, mainloop, epilogue, hw};
-    // The ptr-array kernels' tile order (Sm90Gemm::Args), same reasons.
-    using TM = cute::tuple_element_t<0, typename Config::TileShape>;
-    using TN = cute::tuple_element_t<1, typename Config::TileShape>;
-    const int64_t tiles = (int64_t{l.m} + TM::value - 1) / TM::value *
-                          ((int64_t{l.n} + TN::value - 1) / TN::value);
-    const int sms = l.sm_count > 0 ? l.sm_count : 132;
-    args.scheduler.max_swizzle_size =
-        tiles <= sms ? 1 : tiles <= int64_t{8} * sms ? 4 : 8;
-    using Raster = decltype(args.scheduler.raster_order);
-    args.scheduler.raster_order = Raster::AlongM;
+    SetTileOrder<typename Config::TileShape>(args, l.m, l.n, 1, l.sm_count);
     return args;
   }
 
@@ -196,25 +187,7 @@ struct Sm90DirectGemm {
   }
 
   static std::string Run(const DirectLaunch& l) {
-    auto args = Args(l);
-    Gemm gemm;
-    cutlass::Status s = gemm.can_implement(args);
-    if (s != cutlass::Status::kSuccess)
-      return std::string("direct SM90 GEMM: can_implement: ") +
-             cutlass::cutlassGetStatusString(s);
-    if (Gemm::get_workspace_size(args) > l.workspace_bytes)
-      return "direct SM90 GEMM: workspace too small";
-    s = gemm.initialize(args, l.workspace, l.stream);
-    if (s != cutlass::Status::kSuccess)
-      return std::string("direct SM90 GEMM: initialize: ") +
-             cutlass::cutlassGetStatusString(s);
-    s = gemm.run(l.stream);
-    if (s != cutlass::Status::kSuccess) {
-      cudaError_t e = cudaGetLastError();
-      return std::string("direct SM90 GEMM: launch: ") +
-             cutlass::cutlassGetStatusString(s) + ": " + cudaGetErrorString(e);
-    }
-    return "";
+    return RunGemm<Gemm>("direct SM90 GEMM", Args(l), l.workspace, l.stream);
   }
 };
 

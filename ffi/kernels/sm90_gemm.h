@@ -24,6 +24,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/kernel_hardware_info.h"
 #include "kernels/launch.h"
+#include "kernels/run_gemm.h"
 
 namespace jax_dynoff {
 namespace kernels {
@@ -81,6 +82,25 @@ struct Sm90SplitKConfig {
   using TileShape = cute::Shape<cute::_64, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 };
+
+// Tile order (benchmarks/sm90_tiles, H200): one wave or less wants no
+// swizzle (2048^3: 26.7 us vs 27.9 with 8); several waves want 4 (4096^3)
+// to 8 (8192^3: 1.65 ms vs 1.72 with 1) so that CTAs running together share
+// A and B tiles in L2.  Raster along M measured best or tied.
+template <typename TileShape, typename Arguments>
+void SetTileOrder(Arguments& args, int64_t m, int64_t n, int64_t batch,
+                  int sm_count) {
+  using TM = cute::tuple_element_t<0, TileShape>;
+  using TN = cute::tuple_element_t<1, TileShape>;
+  const int64_t tiles =
+      (m + TM::value - 1) / TM::value * ((n + TN::value - 1) / TN::value) *
+      batch;
+  const int sms = sm_count > 0 ? sm_count : 132;
+  args.scheduler.max_swizzle_size =
+      tiles <= sms ? 1 : tiles <= int64_t{8} * sms ? 4 : 8;
+  using Raster = decltype(args.scheduler.raster_order);
+  args.scheduler.raster_order = Raster::AlongM;
+}
 
 // The CUTLASS kernel with griddepcontrol.wait as its first instruction.  The
 // SM90 ptr-array kernels of CUTLASS 4.2 have no grid-dependency wait of their
@@ -188,20 +208,8 @@ struct Sm90Gemm {
          reinterpret_cast<ED**>(const_cast<void**>(l.ptr_d)),
          MakeStride<StrideD>(l.ldd)},
         hw};
-    // Tile order (benchmarks/sm90_tiles, H200): one wave or less wants no
-    // swizzle (2048^3: 26.7 us vs 27.9 with 8); several waves want 4 (4096^3)
-    // to 8 (8192^3: 1.65 ms vs 1.72 with 1) so that CTAs running together
-    // share A and B tiles in L2.  Raster along M measured best or tied.
-    using TM = cute::tuple_element_t<0, typename Config::TileShape>;
-    using TN = cute::tuple_element_t<1, typename Config::TileShape>;
-    const int64_t tiles = (int64_t{l.m} + TM::value - 1) / TM::value *
-                          ((int64_t{l.n} + TN::value - 1) / TN::value) *
-                          l.batch;
-    const int sms = l.sm_count > 0 ? l.sm_count : 132;
-    args.scheduler.max_swizzle_size =
-        tiles <= sms ? 1 : tiles <= int64_t{8} * sms ? 4 : 8;
-    using Raster = decltype(args.scheduler.raster_order);
-    args.scheduler.raster_order = Raster::AlongM;
+    SetTileOrder<typename Config::TileShape>(args, l.m, l.n, l.batch,
+                                             l.sm_count);
     return args;
   }
 
@@ -210,25 +218,8 @@ struct Sm90Gemm {
   }
 
   static std::string Run(const GemmLaunch& l) {
-    auto args = Args(l);
-    Gemm gemm;
-    cutlass::Status s = gemm.can_implement(args);
-    if (s != cutlass::Status::kSuccess)
-      return std::string("SM90 GEMM: can_implement: ") +
-             cutlass::cutlassGetStatusString(s);
-    if (Gemm::get_workspace_size(args) > l.workspace_bytes)
-      return "SM90 GEMM: workspace too small";
-    s = gemm.initialize(args, l.workspace, l.stream);
-    if (s != cutlass::Status::kSuccess)
-      return std::string("SM90 GEMM: initialize: ") +
-             cutlass::cutlassGetStatusString(s);
-    s = gemm.run(l.stream, /*cuda_adapter=*/nullptr, l.pdl);
-    if (s != cutlass::Status::kSuccess) {
-      cudaError_t e = cudaGetLastError();
-      return std::string("SM90 GEMM: launch: ") +
-             cutlass::cutlassGetStatusString(s) + ": " + cudaGetErrorString(e);
-    }
-    return "";
+    return RunGemm<Gemm>("SM90 GEMM", Args(l), l.workspace, l.stream,
+                         /*cuda_adapter=*/nullptr, l.pdl);
   }
 };
 

@@ -28,6 +28,7 @@
 #include "cutlass/gemm/threadblock/threadblock_swizzle.h"
 #include "cutlass/layout/matrix.h"
 #include "kernels/launch.h"
+#include "kernels/run_gemm.h"
 
 namespace jax_dynoff {
 namespace kernels {
@@ -63,22 +64,7 @@ struct Tf32Gemm {
         static_cast<void*>(const_cast<void**>(l.ptr_d)),
         0, 0, 0, 0,  // batch strides: unused in kArray mode
         lda, ldb, l.ldc, l.ldd);
-    Gemm gemm;
-    cutlass::Status s = gemm.can_implement(args);
-    if (s != cutlass::Status::kSuccess)
-      return std::string("TF32 GEMM: can_implement: ") +
-             cutlass::cutlassGetStatusString(s);
-    s = gemm.initialize(args, nullptr, l.stream);
-    if (s != cutlass::Status::kSuccess)
-      return std::string("TF32 GEMM: initialize: ") +
-             cutlass::cutlassGetStatusString(s);
-    s = gemm.run(l.stream);
-    if (s != cutlass::Status::kSuccess) {
-      cudaError_t e = cudaGetLastError();
-      return std::string("TF32 GEMM: launch: ") +
-             cutlass::cutlassGetStatusString(s) + ": " + cudaGetErrorString(e);
-    }
-    return "";
+    return RunGemm<Gemm>("TF32 GEMM", args, nullptr, l.stream);
   }
 };
 
