@@ -7,6 +7,8 @@
 //             cluster and schedule (descriptors built on the host),
 //   stream-K: the same with CUTLASS's stream-K tile scheduler (cooperative
 //             configurations only; the ptr-array kernels do not accept it),
+//   direct:   the library's direct kernel (ffi/kernels/sm90_direct.h, large
+//             tile only), windows = the whole buffers, its own tile order,
 //   cublas:   cublasGemmEx, bf16 in and out, float32 accumulation.
 // If `regular` matches cuBLAS where `ptrarray` does not, the price is the
 // ptr-array machinery; if not, it is the tile configuration itself.
@@ -26,6 +28,7 @@
 
 #include "cutlass/util/packed_stride.hpp"
 #include "fill.h"
+#include "kernels/sm90_direct.h"
 #include "kernels/sm90_gemm.h"
 
 namespace {
@@ -131,6 +134,35 @@ float TimePtrArray(int m, int n, int k, const void* const* ptrs, void* ws,
 }
 
 
+// The direct kernel on whole-buffer windows (no dynamic start), its own
+// tile order (SetTileOrder), as the handler launches it.
+float TimeDirect(int m, int n, int k, const BF* a, const BF* b, BF* d,
+                 void* ws, size_t ws_bytes, int sms, cudaStream_t s,
+                 int iters) {
+  using G = Sm90DirectGemm<Sm90DirectLargeConfig, BF>;
+  auto whole = [](int rows, int cols) {
+    DirectWindow w;
+    w.rows = rows;
+    w.cols = cols;
+    w.layers = 1;
+    return w;
+  };
+  DirectLaunch l;
+  l.m = m; l.n = n; l.k = k;
+  l.base_a = a; l.base_b = b; l.base_c = d; l.base_d = d;
+  l.lda = k; l.ldb = n; l.ldc = n; l.ldd = n;
+  l.a = whole(m, k); l.b = whole(k, n); l.c = whole(m, n); l.d = whole(m, n);
+  l.alpha = 1.f; l.beta = 0.f;
+  l.workspace = ws; l.workspace_bytes = ws_bytes;
+  l.sm_count = sms; l.stream = s;
+  auto args = G::Args(l);
+  typename G::Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return -2;
+  if (G::Gemm::get_workspace_size(args) > ws_bytes) return -3;
+  if (gemm.initialize(args, ws, s) != cutlass::Status::kSuccess) return -4;
+  return TimeIt(s, iters, [&] { gemm.run(s); });
+}
+
 template <typename Config>
 void Compare(const char* name, int m, int n, int k, BF* a, BF* b, BF* d,
              const void* const* ptrs, void* ws, size_t ws_bytes, int sms,
@@ -209,6 +241,10 @@ int main(int argc, char** argv) {
 #endif
     Compare<Sm90LargeConfig>("large_256x128", m, n, k, a, b, d, ptrs, ws,
                              ws_bytes, sms, s, iters);
+    const float dt = TimeDirect(m, n, k, a, b, d, ws, ws_bytes, sms, s, iters);
+    std::printf("%dx%dx%d direct_256x128   own tile order  %8.4f ms "
+                "(%5.1f TFLOP/s)\n", m, n, k, dt,
+                dt > 0 ? flops / dt / 1e9 : 0.0);
     Compare<Sm90MediumConfig>("medium_128x128", m, n, k, a, b, d, ptrs, ws,
                               ws_bytes, sms, s, iters);
   }
