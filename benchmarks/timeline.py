@@ -70,6 +70,26 @@ def summarize(label, events, iters):
   for name, ds in sorted(by.items(), key=lambda kv: -sum(kv[1])):
     print(f"    {len(ds) / iters:5.2f}x {statistics.mean(ds):8.2f} us  "
           f"{name[:110]}")
+  for line in idle_report(events, iters):
+    print("    " + line)
+
+
+def idle_report(events, iters, min_gap_ns=1000):
+  """Where the idle device time sits: the gaps of at least `min_gap_ns`
+  between one event's end and the next one's start, summed per iteration
+  and attributed to the event that ends each gap (the one the device waited
+  for), largest first, with the single largest gap (a one-off at the start
+  of the run, e.g. the host dispatching the program, shows there)."""
+  waits = collections.defaultdict(list)
+  for a, b in zip(events, events[1:]):
+    gap = b[1] - (a[1] + a[2])
+    if gap >= min_gap_ns:
+      waits[b[0]].append(gap / 1e3)
+  out = []
+  for name, gs in sorted(waits.items(), key=lambda kv: -sum(kv[1])):
+    out.append(f"idle before {name[:60]}: {sum(gs) / iters:7.2f} us/iter in "
+               f"{len(gs)} gaps, largest {max(gs):.2f} us")
+  return out
 
 
 def plain(m, n, k, iters=20):

@@ -32,3 +32,26 @@ def test_bench_writes_every_scenario(tmp_path, capsys):
 def test_unknown_scenario_is_an_error():
   with pytest.raises(SystemExit):
     bench.main(["--scenarios", "plain,nope"])
+
+
+def test_timeline_idle_report():
+  """benchmarks/timeline.py attributes idle device time to the event that
+  ends each gap (synthetic events: name, start ns, duration ns)."""
+  import importlib.util
+  import pathlib
+  path = pathlib.Path(__file__).parent.parent / "benchmarks" / "timeline.py"
+  spec = importlib.util.spec_from_file_location("timeline", path)
+  tl = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(tl)
+  events = []
+  t = 0
+  for _ in range(2):  # two iterations: gemm, then a 5 us wait, then clamp
+    events.append(("gemm", t, 100_000))
+    t += 100_000 + 5_000
+    events.append(("clamp", t, 1_000))
+    t += 1_000 + 500        # a 0.5 us gap: below the 1 us threshold
+  lines = tl.idle_report(events, iters=2)
+  assert len(lines) == 1, lines
+  assert lines[0].startswith("idle before clamp:")
+  assert "5.00 us/iter in 2 gaps, largest 5.00 us" in lines[0]
+  assert tl.idle_report(events[:1], iters=1) == []
