@@ -36,8 +36,6 @@
 // The TF32 path (float32 in and out, default precision; any alignment)
 // runs on every GPU the build has code for; JAX_DYNOFF_DISABLE_TF32 sends it
 // to the exact generic kernel instead.
-// A one-item large-tile call whose windows suit it is a single launch of
-// the direct kernel instead (kernels/sm90_direct.h; DirectOk below).
 // JAX_DYNOFF_LOG=1 prints, per call, the planned path and the kernel run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -65,9 +63,10 @@ namespace ffi = xla::ffi;
 namespace jax_dynoff {
 namespace {
 
-using kernels::GemmLaunch;
 using kernels::DirectKernelEntry;
+using kernels::GemmLaunch;
 using kernels::KernelEntry;
+using kernels::StartTerm;
 
 constexpr int kMaxArgs = 64;
 constexpr int kThreads = 256;
@@ -241,9 +240,8 @@ constexpr int kMaxTerms = kNumOperands * kMaxRank;
 
 struct Prep1Params {
   struct Term {
-    const void* start;  // the start's XLA buffer (one int32 / int64)
-    int64_t dim, win, stride_bytes;
-    int32_t operand, is64;
+    StartTerm start;  // scale: the dim's stride in bytes
+    int32_t operand;
   };
   const char* base[kNumOperands];  // array base + static starts, bytes
   Term term[kMaxTerms];
@@ -259,10 +257,8 @@ __global__ void PointerKernel1(const __grid_constant__ Prep1Params P) {
   __syncthreads();
   if (threadIdx.x < P.terms) {
     const Prep1Params::Term& t = P.term[threadIdx.x];
-    const int64_t v = t.is64 ? *static_cast<const int64_t*>(t.start)
-                             : *static_cast<const int32_t*>(t.start);
-    atomicAdd(&add[t.operand], static_cast<unsigned long long>(
-                                   ClampStart(v, t.dim, t.win) * t.stride_bytes));
+    atomicAdd(&add[t.operand],
+              static_cast<unsigned long long>(t.start.Scaled()));
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
@@ -634,13 +630,18 @@ bool SplitKStaticOk(const GemmProblem& p) {
 // that are never stored.
 constexpr int64_t kDirectTileM = 256, kDirectTileN = 128, kDirectTileK = 64;
 
+// The matrices an operand's array stacks (the product of its leading dims).
+int64_t Layers(const OperandDesc& op) {
+  int64_t layers = 1;
+  for (int i = 0; i + 2 < op.rank; ++i) layers *= op.dims[i];
+  return layers;
+}
+
 bool DirectWindowOk(const OperandDesc& op) {
   const int r = op.rank;
-  int64_t layers = 1;
-  for (int i = 0; i + 2 < r; ++i) layers *= op.dims[i];
   const int64_t int_max = 0x7fffffff;
   return r >= 2 && op.dims[r - 2] <= int_max && op.dims[r - 1] <= int_max &&
-         layers <= int_max &&
+         Layers(op) <= int_max &&
          !(op.start_arg[r - 1] >= 0 && op.win[r - 1] != op.dims[r - 1]);
 }
 
@@ -663,6 +664,18 @@ bool DirectOk(const GemmProblem& p, bool c_read) {
          TileOrEdge(D.win[rd - 1], D.dims[rd - 1], kDirectTileN);
 }
 
+// Dynamic start i of operand o, its clamped value to be scaled by `scale`.
+StartTerm DynamicStart(const PrepParams& P, const OperandDesc& op, int i,
+                       int64_t scale) {
+  StartTerm t;
+  t.start = P.arg_ptr[op.start_arg[i]];
+  t.is64 = P.arg_is64[op.start_arg[i]];
+  t.dim = op.dims[i];
+  t.win = op.win[i];
+  t.scale = scale;
+  return t;
+}
+
 // Operand o's window as the direct kernel sees it; *base becomes the
 // window's first column at row 0 of layer 0.
 kernels::DirectWindow MakeDirectWindow(const PrepParams& P, int o,
@@ -675,18 +688,10 @@ kernels::DirectWindow MakeDirectWindow(const PrepParams& P, int o,
   w.row0 = op.static_offset / ld;
   w.rows = static_cast<int32_t>(op.dims[r - 2]);
   w.cols = static_cast<int32_t>(op.dims[r - 1] - col0);
-  int64_t layers = 1;
-  for (int i = 0; i + 2 < r; ++i) layers *= op.dims[i];
-  w.layers = static_cast<int32_t>(layers);
-  for (int i = 0; i < r; ++i) {
-    if (op.start_arg[i] < 0 || op.win[i] == op.dims[i]) continue;
-    kernels::DirectWindow::Term& t = w.term[w.terms++];
-    t.start = P.arg_ptr[op.start_arg[i]];
-    t.is64 = P.arg_is64[op.start_arg[i]];
-    t.dim = op.dims[i];
-    t.win = op.win[i];
-    t.rows = op.strides[i] / ld;
-  }
+  w.layers = static_cast<int32_t>(Layers(op));
+  for (int i = 0; i < r; ++i)
+    if (op.start_arg[i] >= 0 && op.win[i] != op.dims[i])
+      w.term[w.terms++] = DynamicStart(P, op, i, op.strides[i] / ld);
   *base = P.base[o] + col0 * P.elt[o];
   return w;
 }
@@ -709,11 +714,7 @@ Prep1Params Prep1(const PrepParams& P) {
     for (int i = 0; i < op.rank; ++i) {
       if (op.start_arg[i] < 0) continue;
       Prep1Params::Term& t = q.term[q.terms++];
-      t.start = P.arg_ptr[op.start_arg[i]];
-      t.is64 = P.arg_is64[op.start_arg[i]];
-      t.dim = op.dims[i];
-      t.win = op.win[i];
-      t.stride_bytes = op.strides[i] * P.elt[o];
+      t.start = DynamicStart(P, op, i, op.strides[i] * P.elt[o]);
       t.operand = o;
     }
   }

@@ -270,8 +270,9 @@ def direct_reasons(spec: GemmSpec) -> list[str]:
   the direct one (empty: direct, unless the handler's environment says
   JAX_DYNOFF_DISABLE_DIRECT).  Mirrors DirectOk in ffi/cuda_gemm.cu."""
   why = []
-  if plan(spec).path != "sm90_large":
-    return [f"planned {plan(spec).path}, not sm90_large"]
+  planned = plan(spec).path
+  if planned != "sm90_large":
+    return [f"planned {planned}, not sm90_large"]
   if spec.batch != 1:
     why.append(f"{spec.batch} batch items")
   if spec.trans_a or spec.trans_b:

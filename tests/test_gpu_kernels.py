@@ -1067,7 +1067,8 @@ def test_direct_kernel_ran():
   if _is_sm90():
     assert "kernel=kSm90DirectLargeBf16NN" in lines[0], lines
     assert "kernel=kSm90LargeBf16Bf16NN" in lines[1], lines
-  _, lines = _run_script(_DIRECT_SCRIPT, JAX_DYNOFF_DISABLE_DIRECT="1")
+  _, lines = _run_script(_DIRECT_SCRIPT,
+                         **{plan_lib.DIRECT_DISABLE_ENV: "1"})
   if _is_sm90():
     assert all("kernel=kSm90LargeBf16Bf16NN" in l for l in lines), lines
 

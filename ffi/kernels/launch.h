@@ -48,6 +48,23 @@ struct GemmLaunch {
   bool pdl = false;
 };
 
+// One dynamic start as the device uses it: read from its XLA buffer (one
+// int32 or int64), clamped as lax.dynamic_slice does, times `scale` (bytes
+// for the pointer kernel, rows for the direct kernels).
+struct StartTerm {
+  const void* start;
+  int64_t dim, win;           // the array's extent and the window's, there
+  int64_t scale;
+  int32_t is64;
+#if defined(__CUDACC__)
+  __device__ __forceinline__ int64_t Scaled() const {
+    const int64_t v = is64 ? *static_cast<const int64_t*>(start)
+                           : *static_cast<const int32_t*>(start);
+    return ClampStart(v, dim, win) * scale;
+  }
+#endif
+};
+
 // --- Direct SM90 kernels (kernels/sm90_direct.h): no pointer arrays.  The
 // TMA descriptors, built on the host, describe each operand's whole buffer,
 // seen as `layers` stacked row-major (rows x cols) matrices, from the
@@ -57,15 +74,9 @@ struct GemmLaunch {
 // and layer offsets can be dynamic (a dynamic column start is never 16-byte
 // aligned for a 16-bit type, so those windows never reach an SM90 path).
 struct DirectWindow {
-  struct Term {               // one dynamic start
-    const void* start;        // its XLA buffer: one int32 or int64
-    int64_t dim, win;         // the array's extent and the window's, there
-    int64_t rows;             // flat rows per unit of this start
-    int32_t is64;
-  };
   int64_t row0 = 0;           // flat row (layer * rows + row) of the static
                               // starts
-  Term term[kMaxRank] = {};
+  StartTerm term[kMaxRank] = {};  // scale: flat rows per unit of the start
   int32_t terms = 0;
   int32_t rows = 0, cols = 0, layers = 0;  // TMA extents (see above)
 
@@ -74,12 +85,7 @@ struct DirectWindow {
   // lax.dynamic_slice does, so the window lies inside the buffer.
   __device__ __forceinline__ int2 Locate() const {
     int64_t r = row0;
-    for (int i = 0; i < terms; ++i) {
-      const Term& t = term[i];
-      const int64_t v = t.is64 ? *static_cast<const int64_t*>(t.start)
-                               : *static_cast<const int32_t*>(t.start);
-      r += ClampStart(v, t.dim, t.win) * t.rows;
-    }
+    for (int i = 0; i < terms; ++i) r += term[i].Scaled();
     const int64_t layer = r / rows;
     return make_int2(static_cast<int>(r - layer * rows),
                      static_cast<int>(layer));
