@@ -141,18 +141,10 @@ struct Sm90DirectGemm {
   using StrideB = typename GemmKernel::StrideB;  // (1, ld, layer): B as (n, k)
   using StrideC = typename GemmKernel::StrideC;  // (ld, 1, layer)
 
-  // (row, column, layer) strides of a row-major buffer, in CUTLASS's order.
+  // A buffer's strides: rows of ld elements, layers of w.rows rows.
   template <typename Stride>
   static Stride Strides(int64_t ld, const DirectWindow& w) {
-    Stride s{};
-    const int64_t layer = ld * w.rows;
-    if constexpr (cute::is_static<
-                      cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value)
-      cute::get<1>(s) = ld;  // B: the unit stride leads
-    else
-      cute::get<0>(s) = ld;
-    cute::get<2>(s) = layer;
-    return s;
+    return MakeStride<Stride>(ld, ld * w.rows);
   }
 
   static typename Gemm::Arguments Args(const DirectLaunch& l) {

@@ -83,6 +83,21 @@ struct Sm90SplitKConfig {
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 };
 
+// A CUTLASS 3.x (MN, K, L) stride of a row-major matrix: the leading
+// dimension goes into the one run-time stride of the first two (the unit
+// stride is static), `layer` into L (0: unused, as in ptr-array mode).
+template <typename Stride>
+Stride MakeStride(int64_t ld, int64_t layer = 0) {
+  Stride s{};
+  if constexpr (cute::is_static<
+                    cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value)
+    cute::get<1>(s) = ld;
+  else
+    cute::get<0>(s) = ld;
+  cute::get<2>(s) = layer;
+  return s;
+}
+
 // Tile order (benchmarks/sm90_tiles, H200): one wave or less wants no
 // swizzle (2048^3: 26.7 us vs 27.9 with 8); several waves want 4 (4096^3)
 // to 8 (8192^3: 1.65 ms vs 1.72 with 1) so that CTAs running together share
@@ -164,18 +179,6 @@ struct Sm90Gemm {
   using StrideC = typename Gemm::GemmKernel::StrideC;
   using StrideD = typename Gemm::GemmKernel::StrideD;
 
-  // Puts the leading dimension into the one run-time stride of a CUTLASS 3.x
-  // (MN, K, L) stride; the unit stride is static, L is unused (ptr-array).
-  template <typename Stride>
-  static Stride MakeStride(int64_t ld) {
-    Stride s{};
-    if constexpr (cute::is_static<
-                      cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value)
-      cute::get<1>(s) = ld;
-    else
-      cute::get<0>(s) = ld;
-    return s;
-  }
 
   static typename Gemm::Arguments Args(const GemmLaunch& l) {
     // op(A) is m x k: row-major A has row stride a_row = lda, column-major
