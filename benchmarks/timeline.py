@@ -6,9 +6,15 @@ CUTLASS GEMM; XLA: cuBLAS and its copies), how long each takes, and the
 idle gaps between them.  The device image has ncu but no nsys; the trace
 that `jax.profiler` writes is read back with `jax.profiler.ProfileData`.
 
-    python benchmarks/timeline.py [plain M N K | loop | slices L M] ...
+    python benchmarks/timeline.py [--iters N] [--warmup S] [plain M N K | loop] ...
     XLA_FLAGS="$(python -c 'import jax_dynoff as d; print(d.cuda_graph_flags())')" \\
         python benchmarks/timeline.py plain 2048 2048 2048
+
+--iters N: loop iterations per traced call of `plain` (default 20; the
+bench runs ~2e13 FLOPs per call, 145 at 4096^3).  --warmup S: run each
+side's loop for S seconds before its trace (default: one call), so the
+trace sees the clocks of a sustained load, where the bench times: an
+H200's clocks drop by ~10% within seconds of dense GEMMs.
 
 Prints, per case and side (ours / xla): the time per iteration from the
 trace (first to last kernel / iterations), the busy fraction, and per
@@ -22,6 +28,7 @@ import glob
 import statistics
 import sys
 import tempfile
+import time
 
 import jax
 import jax.numpy as jnp
@@ -30,10 +37,14 @@ from jax.profiler import ProfileData
 from jax_dynoff import bench
 
 
-def gpu_events(fn, args):
+def gpu_events(fn, args, warmup_s=0.0):
   """[(name, start_ns, dur_ns)] of the device's kernels / copies for one run
-  of the compiled `fn` (warmed up first)."""
+  of the compiled `fn` (after at least one call and `warmup_s` seconds of
+  calls)."""
+  t0 = time.perf_counter()
   jax.block_until_ready(fn(*args))
+  while time.perf_counter() - t0 < warmup_s:
+    jax.block_until_ready(fn(*args))
   d = tempfile.mkdtemp(prefix="jdo_trace_")
   jax.profiler.start_trace(d)
   jax.block_until_ready(fn(*args))
@@ -107,19 +118,26 @@ def loop(L=64, m=128, n=1024, iters=4):
 
 def main(argv):
   cases = []
+  iters, warmup_s = 20, 0.0
   while argv:
     name = argv.pop(0)
-    if name == "plain":
+    if name == "--iters":
+      iters = int(argv.pop(0))
+    elif name == "--warmup":
+      warmup_s = float(argv.pop(0))
+    elif name == "plain":
       dims = [int(argv.pop(0)) for _ in range(3)]
-      cases.append((f"plain {'x'.join(map(str, dims))}", plain(*dims)))
+      cases.append((f"plain {'x'.join(map(str, dims))}", plain(*dims, iters)))
     elif name == "loop":
       cases.append(("loop L64 128x1024x1024", loop()))
     else:
       raise SystemExit(f"unknown case {name!r}")
-  print(f"jax {jax.__version__}, {jax.devices()[0]}, per GEMM call:")
-  for label, (sides, iters) in cases:
+  print(f"jax {jax.__version__}, {jax.devices()[0]}, warm-up {warmup_s} s, "
+        "per GEMM call:")
+  for label, (sides, n) in cases:
     for side, (f, args) in sides.items():
-      summarize(f"{label} {side}", gpu_events(f, args), iters)
+      summarize(f"{label} {side} ({n} calls)", gpu_events(f, args, warmup_s),
+                n)
 
 
 if __name__ == "__main__":

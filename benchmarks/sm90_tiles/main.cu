@@ -1,14 +1,33 @@
-// Sweep driver: for each problem size, every configuration and scheduler
-// knob; prints one line per measurement (ms, TFLOP/s).
+// Sweep driver: for each problem size, every configuration of the registry
+// (gen.sh) and scheduler knob, in `kRounds` interleaved rounds (the H200's
+// clocks drift with its temperature by a few % within a minute: each round
+// visits every candidate once, so they share the drift), plus cuBLAS where
+// built with it.  Prints every measurement as it is taken, then per size the
+// median over the rounds, fastest first.
+//   sweep [M ...]   only the sizes whose m is listed (default all)
+#ifdef WITH_CUBLAS
+#include <cublas_v2.h>
+#endif
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 #include <cuda_bf16.h>
 
 #include "fill.h"
 #include "registry.h"
 
+namespace {
+constexpr int kRounds = 3;
+
+float Median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+}  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // partial output survives a kill
   int sizes[][3] = {{2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
                     {128, 4096, 4096}, {512, 4096, 4096}, {16, 4096, 4096}};
   int sms = 0;
@@ -22,22 +41,70 @@ int main(int argc, char** argv) {
   void* host[4] = {a, b, d, d};
   cudaMemcpy(ptrs, host, sizeof(host), cudaMemcpyHostToDevice);
   size_t ws_bytes = size_t(1) << 22; void* ws; cudaMalloc(&ws, ws_bytes);
+#ifdef WITH_CUBLAS
+  cublasHandle_t h;
+  cublasCreate(&h);
+  cublasSetStream(h, s);
+  void* cublas_ws;
+  cudaMalloc(&cublas_ws, size_t(32) << 20);
+  cublasSetWorkspace(h, cublas_ws, size_t(32) << 20);
+#endif
   printf("sms %d\n", sms);
   for (auto& z : sizes) {
-    sweep::Problem p{z[0], z[1], z[2], (const void* const*)ptrs,
+    bool wanted = argc < 2;
+    for (int i = 1; i < argc; ++i) wanted |= std::atoi(argv[i]) == z[0];
+    if (!wanted) continue;
+    const int m = z[0], n = z[1], k = z[2];
+    const double flops = 2.0 * m * n * k;
+    sweep::Problem p{m, n, k, (const void* const*)ptrs,
                      (const void* const*)ptrs + 1, (const void* const*)ptrs + 2,
-                     ptrs + 3, ws, ws_bytes, sms, s};
-    for (int c = 0; c < sweep::kNum; ++c)
-      for (int sw : {1, 2, 4, 8})
-        for (int r : {0, 1}) {
-          float ms = sweep::kAll[c]->fn(p, sw, r, false);
-          float ms_init = (sw == 1 && r == 0) ? sweep::kAll[c]->fn(p, sw, r, true) : 0;
-          printf("%dx%dx%d %-18s swz %d raster %s  %8.4f ms  %6.1f TFLOP/s%s",
-                 z[0], z[1], z[2], sweep::kAll[c]->name, sw, r ? "N" : "M", ms,
-                 ms > 0 ? 2.0 * z[0] * z[1] * z[2] / ms / 1e9 : 0.0, "");
-          if (ms_init) printf("   (with initialize each call: %8.4f ms)", ms_init);
-          printf("\n");
-        }
+                     ptrs + 3, a, b, d, ws, ws_bytes, sms, s};
+    std::map<std::string, std::vector<float>> all;
+    for (int round = 0; round < kRounds; ++round) {
+#ifdef WITH_CUBLAS
+      {
+        // Row-major D = A B is column-major D^T = B^T A^T.
+        const float one = 1.f, zero = 0.f;
+        auto gemm = [&] {
+          cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b,
+                       CUDA_R_16BF, n, a, CUDA_R_16BF, k, &zero, d,
+                       CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        };
+        struct CublasRun {
+          decltype(gemm)& g;
+          void run(cudaStream_t) { g(); }
+          void initialize(int, void*, cudaStream_t) {}
+        } run{gemm};
+        float ms = sweep::TimeGemm(run, 0, p, false);
+        all["cublas"].push_back(ms);
+        printf("%dx%dx%d round %d %-28s %8.4f ms  %6.1f TFLOP/s\n", m, n, k,
+               round, "cublas", ms, ms > 0 ? flops / ms / 1e9 : 0.0);
+      }
+#endif
+      for (int c = 0; c < sweep::kNum; ++c)
+        for (int sw : {0, 1, 2, 4, 8})
+          for (int r : {0, 1}) {
+            if (sw == 0 && r == 1) continue;  // the library's own order
+            float ms = sweep::kAll[c]->fn(p, sw, r, false);
+            std::string name = std::string(sweep::kAll[c]->name) +
+                               (sw == 0 ? " own order"
+                                        : " swz " + std::to_string(sw) +
+                                              (r ? " N" : " M"));
+            all[name].push_back(ms);
+            printf("%dx%dx%d round %d %-28s %8.4f ms  %6.1f TFLOP/s\n", m, n,
+                   k, round, name.c_str(), ms,
+                   ms > 0 ? flops / ms / 1e9 : 0.0);
+          }
+    }
+    std::vector<std::pair<float, std::string>> med;
+    for (auto& [name, v] : all)  // failed launches (< 0) are left out
+      if (Median(v) > 0) med.emplace_back(Median(v), name);
+    std::sort(med.begin(), med.end());
+    printf("== %dx%dx%d, median of %d rounds, fastest first\n", m, n, k,
+           kRounds);
+    for (auto& [ms, name] : med)
+      printf("%dx%dx%d median %-28s %8.4f ms  %6.1f TFLOP/s\n", m, n, k,
+             name.c_str(), ms, ms > 0 ? flops / ms / 1e9 : 0.0);
   }
   cudaError_t e = cudaDeviceSynchronize();
   printf("done: %s\n", cudaGetErrorString(e));
