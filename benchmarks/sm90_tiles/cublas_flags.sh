@@ -9,7 +9,10 @@ for p in nvidia.__path__:
     for h in glob.glob(os.path.join(p, '**', 'cublas_v2.h'), recursive=True):
         print(os.path.dirname(h))" 2>/dev/null); do
   [ -f "$inc/cublas_v2.h" ] || continue
-  lib=$(ls "$inc"/../lib/libcublas.so* "$inc"/../lib64/libcublas.so* 2>/dev/null | head -1)
+  lib=""
+  for l in "$inc"/../lib/libcublas.so* "$inc"/../lib64/libcublas.so*; do
+    [ -e "$l" ] && { lib=$l; break; }
+  done
   [ -n "$lib" ] || continue
   CUBLAS_FLAGS="-DWITH_CUBLAS -I$inc $lib -Xlinker -rpath=$(dirname "$lib")"
   break
