@@ -6,7 +6,7 @@ CUTLASS GEMM; XLA: cuBLAS and its copies), how long each takes, and the
 idle gaps between them.  The device image has ncu but no nsys; the trace
 that `jax.profiler` writes is read back with `jax.profiler.ProfileData`.
 
-    python benchmarks/timeline.py [--iters N] [--warmup S] [plain M N K | loop] ...
+    python benchmarks/timeline.py [--iters N] [--warmup S] [--host] [plain M N K | loop] ...
     XLA_FLAGS="$(python -c 'import jax_dynoff as d; print(d.cuda_graph_flags())')" \\
         python benchmarks/timeline.py plain 2048 2048 2048
 
@@ -14,7 +14,8 @@ that `jax.profiler` writes is read back with `jax.profiler.ProfileData`.
 bench runs ~2e13 FLOPs per call, 145 at 4096^3).  --warmup S: run each
 side's loop for S seconds before its trace (default: one call), so the
 trace sees the clocks of a sustained load, where the bench times: an
-H200's clocks drop by ~10% within seconds of dense GEMMs.
+H200's clocks drop by ~10% within seconds of dense GEMMs.  --host: also
+where the call's wall time goes outside the device's span (`call_report`).
 
 Prints, per case and side (ours / xla): the time per iteration from the
 trace (first to last kernel / iterations), the busy fraction, and per
@@ -37,30 +38,67 @@ from jax.profiler import ProfileData
 from jax_dynoff import bench
 
 
-def gpu_events(fn, args, warmup_s=0.0):
-  """[(name, start_ns, dur_ns)] of the device's kernels / copies for one run
-  of the compiled `fn` (after at least one call and `warmup_s` seconds of
-  calls)."""
+_CALL = "timeline_call"  # the annotation around the traced call
+
+
+def trace(fn, args, warmup_s=0.0):
+  """One run of the compiled `fn` (after at least one call and `warmup_s`
+  seconds of calls) under the profiler: (device events, host events, the
+  call's (start_ns, end_ns)); events are (name, start_ns, dur_ns), device
+  ones the kernels / copies of the streams, sorted by start."""
   t0 = time.perf_counter()
   jax.block_until_ready(fn(*args))
   while time.perf_counter() - t0 < warmup_s:
     jax.block_until_ready(fn(*args))
   d = tempfile.mkdtemp(prefix="jdo_trace_")
   jax.profiler.start_trace(d)
-  jax.block_until_ready(fn(*args))
+  with jax.profiler.TraceAnnotation(_CALL):
+    jax.block_until_ready(fn(*args))
   jax.profiler.stop_trace()
   path = glob.glob(f"{d}/**/*.xplane.pb", recursive=True)[0]
-  events = []
+  events, host, call = [], [], None
   for plane in ProfileData.from_file(path).planes:
-    if not plane.name.startswith("/device:GPU"):
-      continue
     for line in plane.lines:
-      # Stream lines carry the activity; "XLA Ops"/"XLA Modules" and the
-      # like repeat it as annotations.
-      if not line.name.startswith("Stream"):
-        continue
-      events += [(e.name, e.start_ns, e.duration_ns) for e in line.events]
-  return sorted(events, key=lambda e: e[1])
+      if plane.name.startswith("/device:GPU"):
+        # Stream lines carry the activity; "XLA Ops"/"XLA Modules" and the
+        # like repeat it as annotations.
+        if line.name.startswith("Stream"):
+          events += [(e.name, e.start_ns, e.duration_ns) for e in line.events]
+      elif plane.name.startswith("/host"):
+        for e in line.events:
+          if e.name == _CALL:
+            call = (e.start_ns, e.start_ns + e.duration_ns)
+          else:
+            host.append((e.name, e.start_ns, e.duration_ns))
+  return sorted(events, key=lambda e: e[1]), host, call
+
+
+def gpu_events(fn, args, warmup_s=0.0):
+  """The device events of `trace`."""
+  return trace(fn, args, warmup_s)[0]
+
+
+def call_report(events, host, call, top=12):
+  """Where a call's wall time goes outside the device's span: how long
+  after the call the first device event starts and how long before the call
+  returns the last one ends (host dispatch, command-buffer updates, waits),
+  and the host's longest events inside the call."""
+  if call is None or not events:
+    return ["no call annotation or no device events in the trace"]
+  first = events[0][1]
+  last = max(s + d for _, s, d in events)
+  out = [f"call {(call[1] - call[0]) / 1e3:.1f} us; device span "
+         f"{(last - first) / 1e3:.1f} us, starting {(first - call[0]) / 1e3:.1f}"
+         f" us into the call, ending {(call[1] - last) / 1e3:.1f} us before "
+         "it returns"]
+  by = collections.defaultdict(list)
+  for name, s, d in host:
+    if call[0] <= s <= call[1]:
+      by[name[:80]].append((d, s))
+  for name, ds in sorted(by.items(), key=lambda kv: -sum(d for d, _ in kv[1]))[:top]:
+    out.append(f"host {len(ds):6d}x {sum(d for d, _ in ds) / 1e3:9.1f} us, first "
+               f"at {(min(s for _, s in ds) - call[0]) / 1e3:9.1f} us: {name}")
+  return out
 
 
 def summarize(label, events, iters):
@@ -118,10 +156,12 @@ def loop(L=64, m=128, n=1024, iters=4):
 
 def main(argv):
   cases = []
-  iters, warmup_s = 20, 0.0
+  iters, warmup_s, show_host = 20, 0.0, False
   while argv:
     name = argv.pop(0)
-    if name == "--iters":
+    if name == "--host":
+      show_host = True
+    elif name == "--iters":
       iters = int(argv.pop(0))
     elif name == "--warmup":
       warmup_s = float(argv.pop(0))
@@ -136,8 +176,11 @@ def main(argv):
         "per GEMM call:")
   for label, (sides, n) in cases:
     for side, (f, args) in sides.items():
-      summarize(f"{label} {side} ({n} calls)", gpu_events(f, args, warmup_s),
-                n)
+      events, host, call = trace(f, args, warmup_s)
+      summarize(f"{label} {side} ({n} calls)", events, n)
+      if show_host:
+        for line in call_report(events, host, call):
+          print("    " + line)
 
 
 if __name__ == "__main__":

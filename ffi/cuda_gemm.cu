@@ -28,11 +28,14 @@
 // (the float32 partials are TMA-stored with ld = n) and K splitting into
 // split_k equal slices of a multiple of 16 bytes; otherwise it falls back to
 // the generic kernel, unsplit.
-// A kSm90Large call runs the direct kernel (kernels/sm90_direct.h: one
+// A kSm90Large call runs a direct kernel (kernels/sm90_direct.h: one
 // launch, no pointer kernel) instead of the ptr-array one when it is a
-// one-item NN call of a 16-bit dtype whose windows suit it (DirectOk,
-// mirrored by plan.py's direct_reasons) and JAX_DYNOFF_DISABLE_DIRECT is
-// unset or "0".
+// one-item NN call of a 16-bit dtype whose windows suit it (ChooseDirect,
+// mirrored by plan.py's direct_kernel) and JAX_DYNOFF_DISABLE_DIRECT is
+// unset or "0": the wide tile (128x256) where its tiles fit one wave on
+// the device's SMs, else the large one (256x128); either where only its
+// store rule holds; JAX_DYNOFF_DIRECT_TILE=large|wide forces one (tests,
+// tuning).
 // The TF32 path (float32 in and out, default precision; any alignment)
 // runs on every GPU the build has code for; JAX_DYNOFF_DISABLE_TF32 sends it
 // to the exact generic kernel instead.
@@ -45,6 +48,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -541,17 +545,25 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
   return nullptr;
 }
 
+// The direct tiles (kernels/sm90_direct.h); kNone: the ptr-array kernel.
+enum class DirectTile { kNone, kLarge, kWide };
+
 // The direct kernel standing in for a planned path's ptr-array kernel, or
 // nullptr when none is built for it.
 const DirectKernelEntry* Sm90DirectKernel(Path path, DType in, DType out,
-                                          bool ta, bool tb) {
+                                          bool ta, bool tb, DirectTile tile) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
-  if (path != Path::kSm90Large || ta || tb || in != out) return nullptr;
-  if (in == DType::kBF16) return &kSm90DirectLargeBf16NN;
-  if (in == DType::kF16) return &kSm90DirectLargeF16NN;
+  if (path != Path::kSm90Large || ta || tb || in != out ||
+      tile == DirectTile::kNone)
+    return nullptr;
+  const bool wide = tile == DirectTile::kWide;
+  if (in == DType::kBF16)
+    return wide ? &kSm90DirectWideBf16NN : &kSm90DirectLargeBf16NN;
+  if (in == DType::kF16)
+    return wide ? &kSm90DirectWideF16NN : &kSm90DirectLargeF16NN;
 #endif
-  (void)path; (void)in; (void)out; (void)ta; (void)tb;
+  (void)path; (void)in; (void)out; (void)ta; (void)tb; (void)tile;
   return nullptr;
 }
 
@@ -628,7 +640,11 @@ bool SplitKStaticOk(const GemmProblem& p) {
 // multiples of the output tile or its buffer's dims (a store past the window
 // would land in the buffer).  Loads past the other edges only feed outputs
 // that are never stored.
-constexpr int64_t kDirectTileM = 256, kDirectTileN = 128, kDirectTileK = 64;
+constexpr int64_t kDirectTileK = 64;
+struct DirectTileShape {
+  int64_t m, n;
+};
+constexpr DirectTileShape kDirectLarge{256, 128}, kDirectWide{128, 256};
 
 // The matrices an operand's array stacks (the product of its leading dims).
 int64_t Layers(const OperandDesc& op) {
@@ -649,19 +665,50 @@ bool TileOrEdge(int64_t win, int64_t dim, int64_t tile) {
   return win % tile == 0 || win == dim;
 }
 
-bool DirectOk(const GemmProblem& p, bool c_read) {
+bool StoresOk(const OperandDesc& D, DirectTileShape t) {
+  const int rd = D.rank;
+  return TileOrEdge(D.win[rd - 2], D.dims[rd - 2], t.m) &&
+         TileOrEdge(D.win[rd - 1], D.dims[rd - 1], t.n);
+}
+
+// JAX_DYNOFF_DIRECT_TILE: "large" / "wide" force that tile where its rules
+// hold (else the ptr-array kernel runs); read per call, so tests can switch.
+DirectTile ForcedDirectTile() {
+  const char* v = std::getenv("JAX_DYNOFF_DIRECT_TILE");
+  if (v == nullptr) return DirectTile::kNone;
+  if (std::strcmp(v, "large") == 0) return DirectTile::kLarge;
+  if (std::strcmp(v, "wide") == 0) return DirectTile::kWide;
+  return DirectTile::kNone;
+}
+
+// Which direct tile runs the call, kNone for the ptr-array kernel.  The
+// wide tile where its tiles fit one wave (its m64n256 wgmmas make each tile
+// faster; with several waves the large tile was as fast or faster, and 2%
+// ahead at 8192^3), else the large one; either one where only its store
+// rule holds.
+DirectTile ChooseDirect(const GemmProblem& p, bool c_read, int sms) {
   const OperandDesc &A = p.op[kA], &B = p.op[kB], &C = p.op[kC],
                     &D = p.op[kD];
-  if (p.batch != 1 || p.trans_a || p.trans_b) return false;
-  if (p.c_mode == CMode::kFromD && c_read) return false;
+  if (p.batch != 1 || p.trans_a || p.trans_b) return DirectTile::kNone;
+  if (p.c_mode == CMode::kFromD && c_read) return DirectTile::kNone;
   if (!DirectWindowOk(A) || !DirectWindowOk(B) || !DirectWindowOk(D) ||
       (c_read && !DirectWindowOk(C)))
-    return false;
-  const int ra = A.rank, rb = B.rank, rd = D.rank;
-  return TileOrEdge(A.win[ra - 1], A.dims[ra - 1], kDirectTileK) &&
-         TileOrEdge(B.win[rb - 2], B.dims[rb - 2], kDirectTileK) &&
-         TileOrEdge(D.win[rd - 2], D.dims[rd - 2], kDirectTileM) &&
-         TileOrEdge(D.win[rd - 1], D.dims[rd - 1], kDirectTileN);
+    return DirectTile::kNone;
+  const int ra = A.rank, rb = B.rank;
+  if (!TileOrEdge(A.win[ra - 1], A.dims[ra - 1], kDirectTileK) ||
+      !TileOrEdge(B.win[rb - 2], B.dims[rb - 2], kDirectTileK))
+    return DirectTile::kNone;
+  const bool large_ok = StoresOk(D, kDirectLarge);
+  const bool wide_ok = StoresOk(D, kDirectWide);
+  const DirectTile forced = ForcedDirectTile();
+  if (forced != DirectTile::kNone)
+    return (forced == DirectTile::kWide ? wide_ok : large_ok)
+               ? forced
+               : DirectTile::kNone;
+  const int64_t wide_tiles = (p.m + kDirectWide.m - 1) / kDirectWide.m *
+                             ((p.n + kDirectWide.n - 1) / kDirectWide.n);
+  if (wide_ok && (wide_tiles <= sms || !large_ok)) return DirectTile::kWide;
+  return large_ok ? DirectTile::kLarge : DirectTile::kNone;
 }
 
 // Dynamic start i of operand o, its clamped value to be scaled by `scale`.
@@ -919,10 +966,9 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
       Sm90Kernel(Path::kSm90Large, p.in_dtype, p.out_dtype, p.trans_a,
                  p.trans_b);
   const DirectKernelEntry* direct = nullptr;
-  if (kernel != nullptr && kernel == ptr_array_large && !DirectDisabled() &&
-      DirectOk(p, P.c_read))
+  if (kernel != nullptr && kernel == ptr_array_large && !DirectDisabled())
     direct = Sm90DirectKernel(p.path, p.in_dtype, p.out_dtype, p.trans_a,
-                              p.trans_b);
+                              p.trans_b, ChooseDirect(p, P.c_read, dev.sms));
   const int64_t slices = split ? p.split_k : 1;
   const int64_t items = p.batch * slices;
   if (split) {

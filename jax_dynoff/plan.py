@@ -37,17 +37,19 @@ Paths (enum Path in ffi/gemm_problem.h):
   and n % 4 == 0 (C and D may have any alignment); `choose_split_k` picks
   split_k.  ``JAX_DYNOFF_SPLITK_SLICES=S`` forces S (for tuning sweeps).
 
-Direct kernel (the handler's choice, mirrored by `direct_reasons`): a
-``sm90_large`` call runs CUTLASS's plain (non-array) TMA kernel with the
-same tile, its TMA descriptors over the whole buffers and its tile
+Direct kernels (the handler's choice, mirrored by `direct_kernel` and
+`direct_reasons`): a ``sm90_large`` call runs CUTLASS's plain (non-array)
+TMA kernel, its TMA descriptors over the whole buffers and its tile
 coordinates shifted on the device to the windows (ffi/kernels/sm90_direct.h):
-one launch, no pointer kernel, no pointer arrays.  It needs one item, no
-transposes, 16-bit inputs and output of the same dtype, no C read from D's
-own buffer (that may overlap D partly), no dynamic column start, and
-windows whose K extent is a multiple of 64 or spans its buffer's dim and an
-output window whose rows / columns are multiples of 256 / 128 or span its
-buffer's dims.  ``JAX_DYNOFF_DISABLE_DIRECT`` (read by the handler) keeps
-the ptr-array kernel.
+one launch, no pointer kernel, no pointer arrays.  Two tiles: ``wide``
+(128x256) where its tiles fit one wave of SMs, else ``large`` (256x128).  It
+needs one item, no transposes, 16-bit inputs and output of the same dtype,
+no C read from D's own buffer (that may overlap D partly), no dynamic
+column start, windows whose K extent is a multiple of 64 or spans its
+buffer's dim, and an output window whose rows / columns are multiples of
+the tile's or span its buffer's dims.  ``JAX_DYNOFF_DISABLE_DIRECT`` (read
+by the handler) keeps the ptr-array kernel; ``JAX_DYNOFF_DIRECT_TILE=
+large|wide`` forces a tile.
 
 Fallback rule (the handler, ffi/cuda_gemm.cu): a planned SM90 path is a
 request.  The CUDA handler runs the generic kernel instead when the device
@@ -243,11 +245,14 @@ def _choose_tile(spec: GemmSpec, tiles: tuple[str, ...]) -> str:
   return min(tiles, key=lambda t: (times[t], SM90_TILES.index(t)))
 
 
-# --- The direct kernel (ffi/kernels/sm90_direct.h) ---------------------------
+# --- The direct kernels (ffi/kernels/sm90_direct.h) -------------------------
 
-DIRECT_TILE = (256, 128, 64)                 # Sm90DirectLargeConfig: m, n, k
+# tile -> (tile m, tile n): Sm90DirectLargeConfig / Sm90DirectWideConfig.
+DIRECT_TILES = {"large": (256, 128), "wide": (128, 256)}
+DIRECT_TILE_K = 64
 DIRECT_DTYPES = ("bfloat16", "float16")      # kernels built (NN, out = in)
 DIRECT_DISABLE_ENV = "JAX_DYNOFF_DISABLE_DIRECT"
+DIRECT_TILE_ENV = "JAX_DYNOFF_DIRECT_TILE"   # force a tile (tests, tuning)
 _INT32_MAX = 2 ** 31 - 1
 
 
@@ -265,14 +270,33 @@ def _direct_window_reasons(name: str, w: WinSpec) -> list[str]:
   return why
 
 
-def direct_reasons(spec: GemmSpec) -> list[str]:
-  """Why a call planned ``sm90_large`` runs the ptr-array kernel rather than
-  the direct one (empty: direct, unless the handler's environment says
-  JAX_DYNOFF_DISABLE_DIRECT).  Mirrors DirectOk in ffi/cuda_gemm.cu."""
-  why = []
+def _forced_direct_tile() -> Optional[str]:
+  v = os.environ.get(DIRECT_TILE_ENV, "")
+  if not v:
+    return None
+  if v not in DIRECT_TILES:
+    raise ValueError(f"{DIRECT_TILE_ENV}={v!r}: want one of "
+                     f"{tuple(DIRECT_TILES)}")
+  return v
+
+
+def _store_reasons(d: WinSpec, tile: str) -> list[str]:
+  tm, tn = DIRECT_TILES[tile]
+  return [f"out: {extent} = {win} neither a multiple of {t} nor the array's "
+          f"{edge} ({tile} tile)"
+          for extent, win, dim, t, edge in (
+              ("m", d.win[-2], d.dims[-2], tm, "height"),
+              ("n", d.win[-1], d.dims[-1], tn, "width"))
+          if not _tile_or_edge(win, dim, t)]
+
+
+def _direct_choice(spec: GemmSpec) -> tuple[Optional[str], list[str]]:
+  """(the direct tile, None for the ptr-array kernel; the reasons for None).
+  Mirrors ChooseDirect in ffi/cuda_gemm.cu, with ASSUMED_SM_COUNT SMs."""
   planned = plan(spec).path
   if planned != "sm90_large":
-    return [f"planned {planned}, not sm90_large"]
+    return None, [f"planned {planned}, not sm90_large"]
+  why = []
   if spec.batch != 1:
     why.append(f"{spec.batch} batch items")
   if spec.trans_a or spec.trans_b:
@@ -287,17 +311,43 @@ def direct_reasons(spec: GemmSpec) -> list[str]:
     ops.append(("c", spec.c))
   for name, w in ops:
     why += _direct_window_reasons(name, w)
-  tm, tn, tk = DIRECT_TILE
-  a, b, d = spec.a, spec.b, spec.d
-  for name, extent, win, dim, tile, edge in (
-      ("a", "k", a.win[-1], a.dims[-1], tk, "width"),
-      ("b", "k", b.win[-2], b.dims[-2], tk, "height"),
-      ("out", "m", d.win[-2], d.dims[-2], tm, "height"),
-      ("out", "n", d.win[-1], d.dims[-1], tn, "width")):
-    if not _tile_or_edge(win, dim, tile):
-      why.append(f"{name}: {extent} = {win} neither a multiple of {tile} "
-                 f"nor the array's {edge}")
-  return why
+  tk = DIRECT_TILE_K
+  for name, win, dim, edge in (("a", spec.a.win[-1], spec.a.dims[-1], "width"),
+                               ("b", spec.b.win[-2], spec.b.dims[-2], "height")):
+    if not _tile_or_edge(win, dim, tk):
+      why.append(f"{name}: k = {win} neither a multiple of {tk} nor the "
+                 f"array's {edge}")
+  forced = _forced_direct_tile()
+  stores = {t: _store_reasons(spec.d, t)
+            for t in ([forced] if forced else DIRECT_TILES)}
+  if all(stores.values()):
+    why += [w for ws in stores.values() for w in ws]
+  if why:
+    return None, why
+  if forced:
+    return forced, []
+  wm, wn = DIRECT_TILES["wide"]
+  wide_tiles = math.ceil(spec.m / wm) * math.ceil(spec.n / wn)
+  if not stores["wide"] and (wide_tiles <= ASSUMED_SM_COUNT or stores["large"]):
+    return "wide", []
+  return "large", []
+
+
+def direct_reasons(spec: GemmSpec) -> list[str]:
+  """Why a call planned ``sm90_large`` runs the ptr-array kernel rather than
+  a direct one (empty: a direct one, unless the handler's environment says
+  JAX_DYNOFF_DISABLE_DIRECT)."""
+  return _direct_choice(spec)[1]
+
+
+def direct_kernel(spec: GemmSpec) -> Optional[str]:
+  """The direct tile that runs `spec` on an H200 ("large": 256x128, "wide":
+  128x256), or None for the ptr-array kernel (then `direct_reasons` says
+  why).  The wide tile where its tiles fit one wave of SMs (each of its
+  tiles is faster), else the large one (as fast or faster over several
+  waves); either one where only its store rule holds;
+  ``JAX_DYNOFF_DIRECT_TILE=large|wide`` forces one where its rules hold."""
+  return _direct_choice(spec)[0]
 
 
 # --- Split-K -----------------------------------------------------------------
@@ -475,8 +525,8 @@ def explain(spec: GemmSpec) -> str:
     return (f"{p.path} (split_k {p.split_k}, workspace {p.workspace_bytes} "
             "bytes)")
   if p.path == "sm90_large":
-    why = direct_reasons(spec)
-    kind = ("direct kernel" if not why else
+    tile, why = _direct_choice(spec)
+    kind = (f"direct kernel, {tile} tile" if tile else
             "ptr-array kernel: " + "; ".join(why))
     return f"{p.path} ({kind}; workspace {p.workspace_bytes} bytes)"
   if p.path != "generic":

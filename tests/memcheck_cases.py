@@ -81,12 +81,13 @@ def main():
                     dyn.window(w, (i, 0, 0), (128, 128)),
                     out=dyn.window(cache, (l, p, 0), (256, 128)))
 
-  ok &= check("direct", direct, xd, wd, cache, jnp.int32(10 ** 6),
-              jnp.int32(-1), jnp.int32(7), jnp.int32(2 ** 31 - 1),
-              env={plan.SM90_TILE_ENV: "large"})
   xe, we = rand(9, (m, k), BF16), rand(10, (k, n), BF16)
-  ok &= check("direct_edges", lambda mod, a, b: mod.gemm(a, b), xe, we,
-              env={plan.SM90_TILE_ENV: "large"})
+  for tile in plan.DIRECT_TILES:
+    env = {plan.SM90_TILE_ENV: "large", plan.DIRECT_TILE_ENV: tile}
+    ok &= check("direct_" + tile, direct, xd, wd, cache, jnp.int32(10 ** 6),
+                jnp.int32(-1), jnp.int32(7), jnp.int32(2 ** 31 - 1), env=env)
+    ok &= check("direct_edges_" + tile, lambda mod, a, b: mod.gemm(a, b), xe,
+                we, env=env)
 
   # Generic kernel: odd static column start, every transpose.
   def odd(mod, a, b, out, r, o, ta, tb):

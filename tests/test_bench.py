@@ -34,15 +34,20 @@ def test_unknown_scenario_is_an_error():
     bench.main(["--scenarios", "plain,nope"])
 
 
-def test_timeline_idle_report():
-  """benchmarks/timeline.py attributes idle device time to the event that
-  ends each gap (synthetic events: name, start ns, duration ns)."""
+def _timeline():
   import importlib.util
   import pathlib
   path = pathlib.Path(__file__).parent.parent / "benchmarks" / "timeline.py"
   spec = importlib.util.spec_from_file_location("timeline", path)
   tl = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(tl)
+  return tl
+
+
+def test_timeline_idle_report():
+  """benchmarks/timeline.py attributes idle device time to the event that
+  ends each gap (synthetic events: name, start ns, duration ns)."""
+  tl = _timeline()
   events = []
   t = 0
   for _ in range(2):  # two iterations: gemm, then a 5 us wait, then clamp
@@ -55,3 +60,21 @@ def test_timeline_idle_report():
   assert lines[0].startswith("idle before clamp:")
   assert "5.00 us/iter in 2 gaps, largest 5.00 us" in lines[0]
   assert tl.idle_report(events[:1], iters=1) == []
+
+
+def test_timeline_call_report():
+  """benchmarks/timeline.py places the device's span inside the call's wall
+  time and lists the host events inside the call, longest first."""
+  tl = _timeline()
+  device = [("gemm", 150_000, 100_000), ("clamp", 260_000, 1_000)]
+  host = [("launch", 20_000, 3_000), ("launch", 30_000, 3_000),
+          ("compile", 40_000, 50_000), ("before the call", 1_000, 90_000)]
+  lines = tl.call_report(device, host, (10_000, 300_000))
+  assert lines[0] == ("call 290.0 us; device span 111.0 us, starting 140.0 us "
+                      "into the call, ending 39.0 us before it returns")
+  assert lines[1].startswith("host      1x      50.0 us, first at      30.0 us")
+  assert lines[1].endswith(": compile")
+  assert lines[2].startswith("host      2x       6.0 us, first at      10.0 us")
+  assert len(lines) == 3
+  assert tl.call_report([], host, None) == [
+      "no call annotation or no device events in the trace"]

@@ -930,17 +930,44 @@ def test_build_info():
 # The direct kernel (ffi/kernels/sm90_direct.h): which calls take it, and
 # every way its windows can sit in their buffers, against the reference.
 
-def test_direct_reasons():
-  # Tile multiples at dynamic row / layer offsets: direct.
+def test_direct_reasons(monkeypatch):
+  # Tile multiples at dynamic row / layer offsets: direct, the large tile
+  # (512 wide tiles: several waves).
   a = WinSpec((8192, 4096), (4096, 4096), (None, 0))
   b = WinSpec((4, 4096, 4096), (1, 4096, 4096), (None, 0, 0))
   d = WinSpec((9000, 4096), (4096, 4096), (None, 0))
   s = _spec(m=4096, a=a, b=b, d=d)
   assert plan_lib.plan(s).path == "sm90_large"
   assert plan_lib.direct_reasons(s) == []
-  assert "direct kernel" in plan_lib.explain(s)
-  # K not a multiple of 64 but the whole width / height: direct.
+  assert plan_lib.direct_kernel(s) == "large"
+  assert "direct kernel, large tile" in plan_lib.explain(s)
+  # K not a multiple of 64 but the whole width / height: direct; 128 wide
+  # tiles fit one wave: the wide tile.
   assert plan_lib.direct_reasons(_spec(m=2048, n=2048, k=200)) == []
+  assert plan_lib.direct_kernel(_spec(m=2048, n=2048, k=200)) == "wide"
+  assert "direct kernel, wide tile" in plan_lib.explain(
+      _spec(m=2048, n=2048, k=200))
+  # Only one tile's store rule holds: that tile, whatever the waves say
+  # (the SM90 tile forced: the wave model plans smaller ones here).
+  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
+  d = WinSpec((9000, 4096), (4224, 4096), (None, 0))   # 4224 = 33 * 128
+  assert plan_lib.direct_kernel(_spec(m=4224, n=4096, d=d)) == "wide"
+  d = WinSpec((4096, 1024), (2048, 128), (None, 0))    # n = 128 < 256
+  assert plan_lib.direct_kernel(_spec(m=2048, n=128, d=d)) == "large"
+  monkeypatch.delenv(plan_lib.SM90_TILE_ENV)
+  # JAX_DYNOFF_DIRECT_TILE forces a tile where its rules hold.
+  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, "large")
+  assert plan_lib.direct_kernel(_spec(m=2048, n=2048, k=200)) == "large"
+  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, "wide")
+  assert plan_lib.direct_kernel(s) == "wide"
+  d = WinSpec((9000, 4096), (4096, 3968), (None, 0))   # 3968 = 31 * 128
+  why = plan_lib.direct_reasons(_spec(m=4096, n=3968, d=d))
+  assert why == ["out: n = 3968 neither a multiple of 256 nor the array's "
+                 "width (wide tile)"], why
+  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, "huge")
+  with pytest.raises(ValueError, match="JAX_DYNOFF_DIRECT_TILE"):
+    plan_lib.direct_kernel(s)
+  monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV)
   # ... inside a wider A: not.
   a = WinSpec((2048, 264), (2048, 200), (None, 0))
   why = plan_lib.direct_reasons(_spec(m=2048, n=2048, k=200, a=a))
@@ -949,8 +976,11 @@ def test_direct_reasons():
   d = WinSpec((4096, 2048), (2000, 2048), (None, 0))
   why = plan_lib.direct_reasons(_spec(m=2000, n=2048, k=2048, d=d))
   assert any(w.startswith("out: m = 2000") for w in why), why
+  assert any(w.startswith("out: m = 2000") and w.endswith("(wide tile)")
+             for w in why), why
   assert "ptr-array kernel" in plan_lib.explain(
       _spec(m=2000, n=2048, k=2048, d=d))
+  assert plan_lib.direct_kernel(_spec(m=2000, n=2048, k=2048, d=d)) is None
   # Batches, transposes, f32 out, C read from out's array: not.
   assert plan_lib.direct_reasons(_spec(m=256, n=1024, k=1024,
                                        batch_shape=(64,)))
@@ -1010,16 +1040,20 @@ def _direct_case(case, dt, int64=False):
 
 @pytest.mark.parametrize("case", DIRECT_CASES, ids=[c[0] for c in DIRECT_CASES])
 @pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.parametrize("tile", list(plan_lib.DIRECT_TILES))
 @pytest.mark.gpu
 @on_gpu
-def test_direct_kernel_matches_reference(monkeypatch, case, dt):
-  # Small shapes, so the large tile is forced (the wave model would pick a
-  # smaller one); the direct kernel stands in for the large tile only.
+def test_direct_kernel_matches_reference(monkeypatch, case, dt, tile):
+  # Small shapes, so the large SM90 tile is forced (the wave model would
+  # pick a smaller one; the direct kernels stand in for it only), and each
+  # direct tile in turn (the handler reads JAX_DYNOFF_DIRECT_TILE per call).
   monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
+  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, tile)
   f, args = _direct_case(case, dt)
   specs = plan_lib.traced_specs(lambda *x: f(dyn, *x), *args)
   assert [plan_lib.plan(s).path for s in specs] == ["sm90_large"]
   assert plan_lib.direct_reasons(specs[0]) == []
+  assert plan_lib.direct_kernel(specs[0]) == tile
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   out = args[3]
@@ -1043,11 +1077,14 @@ _DIRECT_SCRIPT = textwrap.dedent("""
     x = jax.random.uniform(ks[0], (2048, 1024), jnp.float32).astype(jnp.bfloat16)
     w = jax.random.uniform(ks[1], (2, 1024, 2048), jnp.float32).astype(jnp.bfloat16)
     buf = jnp.zeros((4096, 2048), jnp.bfloat16)
-    # Eligible: tile multiples at dynamic offsets.
+    # Eligible: tile multiples at dynamic offsets (128 wide tiles: one wave).
     f = jax.jit(lambda x, w, buf, i, r: dyn.gemm(
         x, dyn.window(w, (i, 0, 0), (1024, 2048)),
         out=dyn.window(buf, (r, 0), (2048, 2048))))
     f(x, w, buf, jnp.int32(1), jnp.int32(2048)).block_until_ready()
+    from jax_dynoff import plan
+    print(plan.direct_kernel(plan.first_spec(
+        f, x, w, buf, jnp.int32(1), jnp.int32(2048))))
     # Not: 2000 output rows inside a bigger buffer.
     g = jax.jit(lambda x, w, buf, i, r: dyn.gemm(
         x[:2000], dyn.window(w, (i, 0, 0), (1024, 2048)),
@@ -1061,9 +1098,16 @@ _DIRECT_SCRIPT = textwrap.dedent("""
 def test_direct_kernel_ran():
   """The handler takes the direct kernel exactly where plan.direct_reasons
   says, and JAX_DYNOFF_DISABLE_DIRECT keeps the ptr-array kernel."""
-  _, lines = _run_script(_DIRECT_SCRIPT)
+  out, lines = _run_script(_DIRECT_SCRIPT)
+  assert out.split() == ["wide"], out
   assert len(lines) == 2, lines
   assert all("planned=sm90_large" in l for l in lines), lines
+  if _is_sm90():
+    assert "kernel=kSm90DirectWideBf16NN" in lines[0], lines
+    assert "kernel=kSm90LargeBf16Bf16NN" in lines[1], lines
+  out, lines = _run_script(_DIRECT_SCRIPT,
+                           **{plan_lib.DIRECT_TILE_ENV: "large"})
+  assert out.split() == ["large"], out
   if _is_sm90():
     assert "kernel=kSm90DirectLargeBf16NN" in lines[0], lines
     assert "kernel=kSm90LargeBf16Bf16NN" in lines[1], lines

@@ -13,7 +13,7 @@ FLAGS="-std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -diag-suppress=940,2473 
   -I$CUT/tools/util/include -I$(dirname $(which nvcc))/../include/cccl"
 rm -f ./*.o
 ls cfg_*.cu | xargs -P "$(nproc)" -I{} sh -c "nvcc $FLAGS -c {} -o {}.o"
-nvcc $FLAGS $CUBLAS_FLAGS -c main.cu -o main.cu.o || {
+nvcc $FLAGS $CUBLAS_CFLAGS -c main.cu -o main.cu.o || {
   echo "main.cu failed with the cuBLAS column: building without it"
-  CUBLAS_FLAGS=""; nvcc $FLAGS -c main.cu -o main.cu.o; }
-nvcc -gencode=arch=compute_90a,code=sm_90a ./*.o -o sweep -lcuda $CUBLAS_FLAGS
+  CUBLAS_LIBS=""; nvcc $FLAGS -c main.cu -o main.cu.o; }
+nvcc -gencode=arch=compute_90a,code=sm_90a ./*.o -o sweep -lcuda $CUBLAS_LIBS

@@ -7,4 +7,4 @@ FLAGS="-std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -diag-suppress=940,2473 
   -gencode=arch=compute_90a,code=sm_90a -I../../ffi -I$CUT/include \
   -I$CUT/tools/util/include"
 source ./cublas_flags.sh
-nvcc $FLAGS $CUBLAS_FLAGS vs_regular.cu -lcuda -o vs_regular
+nvcc $FLAGS $CUBLAS_CFLAGS $CUBLAS_LIBS vs_regular.cu -lcuda -o vs_regular

@@ -1,8 +1,9 @@
-# Sourced by the build scripts: CUBLAS_FLAGS = the nvcc flags that build the
-# cuBLAS column (-DWITH_CUBLAS, its header and library), from the CUDA
-# toolkit or the nvidia-cublas wheel that jax's CUDA plugin installs; empty
-# (column left out) when neither has cublas_v2.h.
-CUBLAS_FLAGS=""
+# Sourced by the build scripts: the nvcc flags of the cuBLAS column, from the
+# CUDA toolkit or the nvidia-cublas wheel that jax's CUDA plugin installs:
+# CUBLAS_CFLAGS to compile (-DWITH_CUBLAS, the header), CUBLAS_LIBS to link;
+# both empty (column left out) when neither has cublas_v2.h and the library.
+CUBLAS_CFLAGS=""
+CUBLAS_LIBS=""
 for inc in "$(dirname "$(which nvcc)")/../include" $(python3 -c "
 import nvidia, glob, os
 for p in nvidia.__path__:
@@ -14,7 +15,8 @@ for p in nvidia.__path__:
     [ -e "$l" ] && { lib=$l; break; }
   done
   [ -n "$lib" ] || continue
-  CUBLAS_FLAGS="-DWITH_CUBLAS -I$inc $lib -Xlinker -rpath=$(dirname "$lib")"
+  CUBLAS_CFLAGS="-DWITH_CUBLAS -I$inc"
+  CUBLAS_LIBS="$lib -Xlinker -rpath=$(dirname "$lib")"
   break
 done
-echo "cuBLAS column: ${CUBLAS_FLAGS:-none (no cublas_v2.h found)}"
+echo "cuBLAS column: ${CUBLAS_CFLAGS:-none (no cublas_v2.h found)} $CUBLAS_LIBS"

@@ -178,10 +178,13 @@ extern const KernelEntry kSm90TinyF16F16NN;
 // and the cast to the output dtype.
 extern const KernelEntry kSm90SplitKBf16NN;
 extern const KernelEntry kSm90SplitKF16NN;
-// Direct kernels (no pointer kernel, no pointer arrays): the large tile,
-// NN, for one-item calls whose windows suit it (cuda_gemm.cu, DirectOk).
+// Direct kernels (no pointer kernel, no pointer arrays): the large and the
+// wide tile, NN, for one-item calls whose windows suit them (cuda_gemm.cu,
+// ChooseDirect).
 extern const DirectKernelEntry kSm90DirectLargeBf16NN;
 extern const DirectKernelEntry kSm90DirectLargeF16NN;
+extern const DirectKernelEntry kSm90DirectWideBf16NN;
+extern const DirectKernelEntry kSm90DirectWideF16NN;
 #endif
 
 }  // namespace kernels
