@@ -1049,6 +1049,12 @@ def test_direct_kernel_matches_reference(monkeypatch, case, dt, tile):
   # direct tile in turn (the handler reads JAX_DYNOFF_DIRECT_TILE per call).
   monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
   monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, tile)
+  _check_direct(case, dt, tile)
+
+
+def _check_direct(case, dt, tile):
+  """Runs a DIRECT_CASES-style case on the direct kernel `tile` against the
+  reference; the output's elements outside the window stay the poison."""
   f, args = _direct_case(case, dt)
   specs = plan_lib.traced_specs(lambda *x: f(dyn, *x), *args)
   assert [plan_lib.plan(s).path for s in specs] == ["sm90_large"]
@@ -1068,6 +1074,48 @@ def test_direct_kernel_matches_reference(monkeypatch, case, dt, tile):
            jnp.asarray(w[inside]), dt, dt, case[3])
   else:
     _check(got, want, dt, dt, case[3])
+
+
+# Windows whose tile grid CUTLASS's scheduler rounds up (to whole clusters,
+# or to whole swizzle groups once there are more tiles than SMs), so that
+# some tiles lie wholly past the window but inside out's buffer: they must
+# store nothing.  (case as in DIRECT_CASES, the direct tiles it suits)
+DIRECT_PHANTOM_CASES = [
+    # Large tile, cluster 1x2 along N: 3 column tiles, a 4th past the window.
+    (("cluster_n", 256, 384, 128, (300, 128), (40,), (128, 512), (0,),
+      (600, 512), (100,), None), ("large",)),
+    # Wide tile, cluster 2x1 along M: 3 row tiles, a 4th past the window.
+    (("cluster_m", 384, 256, 128, (400, 128), (10,), (128, 256), (0,),
+      (1000, 256), (300,), None), ("wide",)),
+    # 136 tiles > 132 SMs: swizzle 4 rounds 17 (large) / 34 (wide) row
+    # tiles up to 20 / 40.
+    (("swizzle", 4352, 1024, 64, (4400, 64), (20,), (64, 1024), (0,),
+      (5200, 1024), (8,), None), ("large", "wide")),
+]
+
+
+@pytest.mark.parametrize(
+    "case,tile", [(c, t) for c, tiles in DIRECT_PHANTOM_CASES for t in tiles],
+    ids=[f"{c[0]}-{t}" for c, tiles in DIRECT_PHANTOM_CASES for t in tiles])
+@pytest.mark.gpu
+@on_gpu
+def test_direct_kernel_tiles_past_the_window(monkeypatch, case, tile):
+  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
+  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, tile)
+  _check_direct(case, BF16, tile)
+
+
+def test_direct_phantom_cases_plan(monkeypatch):
+  """The cases above take the direct tiles they are meant for (CPU: the
+  plan only)."""
+  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
+  for case, tiles in DIRECT_PHANTOM_CASES:
+    f, args = _direct_case(case, BF16)
+    for tile in plan_lib.DIRECT_TILES:
+      monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, tile)
+      spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
+      assert (plan_lib.direct_kernel(spec) == tile) == (tile in tiles), (
+          case[0], tile, plan_lib.direct_reasons(spec))
 
 
 _DIRECT_SCRIPT = textwrap.dedent("""

@@ -598,8 +598,17 @@ public:
         make_coord(m_coord, n_coord, l_coord));
 
     // Represent the full output tensor, slice to get the tile this CTA is responsible for
-    // jax_dynoff: D's tiles start at the window's origin in its buffer.
-    const int2 d_at = params.d_win.Locate();
+    // jax_dynoff: D's tiles start at the window's origin in its buffer.  The
+    // tile scheduler rounds the tile grid up to whole clusters and swizzle
+    // groups, so a tile may lie wholly past the window (m_coord * CTA_M >= M
+    // or n_coord * CTA_N >= N); CUTLASS relies on the TMA bounds to drop
+    // its stores, but ours are the buffer's, so such a tile is sent to the
+    // layer one past the buffer's last, where TMA writes nothing.
+    int2 d_at = params.d_win.Locate();
+    if (int64_t(m_coord) * int64_t(size<0>(CtaTileMNK{})) >= int64_t(M) ||
+        int64_t(n_coord) * int64_t(size<1>(CtaTileMNK{})) >= int64_t(N)) {
+      d_at.y = params.d_win.layers;
+    }
     Tensor mD_mn = domain_offset(make_coord(d_at.x, 0, d_at.y),
                                  params.tma_store_d.get_tma_tensor(make_shape(M,N,L)));                //       (M,N,L)
     Tensor mD = coalesce(mD_mn, take<0,2>(CtaTileMNK{}));
