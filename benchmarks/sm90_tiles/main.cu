@@ -1,5 +1,6 @@
 // Sweep driver: for each problem size, every configuration of the registry
-// (gen.sh) and scheduler knob, in `kRounds` interleaved rounds (the H200's
+// (gen.sh) and scheduler knob (and, in the library's tile order, with
+// initialize() before every launch as the FFI handler does: "+init"), in `kRounds` interleaved rounds (the H200's
 // clocks drift with its temperature by a few % within a minute: each round
 // visits every candidate once, so they share the drift), plus cuBLAS where
 // built with it.  Prints every measurement as it is taken, then per size the
@@ -94,6 +95,10 @@ int main(int argc, char** argv) {
             printf("%dx%dx%d round %d %-28s %8.4f ms  %6.1f TFLOP/s\n", m, n,
                    k, round, name.c_str(), ms,
                    ms > 0 ? flops / ms / 1e9 : 0.0);
+            if (sw == 0) {  // + initialize() per call, as the FFI handler
+              ms = sweep::kAll[c]->fn(p, sw, r, true);
+              all[name + " +init"].push_back(ms);
+            }
           }
     }
     std::vector<std::pair<float, std::string>> med;
