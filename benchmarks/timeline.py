@@ -73,11 +73,6 @@ def trace(fn, args, warmup_s=0.0):
   return sorted(events, key=lambda e: e[1]), host, call
 
 
-def gpu_events(fn, args, warmup_s=0.0):
-  """The device events of `trace`."""
-  return trace(fn, args, warmup_s)[0]
-
-
 def call_report(events, host, call, top=12):
   """Where a call's wall time goes outside the device's span: how long
   after the call the first device event starts and how long before the call

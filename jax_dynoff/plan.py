@@ -227,17 +227,18 @@ def sm90_tile_times(spec: GemmSpec) -> dict[str, float]:
   return out
 
 
-def _forced_tile() -> Optional[str]:
-  v = os.environ.get(SM90_TILE_ENV, "")
+def _forced(env: str, choices) -> Optional[str]:
+  """The choice environment variable `env` forces (unset or empty: None)."""
+  v = os.environ.get(env, "")
   if not v:
     return None
-  if v not in SM90_TILES:
-    raise ValueError(f"{SM90_TILE_ENV}={v!r}: want one of {SM90_TILES}")
+  if v not in choices:
+    raise ValueError(f"{env}={v!r}: want one of {tuple(choices)}")
   return v
 
 
 def _choose_tile(spec: GemmSpec, tiles: tuple[str, ...]) -> str:
-  forced = _forced_tile()
+  forced = _forced(SM90_TILE_ENV, SM90_TILES)
   if forced is not None and forced in tiles:
     return forced
   times = sm90_tile_times(spec)
@@ -268,16 +269,6 @@ def _direct_window_reasons(name: str, w: WinSpec) -> list[str]:
   if w.starts[-1] is None and w.win[-1] != w.dims[-1]:
     why.append(f"{name}: dynamic column start")
   return why
-
-
-def _forced_direct_tile() -> Optional[str]:
-  v = os.environ.get(DIRECT_TILE_ENV, "")
-  if not v:
-    return None
-  if v not in DIRECT_TILES:
-    raise ValueError(f"{DIRECT_TILE_ENV}={v!r}: want one of "
-                     f"{tuple(DIRECT_TILES)}")
-  return v
 
 
 def _store_reasons(d: WinSpec, tile: str) -> list[str]:
@@ -317,7 +308,7 @@ def _direct_choice(spec: GemmSpec) -> tuple[Optional[str], list[str]]:
     if not _tile_or_edge(win, dim, tk):
       why.append(f"{name}: k = {win} neither a multiple of {tk} nor the "
                  f"array's {edge}")
-  forced = _forced_direct_tile()
+  forced = _forced(DIRECT_TILE_ENV, DIRECT_TILES)
   stores = {t: _store_reasons(spec.d, t)
             for t in ([forced] if forced else DIRECT_TILES)}
   if all(stores.values()):
