@@ -6,7 +6,8 @@ CUTLASS GEMM; XLA: cuBLAS and its copies), how long each takes, and the
 idle gaps between them.  The device image has ncu but no nsys; the trace
 that `jax.profiler` writes is read back with `jax.profiler.ProfileData`.
 
-    python benchmarks/timeline.py [--iters N] [--warmup S] [--host] [plain M N K | loop] ...
+    python benchmarks/timeline.py [--iters N] [--warmup S] [--host] [--rounds R]
+                                  [plain M N K | loop] ...
     XLA_FLAGS="$(python -c 'import jax_dynoff as d; print(d.cuda_graph_flags())')" \\
         python benchmarks/timeline.py plain 2048 2048 2048
 
@@ -16,6 +17,10 @@ side's loop for S seconds before its trace (default: one call), so the
 trace sees the clocks of a sustained load, where the bench times: an
 H200's clocks drop by ~10% within seconds of dense GEMMs.  --host: also
 where the call's wall time goes outside the device's span (`call_report`).
+--rounds R: before and after the traces, time each side's compiled loop
+the bench's way (wall time of one blocking call / iterations, the sides
+taking turns, R rounds) in the same process, so the bench's figure and the
+trace's can be told apart (`bench_rounds`).
 
 Prints, per case and side (ours / xla): the time per iteration from the
 trace (first to last kernel / iterations), the busy fraction, and per
@@ -96,6 +101,23 @@ def call_report(events, host, call, top=12):
   return out
 
 
+def bench_rounds(sides, iters, rounds):
+  """Each side's time per iteration (us) as the bench measures it: wall time
+  of one blocking call of the compiled loop, the sides taking turns (order
+  reversed every other round), one line per side with every round."""
+  times = {side: [] for side in sides}
+  names = list(sides)
+  for r in range(rounds):
+    for side in (names if r % 2 == 0 else names[::-1]):
+      f, args = sides[side]
+      t0 = time.perf_counter()
+      jax.block_until_ready(f(*args))
+      times[side].append((time.perf_counter() - t0) / iters * 1e6)
+  return [f"bench-style {side}: median {statistics.median(ts):8.2f} us/iter; "
+          f"rounds {' '.join(f'{t:.2f}' for t in ts)}"
+          for side, ts in times.items()]
+
+
 def summarize(label, events, iters):
   if not events:
     print(f"{label}: no GPU events in the trace")
@@ -151,13 +173,15 @@ def loop(L=64, m=128, n=1024, iters=4):
 
 def main(argv):
   cases = []
-  iters, warmup_s, show_host = 20, 0.0, False
+  iters, warmup_s, show_host, rounds = 20, 0.0, False, 0
   while argv:
     name = argv.pop(0)
     if name == "--host":
       show_host = True
     elif name == "--iters":
       iters = int(argv.pop(0))
+    elif name == "--rounds":
+      rounds = int(argv.pop(0))
     elif name == "--warmup":
       warmup_s = float(argv.pop(0))
     elif name == "plain":
@@ -170,12 +194,18 @@ def main(argv):
   print(f"jax {jax.__version__}, {jax.devices()[0]}, warm-up {warmup_s} s, "
         "per GEMM call:")
   for label, (sides, n) in cases:
+    if rounds:
+      for line in bench_rounds(sides, n, rounds):
+        print(f"{label} before the traces, {line}")
     for side, (f, args) in sides.items():
       events, host, call = trace(f, args, warmup_s)
       summarize(f"{label} {side} ({n} calls)", events, n)
       if show_host:
         for line in call_report(events, host, call):
           print("    " + line)
+    if rounds:
+      for line in bench_rounds(sides, n, rounds):
+        print(f"{label} after the traces, {line}")
 
 
 if __name__ == "__main__":

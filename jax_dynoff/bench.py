@@ -131,11 +131,13 @@ def time_loops(loops: Sequence[Loop], iters: int, repeats: int) -> list[float]:
   """Milliseconds per iteration of each loop, on device: the loops run in
   turn, `repeats` rounds, median per loop.  Interleaving puts every side of
   a comparison under the same clocks (an H200's clock drifts with its
-  temperature by several percent within a minute)."""
+  temperature by several percent within a minute); the order reverses every
+  other round, so no side always runs first after the host's pause."""
   runners = [_runner(l, iters) for l in loops]
   times = [[] for _ in runners]
-  for _ in range(repeats):
-    for t, run in zip(times, runners):
+  for r in range(repeats):
+    turns = list(zip(times, runners))
+    for t, run in (turns if r % 2 == 0 else turns[::-1]):
       t.append(run())
   return [statistics.median(t) / iters * 1e3 for t in times]
 

@@ -78,3 +78,44 @@ def test_timeline_call_report():
   assert len(lines) == 3
   assert tl.call_report([], host, None) == [
       "no call annotation or no device events in the trace"]
+
+
+def test_time_loops_alternates_the_order(monkeypatch):
+  """The sides take turns, the order reversing every other round (no side
+  always runs first after the host's pause), and the median per side comes
+  back in the order the loops were given, in ms per iteration."""
+  calls = []
+  seconds = {"ours": [1e-3, 3e-3, 2e-3, 9e-3], "xla": [4e-3, 4e-3, 5e-3, 6e-3]}
+
+  def fake_runner(loop, iters):
+    def once():
+      calls.append(loop)
+      return seconds[loop][sum(c == loop for c in calls) - 1]
+    return once
+
+  monkeypatch.setattr(bench, "_runner", fake_runner)
+  t_ours, t_xla = bench.time_loops(["ours", "xla"], 10, 4)
+  assert calls == ["ours", "xla", "xla", "ours", "ours", "xla", "xla", "ours"]
+  assert t_ours == pytest.approx(0.25)   # median 2.5 ms / 10 iterations
+  assert t_xla == pytest.approx(0.45)
+
+
+def test_timeline_bench_rounds():
+  """benchmarks/timeline.py --rounds times compiled loops as the bench does
+  (turns, the order reversed every other round), one line per side."""
+  import jax.numpy as jnp
+  tl = _timeline()
+  order = []
+
+  def side(name):
+    def f(x):
+      order.append(name)
+      return jnp.asarray(x)
+    return f, (1.0,)
+
+  lines = tl.bench_rounds({"ours": side("ours"), "xla": side("xla")},
+                          iters=4, rounds=3)
+  assert order == ["ours", "xla", "xla", "ours", "ours", "xla"]
+  assert [l.split(":")[0] for l in lines] == ["bench-style ours",
+                                              "bench-style xla"]
+  assert all(len(l.split("rounds ")[1].split()) == 3 for l in lines)

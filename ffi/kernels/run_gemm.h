@@ -1,7 +1,6 @@
-// The sequence every CUTLASS device adapter of ffi/kernels/ runs for one
-// call: can_implement, initialize (on the caller's workspace), launch on the
-// caller's stream.  The handler has already checked the workspace size
-// against what the plan reserved (RunKernel in ffi/cuda_gemm.cu).
+// The sequence every CUTLASS 2.x device adapter of ffi/kernels/ (the
+// generic and TF32 kernels) runs for one call: can_implement, initialize,
+// launch on the caller's stream (the SM90 kernels: run_sm90_gemm.h).
 #ifndef JAX_DYNOFF_KERNELS_RUN_GEMM_H_
 #define JAX_DYNOFF_KERNELS_RUN_GEMM_H_
 
@@ -15,12 +14,9 @@ namespace jax_dynoff {
 namespace kernels {
 
 // Returns "" or "<what>: <step>: <CUTLASS status>[: <CUDA error>]".
-// `run_extra` goes to Gemm::run after the stream (CUTLASS 3.x adapters:
-// the host adapter and the programmatic-dependent-launch flag).
-template <typename Gemm, typename... RunExtra>
+template <typename Gemm>
 std::string RunGemm(const char* what, const typename Gemm::Arguments& args,
-                    void* workspace, cudaStream_t stream,
-                    RunExtra... run_extra) {
+                    void* workspace, cudaStream_t stream) {
   Gemm gemm;
   cutlass::Status s = gemm.can_implement(args);
   if (s != cutlass::Status::kSuccess)
@@ -30,7 +26,7 @@ std::string RunGemm(const char* what, const typename Gemm::Arguments& args,
   if (s != cutlass::Status::kSuccess)
     return std::string(what) + ": initialize: " +
            cutlass::cutlassGetStatusString(s);
-  s = gemm.run(stream, run_extra...);
+  s = gemm.run(stream);
   if (s != cutlass::Status::kSuccess) {
     cudaError_t e = cudaGetLastError();
     return std::string(what) + ": launch: " +

@@ -193,7 +193,8 @@ struct Sm90DirectGemm {
   }
 
   static std::string Run(const DirectLaunch& l) {
-    return RunGemm<Gemm>("direct SM90 GEMM", Args(l), l.workspace, l.stream);
+    return RunSm90Gemm<Gemm>("direct SM90 GEMM", Args(l), l.workspace,
+                             l.stream, l.device);
   }
 };
 

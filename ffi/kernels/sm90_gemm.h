@@ -24,7 +24,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/kernel_hardware_info.h"
 #include "kernels/launch.h"
-#include "kernels/run_gemm.h"
+#include "kernels/run_sm90_gemm.h"
 
 namespace jax_dynoff {
 namespace kernels {
@@ -221,8 +221,8 @@ struct Sm90Gemm {
   }
 
   static std::string Run(const GemmLaunch& l) {
-    return RunGemm<Gemm>("SM90 GEMM", Args(l), l.workspace, l.stream,
-                         /*cuda_adapter=*/nullptr, l.pdl);
+    return RunSm90Gemm<Gemm>("SM90 GEMM", Args(l), l.workspace, l.stream,
+                             l.device, l.pdl);
   }
 };
 

@@ -1,0 +1,95 @@
+// How the SM90 (CUTLASS 3.x) kernels of ffi/kernels/ are launched: what
+// GemmUniversalAdapter's initialize() and run() do, minus the two function
+// attributes they set on every call.  The handler has already checked the
+// workspace size against what the plan reserved (RunKernel in
+// ffi/cuda_gemm.cu).
+#ifndef JAX_DYNOFF_KERNELS_RUN_SM90_GEMM_H_
+#define JAX_DYNOFF_KERNELS_RUN_SM90_GEMM_H_
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "cute/layout.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
+
+namespace jax_dynoff {
+namespace kernels {
+
+// The function attributes an SM90 kernel needs before its first launch on a
+// device: its dynamic shared memory (above the 48 KiB default) and cluster
+// launches.  CUTLASS's adapter sets both again on every call (initialize()
+// and ClusterLauncher::launch), two driver calls per GEMM on the host's
+// critical path when a loop of small GEMMs is bound by the host; once per
+// device is enough (attributes live in the function's per-device state).
+template <typename Kernel>
+cudaError_t PrepareSm90KernelOnce(int device) {
+  static std::atomic<uint64_t> done{0};  // bit d: device d is prepared
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
+  const void* fn = reinterpret_cast<const void*>(
+      &cutlass::device_kernel<Kernel>);
+  cudaError_t e = cudaFuncSetAttribute(
+      fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(Kernel::SharedStorageSize));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(
+        fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  // Racing first calls both set the same values: harmless.
+  if (e == cudaSuccess && bit != 0) done.fetch_or(bit, std::memory_order_release);
+  return e;
+}
+
+// One SM90 GEMM: can_implement, the kernel's workspace and parameters (the
+// TMA descriptors), then one cudaLaunchKernelEx with the cluster shape and, when `pdl`, programmatic
+// stream serialization (the kernel executes griddepcontrol.wait first).
+template <typename Gemm>
+std::string RunSm90Gemm(const char* what, const typename Gemm::Arguments& args,
+                        void* workspace, cudaStream_t stream, int device,
+                        bool pdl = false) {
+  using Kernel = typename Gemm::GemmKernel;
+  using Cluster = typename Kernel::DispatchPolicy::ClusterShape;
+  cutlass::Status s = Gemm::can_implement(args);
+  if (s != cutlass::Status::kSuccess)
+    return std::string(what) + ": can_implement: " +
+           cutlass::cutlassGetStatusString(s);
+  s = Kernel::initialize_workspace(args, workspace, stream, nullptr);
+  if (s != cutlass::Status::kSuccess)
+    return std::string(what) + ": initialize_workspace: " +
+           cutlass::cutlassGetStatusString(s);
+  typename Kernel::Params params =
+      Kernel::to_underlying_arguments(args, workspace);
+  if (cudaError_t e = PrepareSm90KernelOnce<Kernel>(device); e != cudaSuccess)
+    return std::string(what) + ": cudaFuncSetAttribute: " +
+           cudaGetErrorString(e);
+
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = cute::size<0>(Cluster{});
+  attrs[0].val.clusterDim.y = cute::size<1>(Cluster{});
+  attrs[0].val.clusterDim.z = cute::size<2>(Cluster{});
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = Kernel::get_grid_shape(params);
+  config.blockDim = Kernel::get_block_shape();
+  config.dynamicSmemBytes = Kernel::SharedStorageSize;
+  config.stream = stream;
+  config.attrs = attrs;
+  config.numAttrs = pdl ? 2 : 1;
+  void* kernel_params[] = {&params};
+  cudaError_t e = cudaLaunchKernelExC(
+      &config, reinterpret_cast<const void*>(&cutlass::device_kernel<Kernel>),
+      kernel_params);
+  if (e != cudaSuccess)
+    return std::string(what) + ": launch: " + cudaGetErrorString(e);
+  return "";
+}
+
+}  // namespace kernels
+}  // namespace jax_dynoff
+
+#endif  // JAX_DYNOFF_KERNELS_RUN_SM90_GEMM_H_
