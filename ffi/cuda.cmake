@@ -79,11 +79,6 @@ function(_jd_cuda_object_library name)
   target_include_directories(${name} PRIVATE
     "${XLA_FFI_INCLUDE_DIR}" "${PROJECT_SOURCE_DIR}/ffi"
     ${JAX_DYNOFF_CUTLASS_INCLUDE_DIRS} ${JAX_DYNOFF_CCCL_INCLUDE_DIRS})
-  # CUTLASS calls cuTensorMapEncodeTiled by name, defined by
-  # ffi/kernels/tensor_map_encode.cu, instead of looking its entry point up
-  # on every call.
-  target_compile_definitions(${name} PRIVATE
-    CUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL)
   if(_jd_with_sm90)
     target_compile_definitions(${name} PRIVATE JAX_DYNOFF_WITH_SM90)
   endif()
@@ -136,9 +131,7 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_direct_large_bf16_nn.cu
     ffi/kernels/sm90_direct_large_f16_nn.cu
     ffi/kernels/sm90_direct_wide_bf16_nn.cu
-    ffi/kernels/sm90_direct_wide_f16_nn.cu
-    # The TMA descriptor encoder CUTLASS calls (entry point looked up once).
-    ffi/kernels/tensor_map_encode.cu)
+    ffi/kernels/sm90_direct_wide_f16_nn.cu)
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)
   target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
     ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")

@@ -119,3 +119,19 @@ def test_timeline_bench_rounds():
   assert [l.split(":")[0] for l in lines] == ["bench-style ours",
                                               "bench-style xla"]
   assert all(len(l.split("rounds ")[1].split()) == 3 for l in lines)
+
+
+def test_sustained_window_stats():
+  """benchmarks/sustained.py: the medians of the nvidia-smi samples inside a
+  call window, none outside it."""
+  import importlib.util
+  import pathlib
+  path = pathlib.Path(__file__).parent.parent / "benchmarks" / "sustained.py"
+  spec = importlib.util.spec_from_file_location("sustained", path)
+  st = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(st)
+  samples = [(0.0, 1980.0, 300.0, 40.0), (1.0, 1700.0, 690.0, 60.0),
+             (2.0, 1600.0, 700.0, 62.0), (3.0, 1650.0, 698.0, 61.0),
+             (9.0, 1980.0, 100.0, 50.0)]
+  assert st.window_stats(samples, 1.0, 3.0) == (1650.0, 698.0, 61.0)
+  assert st.window_stats(samples, 4.0, 5.0) == (None, None, None)

@@ -1,0 +1,154 @@
+"""Bench loops under a sustained load, with the GPU's SM clock and power.
+
+An H200 under dense GEMMs runs at its power limit, where the SM clock drops
+by 10% or more within a second; a kernel's time then depends on its energy
+per FLOP as much as on its cycles.  The bench's short interleaved rounds
+and a profiler trace (which starts after an idle pause, at cold clocks) see
+different clocks; this runs each side's compiled loop back to back for
+`--seconds`, the sides taking turns for `--rounds`, and samples
+`nvidia-smi` meanwhile (every 50 ms).
+
+    python benchmarks/sustained.py [--seconds S] [--rounds R] plain M N K | loop
+
+plain: ours (the planner's direct tile), ours_large / ours_wide (the tile
+forced through JAX_DYNOFF_DIRECT_TILE, read per call), xla (jnp.dot).
+loop: the bench's 64 small GEMMs, ours and xla, each also compiled with
+`xla_gpu_graph_min_graph_size=1` (*_mgs1): XLA forms no command buffer of
+fewer thunks than that (default 5), and our loop body has four.
+
+Prints one line per side and round (us per iteration over the window's
+second half, median SM clock in MHz, power in W, temperature), then the
+median over rounds per side.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+
+from jax_dynoff import bench
+
+
+class GpuSampler:
+  """nvidia-smi every 50 ms in a thread: (monotonic time, clock MHz, W, C)."""
+
+  def __init__(self):
+    self.samples = []
+    self._p = subprocess.Popen(
+        ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu",
+         "--format=csv,noheader,nounits", "-lms", "50"],
+        stdout=subprocess.PIPE, text=True)
+    self._t = threading.Thread(target=self._read, daemon=True)
+    self._t.start()
+
+  def _read(self):
+    for line in self._p.stdout:
+      try:
+        clock, power, temp = (float(v) for v in line.split(","))
+      except ValueError:
+        continue
+      self.samples.append((time.monotonic(), clock, power, temp))
+
+  def stop(self):
+    self._p.terminate()
+
+
+def window_stats(samples, t0, t1):
+  """Median clock, power and temperature of the samples within [t0, t1]
+  (None for each when there are none)."""
+  inside = [s for s in samples if t0 <= s[0] <= t1]
+  if not inside:
+    return None, None, None
+  return tuple(statistics.median(s[i] for s in inside) for i in (1, 2, 3))
+
+
+def run_for(f, args, seconds, iters, env=None):
+  """Calls the compiled loop back to back for `seconds`; returns the second
+  half's (start, end, us per iteration) of every call."""
+  saved = {k: os.environ.get(k) for k in (env or {})}
+  os.environ.update(env or {})
+  try:
+    calls = []
+    t_end = time.monotonic() + seconds
+    while time.monotonic() < t_end:
+      t0 = time.monotonic()
+      jax.block_until_ready(f(*args))
+      t1 = time.monotonic()
+      calls.append((t0, t1, (t1 - t0) / iters * 1e6))
+  finally:
+    for k, v in saved.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
+  return calls[len(calls) // 2:]
+
+
+def plain_sides(m, n, k, iters):
+  loops = bench.plain_loops(m, n, k, jnp.bfloat16)
+  ours = bench.compile_loop(loops["ours"], iters)
+  return {"ours": (ours, None),
+          "ours_large": (ours, {"JAX_DYNOFF_DIRECT_TILE": "large"}),
+          "ours_wide": (ours, {"JAX_DYNOFF_DIRECT_TILE": "wide"}),
+          "xla": (bench.compile_loop(loops["xla"], iters), None)}
+
+
+def loop_sides(iters=4, L=64, m=128, n=1024):
+  loops = bench.small_loop_loops(L, m, n)
+  sides = {}
+  for side in ("ours", "xla"):
+    sides[side] = (bench.compile_loop(loops[side], iters), None)
+    mgs1 = bench.Loop(loops[side].body, loops[side].carry, loops[side].consts,
+                      {"xla_gpu_graph_min_graph_size": "1"})
+    sides[side + "_mgs1"] = (bench.compile_loop(mgs1, iters), None)
+  return sides
+
+
+def main(argv):
+  seconds, rounds, cases = 3.0, 2, []
+  while argv:
+    a = argv.pop(0)
+    if a == "--seconds":
+      seconds = float(argv.pop(0))
+    elif a == "--rounds":
+      rounds = int(argv.pop(0))
+    elif a == "plain":
+      m, n, k = (int(argv.pop(0)) for _ in range(3))
+      iters = bench._iters(2.0 * m * n * k, True)
+      cases.append((f"plain {m}x{n}x{k}", plain_sides(m, n, k, iters), iters))
+    elif a == "loop":
+      cases.append(("loop L64 128x1024x1024 (per GEMM call)", loop_sides(),
+                    4 * 64))
+    else:
+      raise SystemExit(f"unknown argument {a!r}")
+  sampler = GpuSampler()
+  print(f"jax {jax.__version__}, {jax.devices()[0]}, {seconds} s per side "
+        f"and round, {rounds} rounds")
+  try:
+    for label, sides, iters in cases:
+      per_side = {s: [] for s in sides}
+      for r in range(rounds):
+        for side, ((f, args), env) in sides.items():
+          jax.block_until_ready(f(*args))  # first-call costs outside
+          calls = run_for(f, args, seconds, iters, env)
+          us = statistics.median(c[2] for c in calls)
+          clock, power, temp = window_stats(sampler.samples, calls[0][0],
+                                            calls[-1][1])
+          per_side[side].append(us)
+          print(f"{label} round {r} {side:12s} {us:9.2f} us/iter  "
+                f"SM {clock} MHz  {power} W  {temp} C", flush=True)
+      for side, ts in per_side.items():
+        print(f"{label} median {side:12s} {statistics.median(ts):9.2f} us/iter")
+  finally:
+    sampler.stop()
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:] or ["plain", "4096", "4096", "4096"])
