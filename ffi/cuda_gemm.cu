@@ -788,12 +788,13 @@ ffi::Error RunKernel(const Entry* kernel, const Launch& l) {
 }
 
 // (3) the slice GEMMs into the float32 partials, (4) the reduction into D.
-ffi::Error SplitKGemm(cudaStream_t stream, const GemmProblem& p,
-                      const PrepParams& P, const WorkspaceLayout& w,
-                      const KernelEntry* kernel, int device,
-                      const DeviceInfo& dev, char* ws, double alpha) {
+ffi::Error SplitKGemm(const kernels::LaunchCommon& common,
+                      const GemmProblem& p, const PrepParams& P,
+                      const KernelEntry* kernel) {
+  const cudaStream_t stream = common.stream;
   const int64_t S = P.slices, items = p.batch * S;
   GemmLaunch l;
+  static_cast<kernels::LaunchCommon&>(l) = common;
   l.m = static_cast<int>(p.m);
   l.n = static_cast<int>(p.n);
   l.k = static_cast<int>(p.k / S);
@@ -805,11 +806,6 @@ ffi::Error SplitKGemm(cudaStream_t stream, const GemmProblem& p,
   l.ldc = l.ldd = p.n;      // the partials
   l.alpha = 1.f;
   l.beta = 0.f;             // sourceless epilogue
-  l.device = device;
-  l.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
-  l.stream = stream;
-  l.workspace = ws;
-  l.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
   l.pdl = PdlEnabled();  // right after SplitPointerKernel
   l.ptr_a = P.ptrs;
   l.ptr_b = P.ptrs + items;
@@ -830,7 +826,7 @@ ffi::Error SplitKGemm(cudaStream_t stream, const GemmProblem& p,
   R.ldc = p.op[kC].present ? p.op[kC].ld() : R.ldd;
   R.c = P.ptrs + 4 * items;
   R.d = P.ptrs + 4 * items + p.batch;
-  R.alpha = static_cast<float>(alpha);
+  R.alpha = common.alpha;
   R.beta = P.c_read ? static_cast<float>(p.beta) : 0.f;
   R.c_read = P.c_read;
   const int64_t vecs = p.m * p.n / 4;
@@ -987,9 +983,19 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
                  p.k == 0 ? "scale(k=0)" : direct ? direct->name : kernel->name,
                  static_cast<long long>(slices));
 
+  kernels::LaunchCommon common;
+  common.alpha = static_cast<float>(alpha);
+  common.beta = P.c_read ? static_cast<float>(beta) : 0.f;
+  common.workspace = ws;
+  common.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
+  common.device = device;
+  common.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
+  common.stream = stream;
+
   // --- The direct kernel: one launch, nothing before it.
   if (direct != nullptr && p.k > 0) {
     kernels::DirectLaunch l;
+    static_cast<kernels::LaunchCommon&>(l) = common;
     l.m = static_cast<int>(p.m);
     l.n = static_cast<int>(p.n);
     l.k = static_cast<int>(p.k);
@@ -1008,13 +1014,6 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
     l.ldb = p.op[kB].ld();
     l.ldd = p.op[kD].ld();
     l.ldc = P.c_read ? p.op[kC].ld() : l.ldd;
-    l.alpha = static_cast<float>(alpha);
-    l.beta = P.c_read ? static_cast<float>(beta) : 0.f;
-    l.device = device;
-    l.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
-    l.stream = stream;
-    l.workspace = ws;
-    l.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
     if (ffi::Error err = RunKernel(direct, l); err.failure()) return err;
     if ((e = cudaGetLastError()) != cudaSuccess)
       return CudaError("direct GEMM launch", e);
@@ -1069,8 +1068,9 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   }
 
   // --- (3b) the GEMM.
-  if (split) return SplitKGemm(stream, p, P, w, kernel, device, dev, ws, alpha);
+  if (split) return SplitKGemm(common, p, P, kernel);
   GemmLaunch l;
+  static_cast<kernels::LaunchCommon&>(l) = common;
   l.m = static_cast<int>(p.m);
   l.n = static_cast<int>(p.n);
   l.k = static_cast<int>(p.k);
@@ -1081,13 +1081,6 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   l.b_col = p.trans_b ? ldb : 1;
   l.ldc = ldc;
   l.ldd = ldd;
-  l.alpha = static_cast<float>(alpha);
-  l.beta = P.c_read ? static_cast<float>(beta) : 0.f;
-  l.device = device;
-  l.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
-  l.stream = stream;
-  l.workspace = ws;
-  l.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
   const void** ptrs = P.ptrs;
   // PDL only where the GEMM directly follows the pointer kernel (an SM90
   // kernel, which waits on it first thing); a C copy in between launches

@@ -2,7 +2,15 @@
 
 Every variant is timed the same way: `iters` repetitions inside one jitted
 `fori_loop` (so launch gaps are the device's, not the host's), the whole
-loop timed after a warm-up, median over `repeats`, divided by `iters`.
+loop called back to back for a window of `WINDOW_S` seconds, the median call
+of the window's second half divided by `iters`; the sides of a comparison
+take turns, window by window, and each side's figure is the median over
+`repeats` windows.  An H200 under dense GEMMs sits at its power limit: a
+loop's clocks settle at its own equilibrium within a second, and a short
+call inherits the clocks its predecessor left (benchmarks/sustained.py and
+benchmarks/NOTES.md, session 6), so short alternating calls favour whichever
+side draws more power; a sustained window measures what a program that
+runs continuously gets.
 Loop bodies depend on the loop index (through `lax.optimization_barrier`
 where nothing else does), so XLA cannot hoist a GEMM out of the loop.
 
@@ -115,6 +123,12 @@ def compile_loop(loop: Loop, iters: int):
   return f, (loop.carry, loop.consts)
 
 
+# Seconds each side runs back to back per round (`run` sets it: 1 s on a
+# GPU, 0.5 s with --quick, 0 on CPU, where one call after the warm-up is a
+# window).
+WINDOW_S = 0.0
+
+
 def _runner(loop: Loop, iters: int) -> Callable[[], float]:
   """One blocking call of the compiled loop (warmed up), in seconds."""
   f, args = compile_loop(loop, iters)
@@ -127,18 +141,30 @@ def _runner(loop: Loop, iters: int) -> Callable[[], float]:
   return once
 
 
+def sustained(once: Callable[[], float], window_s: float) -> float:
+  """Calls `once` back to back for `window_s` seconds (at least twice) and
+  returns the median of the second half's calls: the clocks have settled by
+  then at what this loop draws."""
+  times = []
+  t_end = time.perf_counter() + window_s
+  while len(times) < 2 or time.perf_counter() < t_end:
+    times.append(once())
+  return statistics.median(times[len(times) // 2:])
+
+
 def time_loops(loops: Sequence[Loop], iters: int, repeats: int) -> list[float]:
-  """Milliseconds per iteration of each loop, on device: the loops run in
-  turn, `repeats` rounds, median per loop.  Interleaving puts every side of
-  a comparison under the same clocks (an H200's clock drifts with its
-  temperature by several percent within a minute); the order reverses every
-  other round, so no side always runs first after the host's pause."""
+  """Milliseconds per iteration of each loop, on device: the loops take
+  turns, one window (`sustained`, WINDOW_S) each, `repeats` rounds, median
+  per loop.  Interleaving puts every side of a comparison under the same
+  conditions (an H200's clock drifts with its temperature by several
+  percent within a minute); the order reverses every other round, so no
+  side always follows the same one."""
   runners = [_runner(l, iters) for l in loops]
   times = [[] for _ in runners]
   for r in range(repeats):
     turns = list(zip(times, runners))
     for t, run in (turns if r % 2 == 0 else turns[::-1]):
-      t.append(run())
+      t.append(sustained(run, WINDOW_S))
   return [statistics.median(t) / iters * 1e3 for t in times]
 
 
@@ -439,8 +465,10 @@ def _flops_of(fn, args) -> float:
 
 def run(out_dir: Optional[str], quick: bool = False,
         scenarios=SCENARIOS) -> list[Row]:
+  global WINDOW_S
   gpu = jax.default_backend() == "gpu"
-  repeats = 3 if quick or not gpu else 5
+  repeats = 2 if quick or not gpu else 3
+  WINDOW_S = (0.5 if quick else 1.0) if gpu else 0.0
   rows: list[Row] = []
   cases = _cases(gpu, quick)
   for name in scenarios:
@@ -464,6 +492,7 @@ def run(out_dir: Optional[str], quick: bool = False,
                  "command": " ".join(["python -m jax_dynoff.bench"] +
                                      sys.argv[1:]),
                  "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                 "window_s": WINDOW_S, "repeats": repeats,
                  "peak_tflops": PEAK_TFLOPS, "peak_tbps": PEAK_TBPS,
                  "rows": [r.as_dict() for r in rows]}, f, indent=1)
     plot(rows, os.path.join(out_dir, stem + ".png"),
@@ -512,7 +541,8 @@ def main(argv=None):
   p.add_argument("out_dir", nargs="?", default=None,
                  help="folder for bench.json and bench.png")
   p.add_argument("--quick", action="store_true",
-                 help="fewer repeats, no float32 plain GEMMs")
+                 help="2 rounds of 0.5 s windows (not 3 of 1 s), no float32 "
+                 "plain GEMMs")
   p.add_argument("--graphs", action="store_true",
                  help="run with jax_dynoff.cuda_graph_flags() in XLA_FLAGS: "
                  "every timed loop, ours and XLA's, becomes one CUDA graph")

@@ -81,11 +81,13 @@ def test_timeline_call_report():
 
 
 def test_time_loops_alternates_the_order(monkeypatch):
-  """The sides take turns, the order reversing every other round (no side
-  always runs first after the host's pause), and the median per side comes
-  back in the order the loops were given, in ms per iteration."""
+  """The sides take turns, one window each, the order reversing every other
+  round (no side always follows the same one), and the median over rounds
+  comes back in the order the loops were given, in ms per iteration.  With
+  WINDOW_S = 0 (CPU) a window is two calls, the second one counting."""
   calls = []
-  seconds = {"ours": [1e-3, 3e-3, 2e-3, 9e-3], "xla": [4e-3, 4e-3, 5e-3, 6e-3]}
+  seconds = {"ours": [9, 1e-3, 9, 3e-3, 9, 2e-3, 9, 9e-3],
+             "xla": [9, 4e-3, 9, 4e-3, 9, 5e-3, 9, 6e-3]}
 
   def fake_runner(loop, iters):
     def once():
@@ -94,10 +96,33 @@ def test_time_loops_alternates_the_order(monkeypatch):
     return once
 
   monkeypatch.setattr(bench, "_runner", fake_runner)
+  monkeypatch.setattr(bench, "WINDOW_S", 0.0)
   t_ours, t_xla = bench.time_loops(["ours", "xla"], 10, 4)
-  assert calls == ["ours", "xla", "xla", "ours", "ours", "xla", "xla", "ours"]
+  turns = ["ours", "xla", "xla", "ours", "ours", "xla", "xla", "ours"]
+  assert calls == [side for side in turns for _ in range(2)]
   assert t_ours == pytest.approx(0.25)   # median 2.5 ms / 10 iterations
   assert t_xla == pytest.approx(0.45)
+
+
+def test_sustained_window(monkeypatch):
+  """`sustained` calls back to back until the window has passed and takes
+  the median of the second half: the first calls, at the clocks another
+  loop left, do not count."""
+  now = [0.0]
+  monkeypatch.setattr(bench.time, "perf_counter", lambda: now[0])
+  durations = iter([5.0, 4.0, 0.3, 0.2, 0.2, 0.25, 0.2, 0.2, 0.2, 0.2])
+  calls = []
+
+  def once():
+    d = next(durations)
+    now[0] += d
+    calls.append(d)
+    return d
+
+  # 10.05 s window: calls end at 5, 9, 9.3, 9.5, 9.7, 9.95, 10.15 (seven);
+  # the second half is 0.2, 0.2, 0.25, 0.2.
+  assert bench.sustained(once, 10.05) == pytest.approx(0.2)
+  assert len(calls) == 7
 
 
 def test_timeline_bench_rounds():

@@ -24,7 +24,18 @@
 namespace jax_dynoff {
 namespace kernels {
 
-struct GemmLaunch {
+// What every GEMM launch of one call shares: the epilogue's scalars and
+// where the kernel runs.
+struct LaunchCommon {
+  float alpha = 1.f, beta = 0.f;
+  void* workspace = nullptr;  // the kernel's own scratch (SM90: descriptors)
+  size_t workspace_bytes = 0;
+  int device = 0;
+  int sm_count = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct GemmLaunch : LaunchCommon {
   int m = 0, n = 0, k = 0;  // op(A) is m x k, op(B) is k x n
   int batch = 0;            // items of this launch
   const void* const* ptr_a = nullptr;
@@ -36,12 +47,6 @@ struct GemmLaunch {
   // reads the one stride that is not 1 (see the kernel's LayoutA/LayoutB).
   int64_t a_row = 0, a_col = 0, b_row = 0, b_col = 0;
   int64_t ldc = 0, ldd = 0;
-  float alpha = 1.f, beta = 0.f;
-  void* workspace = nullptr;  // the kernel's own scratch (SM90 descriptors)
-  size_t workspace_bytes = 0;
-  int device = 0;
-  int sm_count = 0;
-  cudaStream_t stream = nullptr;
   // Launch with programmatic stream serialization (SM90 kernels only: they
   // execute griddepcontrol.wait before anything else, so this only lets
   // their CTAs become resident while the previous kernel finishes).
@@ -98,7 +103,7 @@ struct DirectWindow {
 // window's first column at row 0 of layer 0 of its buffer; `ld` the
 // buffer's row stride (elements).  beta == 0: C is not read (c must still
 // describe a valid buffer; D's does).
-struct DirectLaunch {
+struct DirectLaunch : LaunchCommon {
   int m = 0, n = 0, k = 0;
   const void* base_a = nullptr;
   const void* base_b = nullptr;
@@ -106,12 +111,6 @@ struct DirectLaunch {
   void* base_d = nullptr;
   int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
   DirectWindow a, b, c, d;
-  float alpha = 1.f, beta = 0.f;
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
-  int device = 0;
-  int sm_count = 0;
-  cudaStream_t stream = nullptr;
 };
 
 struct DirectKernelEntry {
