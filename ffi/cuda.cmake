@@ -126,12 +126,18 @@ if(_jd_with_sm90)
     # with JAX_DYNOFF_SPLITK=1).
     ffi/kernels/sm90_splitk_bf16_nn.cu
     ffi/kernels/sm90_splitk_f16_nn.cu
-    # Direct (no pointer kernel) large- and wide-tile kernels for one-item
-    # NN calls.
+    # Direct (no pointer kernel) kernels for one-item NN calls: the large
+    # path's large and wide tiles, and one per smaller ptr-array tile.
     ffi/kernels/sm90_direct_large_bf16_nn.cu
     ffi/kernels/sm90_direct_large_f16_nn.cu
     ffi/kernels/sm90_direct_wide_bf16_nn.cu
-    ffi/kernels/sm90_direct_wide_f16_nn.cu)
+    ffi/kernels/sm90_direct_wide_f16_nn.cu
+    ffi/kernels/sm90_direct_medium_bf16_nn.cu
+    ffi/kernels/sm90_direct_medium_f16_nn.cu
+    ffi/kernels/sm90_direct_small_bf16_nn.cu
+    ffi/kernels/sm90_direct_small_f16_nn.cu
+    ffi/kernels/sm90_direct_tiny_bf16_nn.cu
+    ffi/kernels/sm90_direct_tiny_f16_nn.cu)
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)
   target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
     ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")

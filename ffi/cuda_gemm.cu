@@ -28,13 +28,14 @@
 // (the float32 partials are TMA-stored with ld = n) and K splitting into
 // split_k equal slices of a multiple of 16 bytes; otherwise it falls back to
 // the generic kernel, unsplit.
-// A kSm90Large call runs a direct kernel (kernels/sm90_direct.h: one
-// launch, no pointer kernel) instead of the ptr-array one when it is a
-// one-item NN call of a 16-bit dtype whose windows suit it (ChooseDirect,
-// mirrored by plan.py's direct_kernel) and JAX_DYNOFF_DISABLE_DIRECT is
-// unset or "0": the wide tile (128x256) where its tiles fit one wave on
-// the device's SMs, else the large one (256x128); either where only its
-// store rule holds; JAX_DYNOFF_DIRECT_TILE=large|wide forces one (tests,
+// A call planned for an SM90 tile runs that tile's direct kernel
+// (kernels/sm90_direct.h: one launch, no pointer kernel) instead of the
+// ptr-array one when it is a one-item NN call of a 16-bit dtype whose
+// windows suit it (ChooseDirect, mirrored by plan.py's direct_kernel) and
+// JAX_DYNOFF_DISABLE_DIRECT is unset or "0".  The large path has two: the
+// wide tile (128x256) where its tiles fit one wave on the device's SMs,
+// else the large one (256x128); either where only its store rule holds.
+// JAX_DYNOFF_DIRECT_TILE forces one of the path's direct tiles (tests,
 // tuning).
 // The TF32 path (float32 in and out, default precision; any alignment)
 // runs on every GPU the build has code for; JAX_DYNOFF_DISABLE_TF32 sends it
@@ -52,6 +53,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "ffi_problem.h"
 #include "gemm_problem.h"
@@ -546,24 +548,33 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
 }
 
 // The direct tiles (kernels/sm90_direct.h); kNone: the ptr-array kernel.
-enum class DirectTile { kNone, kLarge, kWide };
+enum class DirectTile { kNone, kLarge, kWide, kMedium, kSmall, kTiny };
 
-// The direct kernel standing in for a planned path's ptr-array kernel, or
-// nullptr when none is built for it.
-const DirectKernelEntry* Sm90DirectKernel(Path path, DType in, DType out,
-                                          bool ta, bool tb, DirectTile tile) {
+// The direct kernel of `tile`, or nullptr when none is built for the dtypes
+// and transposes.
+const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
+                                          bool tb, DirectTile tile) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
-  if (path != Path::kSm90Large || ta || tb || in != out ||
-      tile == DirectTile::kNone)
+  if (ta || tb || in != out || (in != DType::kBF16 && in != DType::kF16))
     return nullptr;
-  const bool wide = tile == DirectTile::kWide;
-  if (in == DType::kBF16)
-    return wide ? &kSm90DirectWideBf16NN : &kSm90DirectLargeBf16NN;
-  if (in == DType::kF16)
-    return wide ? &kSm90DirectWideF16NN : &kSm90DirectLargeF16NN;
+  const bool bf16 = in == DType::kBF16;
+  switch (tile) {
+    case DirectTile::kLarge:
+      return bf16 ? &kSm90DirectLargeBf16NN : &kSm90DirectLargeF16NN;
+    case DirectTile::kWide:
+      return bf16 ? &kSm90DirectWideBf16NN : &kSm90DirectWideF16NN;
+    case DirectTile::kMedium:
+      return bf16 ? &kSm90DirectMediumBf16NN : &kSm90DirectMediumF16NN;
+    case DirectTile::kSmall:
+      return bf16 ? &kSm90DirectSmallBf16NN : &kSm90DirectSmallF16NN;
+    case DirectTile::kTiny:
+      return bf16 ? &kSm90DirectTinyBf16NN : &kSm90DirectTinyF16NN;
+    case DirectTile::kNone:
+      return nullptr;
+  }
 #endif
-  (void)path; (void)in; (void)out; (void)ta; (void)tb; (void)tile;
+  (void)in; (void)out; (void)ta; (void)tb; (void)tile;
   return nullptr;
 }
 
@@ -644,7 +655,8 @@ constexpr int64_t kDirectTileK = 64;
 struct DirectTileShape {
   int64_t m, n;
 };
-constexpr DirectTileShape kDirectLarge{256, 128}, kDirectWide{128, 256};
+constexpr DirectTileShape kDirectLarge{256, 128}, kDirectWide{128, 256},
+    kDirectMedium{128, 128}, kDirectSmall{64, 128}, kDirectTiny{64, 64};
 
 // The matrices an operand's array stacks (the product of its leading dims).
 int64_t Layers(const OperandDesc& op) {
@@ -671,21 +683,30 @@ bool StoresOk(const OperandDesc& D, DirectTileShape t) {
          TileOrEdge(D.win[rd - 1], D.dims[rd - 1], t.n);
 }
 
-// JAX_DYNOFF_DIRECT_TILE: "large" / "wide" force that tile where its rules
-// hold (else the ptr-array kernel runs); read per call, so tests can switch.
-DirectTile ForcedDirectTile() {
+// JAX_DYNOFF_DIRECT_TILE (large, wide, medium, small_m, tiny) forces that
+// tile where it stands in for the planned path and its rules hold (else the
+// ptr-array kernel runs); read per call, so tests can switch.
+// False when unset or empty (then no tile is forced); an unknown name
+// forces none (plan.py rejects it at trace time).
+bool ForcedDirectTile(DirectTile* tile) {
   const char* v = std::getenv("JAX_DYNOFF_DIRECT_TILE");
-  if (v == nullptr) return DirectTile::kNone;
-  if (std::strcmp(v, "large") == 0) return DirectTile::kLarge;
-  if (std::strcmp(v, "wide") == 0) return DirectTile::kWide;
-  return DirectTile::kNone;
+  if (v == nullptr || *v == '\0') return false;
+  static const std::pair<const char*, DirectTile> kNames[] = {
+      {"large", DirectTile::kLarge},   {"wide", DirectTile::kWide},
+      {"medium", DirectTile::kMedium}, {"small_m", DirectTile::kSmall},
+      {"tiny", DirectTile::kTiny}};
+  *tile = DirectTile::kNone;
+  for (const auto& [name, t] : kNames)
+    if (std::strcmp(v, name) == 0) *tile = t;
+  return true;
 }
 
-// Which direct tile runs the call, kNone for the ptr-array kernel.  The
-// wide tile where its tiles fit one wave (its m64n256 wgmmas make each tile
-// faster; with several waves the large tile was as fast or faster, and 2%
-// ahead at 8192^3), else the large one; either one where only its store
-// rule holds.
+// Which direct tile runs the call, kNone for the ptr-array kernel (mirrored
+// by plan.py's _direct_choice).  Each ptr-array tile path has its direct
+// twin; the large path has two: the wide tile where its tiles fit one wave
+// (its m64n256 wgmmas make each tile faster; with several waves the large
+// tile was as fast or faster, and 2% ahead at 8192^3), else the large one;
+// either one where only its store rule holds.
 DirectTile ChooseDirect(const GemmProblem& p, bool c_read, int sms) {
   const OperandDesc &A = p.op[kA], &B = p.op[kB], &C = p.op[kC],
                     &D = p.op[kD];
@@ -698,13 +719,27 @@ DirectTile ChooseDirect(const GemmProblem& p, bool c_read, int sms) {
   if (!TileOrEdge(A.win[ra - 1], A.dims[ra - 1], kDirectTileK) ||
       !TileOrEdge(B.win[rb - 2], B.dims[rb - 2], kDirectTileK))
     return DirectTile::kNone;
+  DirectTile forced = DirectTile::kNone;
+  const bool has_forced = ForcedDirectTile(&forced);
+  // The one candidate of a smaller tile's path.
+  auto single = [&](DirectTile tile, DirectTileShape shape) {
+    if (has_forced && forced != tile) return DirectTile::kNone;
+    return StoresOk(D, shape) ? tile : DirectTile::kNone;
+  };
+  switch (p.path) {
+    case Path::kSm90Medium: return single(DirectTile::kMedium, kDirectMedium);
+    case Path::kSm90SmallM: return single(DirectTile::kSmall, kDirectSmall);
+    case Path::kSm90Tiny: return single(DirectTile::kTiny, kDirectTiny);
+    case Path::kSm90Large: break;
+    default: return DirectTile::kNone;
+  }
   const bool large_ok = StoresOk(D, kDirectLarge);
   const bool wide_ok = StoresOk(D, kDirectWide);
-  const DirectTile forced = ForcedDirectTile();
-  if (forced != DirectTile::kNone)
-    return (forced == DirectTile::kWide ? wide_ok : large_ok)
-               ? forced
-               : DirectTile::kNone;
+  if (has_forced) {
+    if (forced == DirectTile::kLarge) return large_ok ? forced : DirectTile::kNone;
+    if (forced == DirectTile::kWide) return wide_ok ? forced : DirectTile::kNone;
+    return DirectTile::kNone;
+  }
   const int64_t wide_tiles = (p.m + kDirectWide.m - 1) / kDirectWide.m *
                              ((p.n + kDirectWide.n - 1) / kDirectWide.n);
   if (wide_ok && (wide_tiles <= sms || !large_ok)) return DirectTile::kWide;
@@ -958,13 +993,15 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
         kernel = k90;
     }
   }
-  const KernelEntry* ptr_array_large =
-      Sm90Kernel(Path::kSm90Large, p.in_dtype, p.out_dtype, p.trans_a,
-                 p.trans_b);
+  // A direct kernel stands in for the planned ptr-array tile where the call
+  // got that far (SM90 device, alignment) and its windows suit it.
   const DirectKernelEntry* direct = nullptr;
-  if (kernel != nullptr && kernel == ptr_array_large && !DirectDisabled())
-    direct = Sm90DirectKernel(p.path, p.in_dtype, p.out_dtype, p.trans_a,
-                              p.trans_b, ChooseDirect(p, P.c_read, dev.sms));
+  if (kernel != nullptr && !split && kernel != generic &&
+      kernel == Sm90Kernel(p.path, p.in_dtype, p.out_dtype, p.trans_a,
+                           p.trans_b) &&
+      !DirectDisabled())
+    direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+                              ChooseDirect(p, P.c_read, dev.sms));
   const int64_t slices = split ? p.split_k : 1;
   const int64_t items = p.batch * slices;
   if (split) {
@@ -1132,10 +1169,11 @@ const char* CudaBuildInfo() {
          "medium 128x128x64, small_m 64x128x64, tiny 64x64x64 pingpong; "
          "bf16->bf16 NN/NT/TN, f16->f16 NN; split_k "
          "64x128x64 pingpong f32 partials + reduction, bf16/f16 NN, "
-         "opt-in: planned only with JAX_DYNOFF_SPLITK=1; direct large "
-         "256x128x64 cooperative 1x2 non-array kernel, bf16/f16 NN, for "
-         "one-item calls whose windows suit it, JAX_DYNOFF_DISABLE_DIRECT "
-         "keeps ptr-array)"
+         "opt-in: planned only with JAX_DYNOFF_SPLITK=1; direct (non-array) "
+         "twins of each tile, bf16/f16 NN: large 256x128 cooperative 1x2 "
+         "and wide 128x256 cooperative 2x1 for the large path, medium, "
+         "small_m and tiny ping-pong, for one-item calls whose windows suit "
+         "them, JAX_DYNOFF_DISABLE_DIRECT keeps ptr-array)"
 #else
          "; sm90=no"
 #endif

@@ -44,15 +44,25 @@ _COMMANDS = ("FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE,"
              "DYNAMIC_SLICE_FUSION")
 
 
-def cuda_graph_flags(min_graph_size: int = 1) -> str:
-  """XLA_FLAGS text for whole-loop capture; set it before JAX starts.
+def cuda_graph_flags(min_graph_size: int = 1, whole_loops: bool = True) -> str:
+  """XLA_FLAGS text for CUDA-graph capture; set it before JAX starts.
 
   `+WHILE` adds loops to XLA's default command kinds (conditionals and FFI
-  calls such as jax_dynoff's are on by default); `min_graph_size=1` lets
-  even a single call form a graph.
+  calls such as jax_dynoff's are on by default), so a whole loop is one
+  graph; `min_graph_size=1` lets even a single call form a graph.  XLA's
+  default (5) leaves a loop body of one `gemm` call (about four thunks: the
+  call, its start clamps, the counter) outside any graph, launched thunk by
+  thunk from the host.
+
+  `whole_loops=False` captures each loop body as its own graph and keeps
+  the loop on the host: for loops of small GEMMs that is the fastest
+  setting, since a whole-loop graph spends ~3 us of device time per
+  iteration on loop control (H200, 64 GEMMs 128x1024x1024 in a fori_loop:
+  13.8 us per call with body graphs, 15 us as one graph, 21-28 us with
+  XLA's defaults, XLA's own loop 12.4 us; benchmarks/NOTES.md, session 6).
   """
-  return (f"--xla_gpu_enable_command_buffer=+WHILE "
-          f"--xla_gpu_graph_min_graph_size={min_graph_size}")
+  size = f"--xla_gpu_graph_min_graph_size={min_graph_size}"
+  return f"--xla_gpu_enable_command_buffer=+WHILE {size}" if whole_loops else size
 
 
 def cuda_graph_options(min_graph_size: int = 1) -> dict[str, str]:

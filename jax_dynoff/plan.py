@@ -38,18 +38,20 @@ Paths (enum Path in ffi/gemm_problem.h):
   split_k.  ``JAX_DYNOFF_SPLITK_SLICES=S`` forces S (for tuning sweeps).
 
 Direct kernels (the handler's choice, mirrored by `direct_kernel` and
-`direct_reasons`): a ``sm90_large`` call runs CUTLASS's plain (non-array)
-TMA kernel, its TMA descriptors over the whole buffers and its tile
-coordinates shifted on the device to the windows (ffi/kernels/sm90_direct.h):
-one launch, no pointer kernel, no pointer arrays.  Two tiles: ``wide``
-(128x256) where its tiles fit one wave of SMs, else ``large`` (256x128).  It
-needs one item, no transposes, 16-bit inputs and output of the same dtype,
+`direct_reasons`): a call planned for an SM90 tile runs CUTLASS's plain
+(non-array) TMA kernel of that tile instead of the ptr-array one, its TMA
+descriptors over the whole buffers and its tile coordinates shifted on the
+device to the windows (ffi/kernels/sm90_direct.h): one launch, no pointer
+kernel, no pointer arrays.  ``sm90_large`` has two: ``wide`` (128x256) where
+its tiles fit one wave of SMs, else ``large`` (256x128); ``sm90_medium``,
+``sm90_small_m`` and ``sm90_tiny`` one each (DIRECT_TILE_PATHS).  It needs
+one item, no transposes, 16-bit inputs and output of the same dtype,
 no C read from D's own buffer (that may overlap D partly), no dynamic
 column start, windows whose K extent is a multiple of 64 or spans its
 buffer's dim, and an output window whose rows / columns are multiples of
 the tile's or span its buffer's dims.  ``JAX_DYNOFF_DISABLE_DIRECT`` (read
-by the handler) keeps the ptr-array kernel; ``JAX_DYNOFF_DIRECT_TILE=
-large|wide`` forces a tile.
+by the handler) keeps the ptr-array kernel; ``JAX_DYNOFF_DIRECT_TILE``
+forces one of the planned path's direct tiles.
 
 Fallback rule (the handler, ffi/cuda_gemm.cu): a planned SM90 path is a
 request.  The CUDA handler runs the generic kernel instead when the device
@@ -248,8 +250,14 @@ def _choose_tile(spec: GemmSpec, tiles: tuple[str, ...]) -> str:
 
 # --- The direct kernels (ffi/kernels/sm90_direct.h) -------------------------
 
-# tile -> (tile m, tile n): Sm90DirectLargeConfig / Sm90DirectWideConfig.
-DIRECT_TILES = {"large": (256, 128), "wide": (128, 256)}
+# tile -> (tile m, tile n): the Sm90Direct*Config of each direct kernel.
+DIRECT_TILES = {"large": (256, 128), "wide": (128, 256), "medium": (128, 128),
+                "small_m": (64, 128), "tiny": (64, 64)}
+# The planned path each direct tile stands in for (its SM90 tile, the one
+# JAX_DYNOFF_SM90_TILE names: "wide" is a second tile of the large path).
+DIRECT_TILE_PATHS = {"large": "sm90_large", "wide": "sm90_large",
+                     "medium": "sm90_medium", "small_m": "sm90_small_m",
+                     "tiny": "sm90_tiny"}
 DIRECT_TILE_K = 64
 DIRECT_DTYPES = ("bfloat16", "float16")      # kernels built (NN, out = in)
 DIRECT_DISABLE_ENV = "JAX_DYNOFF_DISABLE_DIRECT"
@@ -285,8 +293,9 @@ def _direct_choice(spec: GemmSpec) -> tuple[Optional[str], list[str]]:
   """(the direct tile, None for the ptr-array kernel; the reasons for None).
   Mirrors ChooseDirect in ffi/cuda_gemm.cu, with ASSUMED_SM_COUNT SMs."""
   planned = plan(spec).path
-  if planned != "sm90_large":
-    return None, [f"planned {planned}, not sm90_large"]
+  candidates = [t for t, p in DIRECT_TILE_PATHS.items() if p == planned]
+  if not candidates:
+    return None, [f"planned {planned}: no direct kernel"]
   why = []
   if spec.batch != 1:
     why.append(f"{spec.batch} batch items")
@@ -309,14 +318,16 @@ def _direct_choice(spec: GemmSpec) -> tuple[Optional[str], list[str]]:
       why.append(f"{name}: k = {win} neither a multiple of {tk} nor the "
                  f"array's {edge}")
   forced = _forced(DIRECT_TILE_ENV, DIRECT_TILES)
+  if forced and forced not in candidates:
+    why.append(f"{DIRECT_TILE_ENV}={forced}: not a tile of {planned}")
   stores = {t: _store_reasons(spec.d, t)
-            for t in ([forced] if forced else DIRECT_TILES)}
+            for t in ([forced] if forced in candidates else candidates)}
   if all(stores.values()):
     why += [w for ws in stores.values() for w in ws]
   if why:
     return None, why
-  if forced:
-    return forced, []
+  if forced or len(candidates) == 1:
+    return (forced or candidates[0]), []
   wm, wn = DIRECT_TILES["wide"]
   wide_tiles = math.ceil(spec.m / wm) * math.ceil(spec.n / wn)
   if not stores["wide"] and (wide_tiles <= ASSUMED_SM_COUNT or stores["large"]):
@@ -325,19 +336,20 @@ def _direct_choice(spec: GemmSpec) -> tuple[Optional[str], list[str]]:
 
 
 def direct_reasons(spec: GemmSpec) -> list[str]:
-  """Why a call planned ``sm90_large`` runs the ptr-array kernel rather than
-  a direct one (empty: a direct one, unless the handler's environment says
-  JAX_DYNOFF_DISABLE_DIRECT)."""
+  """Why a call runs a ptr-array kernel (or none of the SM90 ones) rather
+  than a direct one (empty: a direct one, unless the handler's environment
+  says JAX_DYNOFF_DISABLE_DIRECT)."""
   return _direct_choice(spec)[1]
 
 
 def direct_kernel(spec: GemmSpec) -> Optional[str]:
-  """The direct tile that runs `spec` on an H200 ("large": 256x128, "wide":
-  128x256), or None for the ptr-array kernel (then `direct_reasons` says
-  why).  The wide tile where its tiles fit one wave of SMs (each of its
-  tiles is faster), else the large one (as fast or faster over several
-  waves); either one where only its store rule holds;
-  ``JAX_DYNOFF_DIRECT_TILE=large|wide`` forces one where its rules hold."""
+  """The direct tile that runs `spec` on an H200 (DIRECT_TILES), or None for
+  the ptr-array kernel (then `direct_reasons` says why).  Each planned SM90
+  tile has its direct twin; the large path has two: the wide tile (128x256)
+  where its tiles fit one wave of SMs (each of its tiles is faster), else
+  the large one (256x128, as fast or faster over several waves); either one
+  where only its store rule holds.  ``JAX_DYNOFF_DIRECT_TILE`` forces a
+  tile where it stands in for the planned path and its rules hold."""
   return _direct_choice(spec)[0]
 
 
@@ -515,7 +527,7 @@ def explain(spec: GemmSpec) -> str:
   if p.path == "sm90_split_k":
     return (f"{p.path} (split_k {p.split_k}, workspace {p.workspace_bytes} "
             "bytes)")
-  if p.path == "sm90_large":
+  if p.path in DIRECT_TILE_PATHS.values():
     tile, why = _direct_choice(spec)
     kind = (f"direct kernel, {tile} tile" if tile else
             "ptr-array kernel: " + "; ".join(why))

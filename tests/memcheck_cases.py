@@ -83,7 +83,9 @@ def main():
 
   xe, we = rand(9, (m, k), BF16), rand(10, (k, n), BF16)
   for tile in plan.DIRECT_TILES:
-    env = {plan.SM90_TILE_ENV: "large", plan.DIRECT_TILE_ENV: tile}
+    env = {plan.SM90_TILE_ENV:
+           plan.DIRECT_TILE_PATHS[tile].removeprefix("sm90_"),
+           plan.DIRECT_TILE_ENV: tile}
     ok &= check("direct_" + tile, direct, xd, wd, cache, jnp.int32(10 ** 6),
                 jnp.int32(-1), jnp.int32(7), jnp.int32(2 ** 31 - 1), env=env)
     ok &= check("direct_edges_" + tile, lambda mod, a, b: mod.gemm(a, b), xe,

@@ -833,10 +833,13 @@ def test_fallback_rule():
   out, lines = _run_script()
   assert "['sm90_tiny']" in out
   assert all("planned=sm90_tiny" in l for l in lines), lines
-  if _is_sm90():
-    assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines
+  if _is_sm90():  # the tiny tile's direct twin (one item, NN)
+    assert all("kernel=kSm90DirectTinyBf16NN" in l for l in lines), lines
   else:  # not sm_90: the handler must fall back by itself
     assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
+  _, lines = _run_script(JAX_DYNOFF_DISABLE_DIRECT="1")
+  if _is_sm90():
+    assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines
   out, lines = _run_script(JAX_DYNOFF_DISABLE_SM90="1")
   assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
 
@@ -990,9 +993,27 @@ def test_direct_reasons(monkeypatch):
                                        beta=1.0))
   assert plan_lib.direct_reasons(_spec(m=2048, c=c, c_mode="own",
                                        beta=1.0)) == []
-  # Not a large-tile plan at all.
+  # The smaller tiles' paths: each its direct twin, under that tile's store
+  # rule.
+  assert plan_lib.direct_kernel(_spec(m=512)) == "medium"
+  assert plan_lib.direct_kernel(_spec(m=256)) == "small_m"
+  assert plan_lib.direct_kernel(_spec(m=128)) == "tiny"
+  assert "direct kernel, tiny tile" in plan_lib.explain(_spec(m=128))
+  d = WinSpec((4096, 4096), (100, 4096), (None, 0))
+  assert plan_lib.plan(_spec(m=100, d=d)).path == "sm90_tiny"
+  assert plan_lib.direct_reasons(_spec(m=100, d=d)) == [
+      "out: m = 100 neither a multiple of 64 nor the array's height "
+      "(tiny tile)"]
+  # A forced tile of another path: the ptr-array kernel.
+  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, "large")
   assert plan_lib.direct_reasons(_spec(m=128)) == [
-      "planned sm90_tiny, not sm90_large"]
+      "JAX_DYNOFF_DIRECT_TILE=large: not a tile of sm90_tiny"]
+  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, "tiny")
+  assert plan_lib.direct_kernel(_spec(m=128)) == "tiny"
+  monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV)
+  # Not an SM90 tile plan at all.
+  assert plan_lib.direct_reasons(_spec(m=128, dt=np.dtype(F32))) == [
+      "planned tf32: no direct kernel"]
 
 
 # (name, m, n, k, A buffer, A start, B buffer, B start, out buffer, out
@@ -1044,12 +1065,17 @@ def _direct_case(case, dt, int64=False):
 @pytest.mark.gpu
 @on_gpu
 def test_direct_kernel_matches_reference(monkeypatch, case, dt, tile):
-  # Small shapes, so the large SM90 tile is forced (the wave model would
-  # pick a smaller one; the direct kernels stand in for it only), and each
-  # direct tile in turn (the handler reads JAX_DYNOFF_DIRECT_TILE per call).
-  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
-  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, tile)
+  _force_direct(monkeypatch, tile)
   _check_direct(case, dt, tile)
+
+
+def _force_direct(monkeypatch, tile):
+  """Plans the SM90 tile whose path `tile` stands in for (the wave model
+  would pick another at these small shapes) and forces `tile` (the handler
+  reads JAX_DYNOFF_DIRECT_TILE per call)."""
+  path = plan_lib.DIRECT_TILE_PATHS[tile]
+  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, path.removeprefix("sm90_"))
+  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, tile)
 
 
 def _check_direct(case, dt, tile):
@@ -1057,7 +1083,8 @@ def _check_direct(case, dt, tile):
   reference; the output's elements outside the window stay the poison."""
   f, args = _direct_case(case, dt)
   specs = plan_lib.traced_specs(lambda *x: f(dyn, *x), *args)
-  assert [plan_lib.plan(s).path for s in specs] == ["sm90_large"]
+  assert [plan_lib.plan(s).path for s in specs] == [
+      plan_lib.DIRECT_TILE_PATHS[tile]]
   assert plan_lib.direct_reasons(specs[0]) == []
   assert plan_lib.direct_kernel(specs[0]) == tile
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
@@ -1079,18 +1106,21 @@ def _check_direct(case, dt, tile):
 # Windows whose tile grid CUTLASS's scheduler rounds up (to whole clusters,
 # or to whole swizzle groups once there are more tiles than SMs), so that
 # some tiles lie wholly past the window but inside out's buffer: they must
-# store nothing.  (case as in DIRECT_CASES, the direct tiles it suits)
+# store nothing.  (case as in DIRECT_CASES, the direct tiles that run it:
+# the rounding concerns the clustered large and wide tiles, and the swizzle
+# every tile; the one-CTA ping-pong tiles run the cluster cases too.)
 DIRECT_PHANTOM_CASES = [
     # Large tile, cluster 1x2 along N: 3 column tiles, a 4th past the window.
     (("cluster_n", 256, 384, 128, (300, 128), (40,), (128, 512), (0,),
-      (600, 512), (100,), None), ("large",)),
+      (600, 512), (100,), None), ("large", "medium", "small_m", "tiny")),
     # Wide tile, cluster 2x1 along M: 3 row tiles, a 4th past the window.
     (("cluster_m", 384, 256, 128, (400, 128), (10,), (128, 256), (0,),
-      (1000, 256), (300,), None), ("wide",)),
-    # 136 tiles > 132 SMs: swizzle 4 rounds 17 (large) / 34 (wide) row
-    # tiles up to 20 / 40.
+      (1000, 256), (300,), None), ("wide", "medium", "small_m", "tiny")),
+    # More tiles than SMs: swizzle 4 rounds 17 (large) / 34 (wide, medium)
+    # row tiles up to 20 / 36, swizzle 8 (tiny: 1088 tiles) 68 up to 72;
+    # small_m's 68 stay.
     (("swizzle", 4352, 1024, 64, (4400, 64), (20,), (64, 1024), (0,),
-      (5200, 1024), (8,), None), ("large", "wide")),
+      (5200, 1024), (8,), None), tuple(plan_lib.DIRECT_TILES)),
 ]
 
 
@@ -1100,19 +1130,17 @@ DIRECT_PHANTOM_CASES = [
 @pytest.mark.gpu
 @on_gpu
 def test_direct_kernel_tiles_past_the_window(monkeypatch, case, tile):
-  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
-  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, tile)
+  _force_direct(monkeypatch, tile)
   _check_direct(case, BF16, tile)
 
 
 def test_direct_phantom_cases_plan(monkeypatch):
   """The cases above take the direct tiles they are meant for (CPU: the
   plan only)."""
-  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
   for case, tiles in DIRECT_PHANTOM_CASES:
     f, args = _direct_case(case, BF16)
     for tile in plan_lib.DIRECT_TILES:
-      monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, tile)
+      _force_direct(monkeypatch, tile)
       spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
       assert (plan_lib.direct_kernel(spec) == tile) == (tile in tiles), (
           case[0], tile, plan_lib.direct_reasons(spec))

@@ -12,6 +12,10 @@ def test_flags_turn_on_whole_loop_capture():
   flags = dyn.cuda_graph_flags().split()
   assert "--xla_gpu_enable_command_buffer=+WHILE" in flags
   assert "--xla_gpu_graph_min_graph_size=1" in flags
+  # Body graphs only: the loop stays on the host, XLA's command kinds as
+  # they are.
+  assert dyn.cuda_graph_flags(whole_loops=False).split() == [
+      "--xla_gpu_graph_min_graph_size=1"]
   opts = dyn.cuda_graph_options(3)
   kinds = set(opts["xla_gpu_enable_command_buffer"].split(","))
   assert {"WHILE", "CONDITIONAL", "CUSTOM_CALL"} <= kinds

@@ -177,13 +177,19 @@ extern const KernelEntry kSm90TinyF16F16NN;
 // and the cast to the output dtype.
 extern const KernelEntry kSm90SplitKBf16NN;
 extern const KernelEntry kSm90SplitKF16NN;
-// Direct kernels (no pointer kernel, no pointer arrays): the large and the
-// wide tile, NN, for one-item calls whose windows suit them (cuda_gemm.cu,
-// ChooseDirect).
+// Direct kernels (no pointer kernel, no pointer arrays), NN, for one-item
+// calls whose windows suit them (cuda_gemm.cu, ChooseDirect): the large and
+// the wide tile for the large path, one per smaller ptr-array tile.
 extern const DirectKernelEntry kSm90DirectLargeBf16NN;
 extern const DirectKernelEntry kSm90DirectLargeF16NN;
 extern const DirectKernelEntry kSm90DirectWideBf16NN;
 extern const DirectKernelEntry kSm90DirectWideF16NN;
+extern const DirectKernelEntry kSm90DirectMediumBf16NN;
+extern const DirectKernelEntry kSm90DirectMediumF16NN;
+extern const DirectKernelEntry kSm90DirectSmallBf16NN;
+extern const DirectKernelEntry kSm90DirectSmallF16NN;
+extern const DirectKernelEntry kSm90DirectTinyBf16NN;
+extern const DirectKernelEntry kSm90DirectTinyF16NN;
 #endif
 
 }  // namespace kernels

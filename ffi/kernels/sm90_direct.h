@@ -47,6 +47,31 @@ struct Sm90DirectWideConfig {
   using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
 };
 
+// The ptr-array path's smaller tiles (sm90_gemm.h, chosen by plan.py's wave
+// model for problems with few large tiles), non-array ping-pong schedules:
+// a call planned for one of them runs its direct kernel where its windows
+// suit it, without the pointer kernel's launch ahead of it.
+struct Sm90DirectMediumConfig {
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+};
+
+struct Sm90DirectSmallConfig {
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+  using TileShape = cute::Shape<cute::_64, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+};
+
+struct Sm90DirectTinyConfig {
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+  using TileShape = cute::Shape<cute::_64, cute::_64, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+};
+
 // CUTLASS's mainloop with its TMA descriptors over the whole A and B buffers
 // and its tiles shifted to the windows (computed once per CTA, by the
 // producer warp, in load_init).
