@@ -115,15 +115,19 @@ int main() {
               }, s));
   std::printf("%-58s %7.3f\n", "cudaLaunchKernelExC, cluster 2 (the GEMM's launch)",
               PerCallUs(launches, [&] { launch_ex(2); }, s));
+  // A GEMM's four TMA descriptors, as CUTLASS encodes them.
+  auto encode_four = [&] {
+    for (int i = 0; i < 4; ++i) {
+      void* p;
+      cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                       cudaEnableDefault, &q);
+      encode_once();
+    }
+  };
   std::printf("%-58s %7.3f\n", "CUTLASS's per-call sequence: 4 x (lookup + encode), "
               "2 x attribute, cluster launch",
               PerCallUs(launches, [&] {
-                for (int i = 0; i < 4; ++i) {
-                  void* p;
-                  cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p,
-                                                   12000, cudaEnableDefault, &q);
-                  encode_once();
-                }
+                encode_four();
                 cudaFuncSetAttribute(
                     fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
                 cudaFuncSetAttribute(
@@ -132,12 +136,7 @@ int main() {
               }, s));
   std::printf("%-58s %7.3f\n", "4 x (lookup + encode), cluster launch (the library's)",
               PerCallUs(launches, [&] {
-                for (int i = 0; i < 4; ++i) {
-                  void* p;
-                  cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p,
-                                                   12000, cudaEnableDefault, &q);
-                  encode_once();
-                }
+                encode_four();
                 launch_ex(2);
               }, s));
   cudaError_t e = cudaDeviceSynchronize();

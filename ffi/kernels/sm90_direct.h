@@ -48,29 +48,19 @@ struct Sm90DirectWideConfig {
 };
 
 // The ptr-array path's smaller tiles (sm90_gemm.h, chosen by plan.py's wave
-// model for problems with few large tiles), non-array ping-pong schedules:
-// a call planned for one of them runs its direct kernel where its windows
-// suit it, without the pointer kernel's launch ahead of it.
-struct Sm90DirectMediumConfig {
+// model for problems with few large tiles) with CUTLASS's non-array
+// ping-pong schedules: a call planned for one of them runs its direct twin
+// where its windows suit it, without the pointer kernel's launch ahead.
+template <class PtrArrayConfig>
+struct Sm90DirectPingpong {
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using TileShape = typename PtrArrayConfig::TileShape;
+  using ClusterShape = typename PtrArrayConfig::ClusterShape;
 };
-
-struct Sm90DirectSmallConfig {
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
-  using TileShape = cute::Shape<cute::_64, cute::_128, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-};
-
-struct Sm90DirectTinyConfig {
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
-  using TileShape = cute::Shape<cute::_64, cute::_64, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-};
+using Sm90DirectMediumConfig = Sm90DirectPingpong<Sm90MediumConfig>;
+using Sm90DirectSmallConfig = Sm90DirectPingpong<Sm90SmallConfig>;
+using Sm90DirectTinyConfig = Sm90DirectPingpong<Sm90TinyConfig>;
 
 // CUTLASS's mainloop with its TMA descriptors over the whole A and B buffers
 // and its tiles shifted to the windows (computed once per CTA, by the
