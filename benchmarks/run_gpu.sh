@@ -13,7 +13,8 @@
 # DIAG=1 adds the kernel-level diagnostics after the benchmark: the profiler
 # timeline (benchmarks/timeline.py, graph flags), the ptr-array vs regular
 # CUTLASS comparison (benchmarks/sm90_tiles/vs_regular, built alongside the
-# library) and the launch-cost microbenchmark (benchmarks/launch).
+# library), the launch-cost and host-cost microbenchmarks
+# (benchmarks/launch) and the sustained-load clocks (benchmarks/sustained.py).
 # The build directory (build/gpu) is reused when it survives between calls.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +36,9 @@ if [ -n "${DIAG:-}" ]; then  # needs only the headers: overlaps the build
   (benchmarks/sm90_tiles/build_vs_regular.sh > "$res/vs_regular_build.log" 2>&1 &&
    nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 \
      benchmarks/launch/param_size.cu -o benchmarks/launch/param_size \
+     >> "$res/vs_regular_build.log" 2>&1 &&
+   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
+     benchmarks/launch/host_cost.cu -o benchmarks/launch/host_cost \
      >> "$res/vs_regular_build.log" 2>&1) & diag_build=$!
 fi
 t0=$(date +%s)
@@ -94,9 +98,13 @@ if [ -n "${DIAG:-}" ]; then
   gf=$(cd /tmp && python3 -c "import jax_dynoff as d; print(d.cuda_graph_flags())")
   (cd /tmp && XLA_FLAGS="$gf" python3 "$repo/benchmarks/timeline.py") 2>&1 \
     | grep -v -E "^(W|I)[0-9]{4} " | tee "$res/timeline_graphs.txt"
+  (cd /tmp && python3 "$repo/benchmarks/sustained.py" --seconds 2 --rounds 2 \
+     plain 4096 4096 4096 loop) 2>&1 | grep -v -E "^(W|I)[0-9]{4} " \
+     | tee "$res/sustained.txt"
   if wait $diag_build; then
     benchmarks/sm90_tiles/vs_regular | tee "$res/vs_regular.txt"
     benchmarks/launch/param_size | tee "$res/param_size.txt"
+    benchmarks/launch/host_cost | tee "$res/host_cost.txt"
   else
     tail -20 "$res/vs_regular_build.log"; status=1
   fi
