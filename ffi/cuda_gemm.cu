@@ -966,6 +966,7 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   if ((e = GetDeviceInfo(device, &dev)) != cudaSuccess)
     return CudaError("cudaDeviceGetAttribute", e);
   const KernelEntry* kernel = generic;
+  const KernelEntry* k90 = nullptr;  // the planned tile's ptr-array kernel
   bool split = false;  // run the split-K kernel + reduction
   if (p.path == Path::kTf32 && !Tf32Disabled()) {
     if (const KernelEntry* kt =
@@ -984,8 +985,7 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
         split = true;
       }
     } else {
-      const KernelEntry* k90 =
-          Sm90Kernel(p.path, p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
+      k90 = Sm90Kernel(p.path, p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
       const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
                             Ptr16(P.base[kC]) && Ptr16(P.base[kD]) &&
                             Ptr16(ws);
@@ -996,10 +996,7 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   // A direct kernel stands in for the planned ptr-array tile where the call
   // got that far (SM90 device, alignment) and its windows suit it.
   const DirectKernelEntry* direct = nullptr;
-  if (kernel != nullptr && !split && kernel != generic &&
-      kernel == Sm90Kernel(p.path, p.in_dtype, p.out_dtype, p.trans_a,
-                           p.trans_b) &&
-      !DirectDisabled())
+  if (kernel != nullptr && kernel == k90 && !DirectDisabled())
     direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
                               ChooseDirect(p, P.c_read, dev.sms));
   const int64_t slices = split ? p.split_k : 1;

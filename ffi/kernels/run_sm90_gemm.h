@@ -44,8 +44,9 @@ cudaError_t PrepareSm90KernelOnce(int device) {
 }
 
 // One SM90 GEMM: can_implement, the kernel's workspace and parameters (the
-// TMA descriptors), then one cudaLaunchKernelEx with the cluster shape and, when `pdl`, programmatic
-// stream serialization (the kernel executes griddepcontrol.wait first).
+// TMA descriptors), then one cudaLaunchKernelEx with the cluster shape and,
+// when `pdl`, programmatic stream serialization (the kernel executes
+// griddepcontrol.wait first).
 template <typename Gemm>
 std::string RunSm90Gemm(const char* what, const typename Gemm::Arguments& args,
                         void* workspace, cudaStream_t stream, int device,

@@ -25,15 +25,23 @@
 namespace jax_dynoff {
 namespace kernels {
 
-// The large tile of Sm90LargeConfig, non-array schedules: the fastest
-// direct tile once the output has several waves of tiles (8192^3 bf16 on an
-// H200: 2% ahead of the wide one, benchmarks/NOTES.md).
-struct Sm90DirectLargeConfig {
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-  using TileShape = cute::Shape<cute::_256, cute::_128, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
+// A ptr-array tile (sm90_gemm.h) with CUTLASS's non-array schedules: the
+// direct twin of that tile, same tile and cluster shape.
+template <class PtrArrayConfig, class Kernel, class Epilogue>
+struct Sm90NonArray {
+  using KernelSchedule = Kernel;
+  using EpilogueSchedule = Epilogue;
+  using TileShape = typename PtrArrayConfig::TileShape;
+  using ClusterShape = typename PtrArrayConfig::ClusterShape;
 };
+
+// The large tile, cooperative: the fastest direct tile once the output has
+// several waves of tiles (8192^3 bf16 on an H200: 2% ahead of the wide one,
+// benchmarks/NOTES.md).
+using Sm90DirectLargeConfig =
+    Sm90NonArray<Sm90LargeConfig,
+                 cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                 cutlass::epilogue::TmaWarpSpecializedCooperative>;
 
 // The same tile transposed (each consumer warp group a 64 x 256 slab, so
 // every wgmma is m64n256: less shared-memory traffic per MAC), B shared by
@@ -47,17 +55,14 @@ struct Sm90DirectWideConfig {
   using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
 };
 
-// The ptr-array path's smaller tiles (sm90_gemm.h, chosen by plan.py's wave
-// model for problems with few large tiles) with CUTLASS's non-array
-// ping-pong schedules: a call planned for one of them runs its direct twin
-// where its windows suit it, without the pointer kernel's launch ahead.
+// The ptr-array path's smaller tiles (chosen by plan.py's wave model for
+// problems with few large tiles), ping-pong: a call planned for one of them
+// runs its direct twin where its windows suit it, without the pointer
+// kernel's launch ahead.
 template <class PtrArrayConfig>
-struct Sm90DirectPingpong {
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
-  using TileShape = typename PtrArrayConfig::TileShape;
-  using ClusterShape = typename PtrArrayConfig::ClusterShape;
-};
+using Sm90DirectPingpong =
+    Sm90NonArray<PtrArrayConfig, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                 cutlass::epilogue::TmaWarpSpecialized>;
 using Sm90DirectMediumConfig = Sm90DirectPingpong<Sm90MediumConfig>;
 using Sm90DirectSmallConfig = Sm90DirectPingpong<Sm90SmallConfig>;
 using Sm90DirectTinyConfig = Sm90DirectPingpong<Sm90TinyConfig>;
