@@ -70,25 +70,28 @@ def window_stats(samples, t0, t1):
 
 
 def run_for(f, args, seconds, iters, env=None):
-  """Calls the compiled loop back to back for `seconds`; returns the second
-  half's (start, end, us per iteration) of every call."""
+  """The bench's sustained window (`bench.sustained`) of the compiled loop:
+  (us per iteration, (start, end) of the window's second half)."""
   saved = {k: os.environ.get(k) for k in (env or {})}
   os.environ.update(env or {})
+  stamps = []
+
+  def once():
+    t0 = time.monotonic()
+    jax.block_until_ready(f(*args))
+    stamps.append((t0, time.monotonic()))
+    return stamps[-1][1] - t0
+
   try:
-    calls = []
-    t_end = time.monotonic() + seconds
-    while time.monotonic() < t_end:
-      t0 = time.monotonic()
-      jax.block_until_ready(f(*args))
-      t1 = time.monotonic()
-      calls.append((t0, t1, (t1 - t0) / iters * 1e6))
+    us = bench.sustained(once, seconds) / iters * 1e6
   finally:
     for k, v in saved.items():
       if v is None:
         os.environ.pop(k, None)
       else:
         os.environ[k] = v
-  return calls[len(calls) // 2:]
+  half = stamps[len(stamps) // 2:]
+  return us, (half[0][0], half[-1][1])
 
 
 def plain_sides(m, n, k, iters):
@@ -137,10 +140,8 @@ def main(argv):
       for r in range(rounds):
         for side, ((f, args), env) in sides.items():
           jax.block_until_ready(f(*args))  # first-call costs outside
-          calls = run_for(f, args, seconds, iters, env)
-          us = statistics.median(c[2] for c in calls)
-          clock, power, temp = window_stats(sampler.samples, calls[0][0],
-                                            calls[-1][1])
+          us, (t0, t1) = run_for(f, args, seconds, iters, env)
+          clock, power, temp = window_stats(sampler.samples, t0, t1)
           per_side[side].append(us)
           print(f"{label} round {r} {side:12s} {us:9.2f} us/iter  "
                 f"SM {clock} MHz  {power} W  {temp} C", flush=True)

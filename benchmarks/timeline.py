@@ -17,10 +17,11 @@ side's loop for S seconds before its trace (default: one call), so the
 trace sees the clocks of a sustained load, where the bench times: an
 H200's clocks drop by ~10% within seconds of dense GEMMs.  --host: also
 where the call's wall time goes outside the device's span (`call_report`).
---rounds R: before and after the traces, time each side's compiled loop
-the bench's way (wall time of one blocking call / iterations, the sides
-taking turns, R rounds) in the same process, so the bench's figure and the
-trace's can be told apart (`bench_rounds`).
+--rounds R: before and after the traces, time each side's compiled loop in
+short turns (wall time of one blocking call / iterations, the sides taking
+turns, R rounds), as the bench did before its sustained windows (session
+6), in the same process, so short calls' figures and the trace's can be
+told apart (`bench_rounds`).
 
 Prints, per case and side (ours / xla): the time per iteration from the
 trace (first to last kernel / iterations), the busy fraction, and per
@@ -102,8 +103,8 @@ def call_report(events, host, call, top=12):
 
 
 def bench_rounds(sides, iters, rounds):
-  """Each side's time per iteration (us) as the bench measures it: wall time
-  of one blocking call of the compiled loop, the sides taking turns (order
+  """Each side's time per iteration (us) in short turns: wall time of one
+  blocking call of the compiled loop, the sides taking turns (order
   reversed every other round), one line per side with every round."""
   times = {side: [] for side in sides}
   names = list(sides)

@@ -129,8 +129,9 @@ def test_sustained_window(monkeypatch):
 
 
 def test_timeline_bench_rounds():
-  """benchmarks/timeline.py --rounds times compiled loops as the bench does
-  (turns, the order reversed every other round), one line per side."""
+  """benchmarks/timeline.py --rounds times compiled loops in short turns
+  (one call each, the order reversed every other round), one line per
+  side."""
   import jax.numpy as jnp
   tl = _timeline()
   order = []
@@ -163,3 +164,17 @@ def test_sustained_window_stats():
              (9.0, 1980.0, 100.0, 50.0)]
   assert st.window_stats(samples, 1.0, 3.0) == (1650.0, 698.0, 61.0)
   assert st.window_stats(samples, 4.0, 5.0) == (None, None, None)
+  # run_for: the bench's window (with no time to run, two calls), the
+  # forced environment only while it runs, the second half's span.
+  import os
+  before = os.environ.get("JAX_DYNOFF_DIRECT_TILE")
+  seen = []
+
+  def f(x):
+    seen.append(os.environ.get("JAX_DYNOFF_DIRECT_TILE"))
+    return x
+
+  us, (t0, t1) = st.run_for(f, (np.float32(1),), 0.0, 4,
+                            env={"JAX_DYNOFF_DIRECT_TILE": "wide"})
+  assert seen == ["wide", "wide"] and us > 0 and t0 <= t1
+  assert os.environ.get("JAX_DYNOFF_DIRECT_TILE") == before
