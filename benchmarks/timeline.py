@@ -7,7 +7,7 @@ idle gaps between them.  The device image has ncu but no nsys; the trace
 that `jax.profiler` writes is read back with `jax.profiler.ProfileData`.
 
     python benchmarks/timeline.py [--iters N] [--warmup S] [--host] [--rounds R]
-                                  [plain M N K | loop] ...
+                                  [plain M N K | loop | stacked L M N] ...
     XLA_FLAGS="$(python -c 'import jax_dynoff as d; print(d.cuda_graph_flags())')" \\
         python benchmarks/timeline.py plain 2048 2048 2048
 
@@ -172,6 +172,13 @@ def loop(L=64, m=128, n=1024, iters=4):
           iters * L)
 
 
+def stacked(L, m, n, iters=2):
+  """The stacked-weights scenario: GEMM calls per iteration = L."""
+  loops = bench.stacked_loops(L, m, n, jnp.bfloat16)
+  return ({side: bench.compile_loop(l, iters) for side, l in loops.items()},
+          iters * L)
+
+
 def main(argv):
   cases = []
   iters, warmup_s, show_host, rounds = 20, 0.0, False, 0
@@ -190,6 +197,9 @@ def main(argv):
       cases.append((f"plain {'x'.join(map(str, dims))}", plain(*dims, iters)))
     elif name == "loop":
       cases.append(("loop L64 128x1024x1024", loop()))
+    elif name == "stacked":
+      L, m, n = (int(argv.pop(0)) for _ in range(3))
+      cases.append((f"stacked L{L} {m}x{n}x{n}", stacked(L, m, n)))
     else:
       raise SystemExit(f"unknown case {name!r}")
   print(f"jax {jax.__version__}, {jax.devices()[0]}, warm-up {warmup_s} s, "

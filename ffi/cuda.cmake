@@ -122,8 +122,8 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_tiny_bf16_bf16_nt.cu
     ffi/kernels/sm90_tiny_bf16_bf16_tn.cu
     ffi/kernels/sm90_tiny_f16_f16_nn.cu
-    # Split-K slices for skinny m (path kSm90SplitK; opt-in, planned only
-    # with JAX_DYNOFF_SPLITK=1).
+    # Split-K slices for skinny m (path kSm90SplitK where the direct split-K
+    # kernel cannot run: ptr-array slices + a reduction kernel).
     ffi/kernels/sm90_splitk_bf16_nn.cu
     ffi/kernels/sm90_splitk_f16_nn.cu
     # Direct (no pointer kernel) kernels for one-item NN calls: the large
@@ -137,7 +137,10 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_direct_small_bf16_nn.cu
     ffi/kernels/sm90_direct_small_f16_nn.cu
     ffi/kernels/sm90_direct_tiny_bf16_nn.cu
-    ffi/kernels/sm90_direct_tiny_f16_nn.cu)
+    ffi/kernels/sm90_direct_tiny_f16_nn.cu
+    # The split-K path's direct kernel (stream-K scheduler, split-K mode).
+    ffi/kernels/sm90_direct_splitk_bf16_nn.cu
+    ffi/kernels/sm90_direct_splitk_f16_nn.cu)
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)
   target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
     ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")

@@ -35,8 +35,11 @@
 // JAX_DYNOFF_DISABLE_DIRECT is unset or "0".  The large path has two: the
 // wide tile (128x256) where its tiles fit one wave on the device's SMs,
 // else the large one (256x128); either where only its store rule holds.
-// JAX_DYNOFF_DIRECT_TILE forces one of the path's direct tiles (tests,
-// tuning).
+// The split-K path's direct kernel (128x128 cooperative, K shared by
+// split_k CTAs per output tile through CUTLASS's stream-K scheduler) comes
+// first on that path under the same rules; the ptr-array slices are its
+// fallback.  JAX_DYNOFF_DIRECT_TILE forces one of the path's direct tiles
+// (tests, tuning).
 // The TF32 path (float32 in and out, default precision; any alignment)
 // runs on every GPU the build has code for; JAX_DYNOFF_DISABLE_TF32 sends it
 // to the exact generic kernel instead.
@@ -92,7 +95,10 @@ bool IsSm90Path(Path p) {
 // Workspace (ret 1) layout.  jax_dynoff/plan.py (workspace_layout) computes
 // the same numbers at trace time; keep the two in step.
 //   [0, kernel)           CUTLASS's own scratch: kSm90KernelWorkspace for
-//                         an SM90 path (TMA descriptors), else nothing
+//                         an SM90 path (TMA descriptors), else nothing;
+//                         kSm90SplitK adds DirectSplitKWorkspace(m, n)
+//                         (the direct split-K kernel's partial tiles and
+//                         barriers), rounded up to 256 bytes
 //   [ptrs, +8*count)      pointer arrays.  Unsplit: A[batch], B[batch],
 //                         C[batch], D[batch] (count = 4 * batch).  Path
 //                         kSm90SplitK (items = batch * split_k, item
@@ -126,6 +132,9 @@ WorkspaceLayout Layout(const GemmProblem& p) {
   const int64_t items = split ? p.batch * p.split_k : p.batch;
   w.kernel_bytes =
       IsSm90Path(p.path) ? int64_t{kernels::kSm90KernelWorkspace} : 0;
+  if (split)  // the direct split-K kernel's scheduler workspace
+    w.kernel_bytes += RoundUp(kernels::DirectSplitKWorkspace(p.m, p.n),
+                              kWorkspaceAlign);
   w.ptrs = w.kernel_bytes;
   w.ptr_count = 4 * items + (split ? 2 * p.batch : 0);
   w.scratch = RoundUp(w.ptrs + 8 * w.ptr_count, kWorkspaceAlign);
@@ -548,7 +557,7 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
 }
 
 // The direct tiles (kernels/sm90_direct.h); kNone: the ptr-array kernel.
-enum class DirectTile { kNone, kLarge, kWide, kMedium, kSmall, kTiny };
+enum class DirectTile { kNone, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK };
 
 // The direct kernel of `tile`, or nullptr when none is built for the dtypes
 // and transposes.
@@ -570,6 +579,8 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
       return bf16 ? &kSm90DirectSmallBf16NN : &kSm90DirectSmallF16NN;
     case DirectTile::kTiny:
       return bf16 ? &kSm90DirectTinyBf16NN : &kSm90DirectTinyF16NN;
+    case DirectTile::kSplitK:
+      return bf16 ? &kSm90DirectSplitKBf16NN : &kSm90DirectSplitKF16NN;
     case DirectTile::kNone:
       return nullptr;
   }
@@ -656,7 +667,8 @@ struct DirectTileShape {
   int64_t m, n;
 };
 constexpr DirectTileShape kDirectLarge{256, 128}, kDirectWide{128, 256},
-    kDirectMedium{128, 128}, kDirectSmall{64, 128}, kDirectTiny{64, 64};
+    kDirectMedium{128, 128}, kDirectSmall{64, 128}, kDirectTiny{64, 64},
+    kDirectSplitK{kernels::kDirectSplitKTileM, kernels::kDirectSplitKTileN};
 
 // The matrices an operand's array stacks (the product of its leading dims).
 int64_t Layers(const OperandDesc& op) {
@@ -683,7 +695,7 @@ bool StoresOk(const OperandDesc& D, DirectTileShape t) {
          TileOrEdge(D.win[rd - 1], D.dims[rd - 1], t.n);
 }
 
-// JAX_DYNOFF_DIRECT_TILE (large, wide, medium, small_m, tiny) forces that
+// JAX_DYNOFF_DIRECT_TILE (large, wide, medium, small_m, tiny, split_k) forces that
 // tile where it stands in for the planned path and its rules hold (else the
 // ptr-array kernel runs); read per call, so tests can switch.
 // False when unset or empty (then no tile is forced); an unknown name
@@ -694,7 +706,7 @@ bool ForcedDirectTile(DirectTile* tile) {
   static const std::pair<const char*, DirectTile> kNames[] = {
       {"large", DirectTile::kLarge},   {"wide", DirectTile::kWide},
       {"medium", DirectTile::kMedium}, {"small_m", DirectTile::kSmall},
-      {"tiny", DirectTile::kTiny}};
+      {"tiny", DirectTile::kTiny},     {"split_k", DirectTile::kSplitK}};
   *tile = DirectTile::kNone;
   for (const auto& [name, t] : kNames)
     if (std::strcmp(v, name) == 0) *tile = t;
@@ -730,6 +742,7 @@ DirectTile ChooseDirect(const GemmProblem& p, bool c_read, int sms) {
     case Path::kSm90Medium: return single(DirectTile::kMedium, kDirectMedium);
     case Path::kSm90SmallM: return single(DirectTile::kSmall, kDirectSmall);
     case Path::kSm90Tiny: return single(DirectTile::kTiny, kDirectTiny);
+    case Path::kSm90SplitK: return single(DirectTile::kSplitK, kDirectSplitK);
     case Path::kSm90Large: break;
     default: return DirectTile::kNone;
   }
@@ -968,6 +981,10 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   const KernelEntry* kernel = generic;
   const KernelEntry* k90 = nullptr;  // the planned tile's ptr-array kernel
   bool split = false;  // run the split-K kernel + reduction
+  // A direct kernel stands in for the planned ptr-array kernel where the
+  // call got that far (SM90 device, alignment) and its windows suit it.
+  const DirectKernelEntry* direct = nullptr;
+  DirectTile direct_tile = DirectTile::kNone;
   if (p.path == Path::kTf32 && !Tf32Disabled()) {
     if (const KernelEntry* kt =
             Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
@@ -975,30 +992,35 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   }
   if (IsSm90Path(p.path) && !Sm90Disabled() && dev.major == 9 &&
       dev.minor == 0 && p.k > 0) {
+    const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
+                          Ptr16(P.base[kC]) && Ptr16(P.base[kD]) && Ptr16(ws);
     if (p.path == Path::kSm90SplitK) {
-      // C and D are only touched by the reduction: no alignment needed.
+      // First choice: the direct split-K kernel, one launch, K reduced in
+      // the workspace.  Else the ptr-array slices and the reduction kernel,
+      // where C and D are only touched by the reduction (no alignment).
+      if (!DirectDisabled() && bases_ok && StaticallyAligned(p, P.c_read)) {
+        direct_tile = ChooseDirect(p, P.c_read, dev.sms);
+        direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
+                                  p.trans_b, direct_tile);
+      }
       const KernelEntry* ks =
           Sm90SplitKKernel(p.in_dtype, p.trans_a, p.trans_b);
-      if (ks != nullptr && SplitKStaticOk(p) && Ptr16(P.base[kA]) &&
-          Ptr16(P.base[kB]) && Ptr16(ws)) {
+      if (direct == nullptr && ks != nullptr && SplitKStaticOk(p) &&
+          Ptr16(P.base[kA]) && Ptr16(P.base[kB]) && Ptr16(ws)) {
         kernel = ks;
         split = true;
       }
     } else {
       k90 = Sm90Kernel(p.path, p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
-      const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
-                            Ptr16(P.base[kC]) && Ptr16(P.base[kD]) &&
-                            Ptr16(ws);
       if (k90 != nullptr && bases_ok && StaticallyAligned(p, P.c_read))
         kernel = k90;
     }
   }
-  // A direct kernel stands in for the planned ptr-array tile where the call
-  // got that far (SM90 device, alignment) and its windows suit it.
-  const DirectKernelEntry* direct = nullptr;
-  if (kernel != nullptr && kernel == k90 && !DirectDisabled())
+  if (kernel != nullptr && kernel == k90 && !DirectDisabled()) {
+    direct_tile = ChooseDirect(p, P.c_read, dev.sms);
     direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
-                              ChooseDirect(p, P.c_read, dev.sms));
+                              direct_tile);
+  }
   const int64_t slices = split ? p.split_k : 1;
   const int64_t items = p.batch * slices;
   if (split) {
@@ -1015,7 +1037,8 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
                  static_cast<long long>(p.k), static_cast<long long>(p.batch),
                  PathName(p.path),
                  p.k == 0 ? "scale(k=0)" : direct ? direct->name : kernel->name,
-                 static_cast<long long>(slices));
+                 static_cast<long long>(
+                     direct_tile == DirectTile::kSplitK ? p.split_k : slices));
 
   kernels::LaunchCommon common;
   common.alpha = static_cast<float>(alpha);
@@ -1048,6 +1071,8 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
     l.ldb = p.op[kB].ld();
     l.ldd = p.op[kD].ld();
     l.ldc = P.c_read ? p.op[kC].ld() : l.ldd;
+    l.split_k = direct_tile == DirectTile::kSplitK
+                    ? static_cast<int>(p.split_k) : 1;
     if (ffi::Error err = RunKernel(direct, l); err.failure()) return err;
     if ((e = cudaGetLastError()) != cudaSuccess)
       return CudaError("direct GEMM launch", e);

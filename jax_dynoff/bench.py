@@ -259,8 +259,9 @@ def slices(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
              t_ideal)
 
 
-def stacked(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
-  """`x = x @ W[i]` over L stacked weight matrices read in place."""
+def stacked_loops(L: int, m: int, n: int, dtype) -> dict[str, Loop]:
+  """The `stacked` scenario's two loops: `x = x @ W[i]` over L stacked
+  weight matrices, read in place (ours) or sliced by XLA (xla)."""
   kx, kw = jax.random.split(jax.random.key(L + m), 2)
   x0 = _rand(kx, (m, n), dtype)
   w = _rand(kw, (L, n, n), dtype, 1.0 / np.sqrt(n))
@@ -276,8 +277,13 @@ def stacked(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
       return jnp.dot(x, wi, preferred_element_type=dtype)
     return lax.fori_loop(0, L, body, x)
 
-  t_ours, t_xla = time_loops([Loop(ours, x0, (w,)), Loop(xla, x0, (w,))],
-                              iters, repeats)
+  return {"ours": Loop(ours, x0, (w,)), "xla": Loop(xla, x0, (w,))}
+
+
+def stacked(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
+  """`x = x @ W[i]` over L stacked weight matrices read in place."""
+  loops = stacked_loops(L, m, n, dtype)
+  t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats)
   return Row("stacked", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float(L * n * n * _esize(dtype)))
 

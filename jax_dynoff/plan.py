@@ -105,12 +105,21 @@ SM90_TILE_ENV = "JAX_DYNOFF_SM90_TILE"   # force a tile (tests, tuning)
 # The plan cannot see the device; an H100/H200 has 132 SMs.
 ASSUMED_SM_COUNT = 132
 
-# Split-K (path sm90_split_k; ffi/kernels/sm90_splitk_*.cu).
-SPLITK_ENV = "JAX_DYNOFF_SPLITK"            # "1": plan split-K (opt-in)
+# Split-K (path sm90_split_k): the direct split-K kernel
+# (ffi/kernels/sm90_direct_splitk_*.cu) where its windows suit it, else the
+# ptr-array slices (ffi/kernels/sm90_splitk_*.cu) and a reduction kernel.
+SPLITK_ENV = "JAX_DYNOFF_SPLITK"  # unset: by shape; "0": never; else: always
 SPLITK_SLICES_ENV = "JAX_DYNOFF_SPLITK_SLICES"  # force split_k (tuning)
 SPLITK_IN_DTYPES = ("bfloat16", "float16")   # kernels built (NN only)
-SPLITK_MAX_M = 64
-SPLITK_TILE = (64, 128)                      # Sm90SplitKConfig
+SPLITK_MAX_M = 256
+SPLITK_TILE = (64, 128)                      # Sm90SplitKConfig (ptr-array)
+# kDirectSplitKTileM/N (ffi/kernels/launch.h): Sm90DirectSplitKConfig.
+DIRECT_SPLITK_TILE = (128, 128)
+# Split-K by shape (SPLITK_ENV unset) only where the direct kernel runs it,
+# the output has at most half a wave of its tiles (so that at least two
+# CTAs share every tile) and B is big enough for the extra CTAs to pay off
+# (8 MiB: n = k = 2048 at 16 bits).
+SPLITK_AUTO_MIN_B_BYTES = 8 << 20
 SPLITK_CANDIDATES = (2, 4, 8, 16, 32)
 SPLITK_MIN_SLICE_K = 128                     # two 64-deep k-tiles per slice
 # Split until the slice tiles fill about two waves (ceil(1.5) = 2) of SMs.
@@ -252,12 +261,13 @@ def _choose_tile(spec: GemmSpec, tiles: tuple[str, ...]) -> str:
 
 # tile -> (tile m, tile n): the Sm90Direct*Config of each direct kernel.
 DIRECT_TILES = {"large": (256, 128), "wide": (128, 256), "medium": (128, 128),
-                "small_m": (64, 128), "tiny": (64, 64)}
+                "small_m": (64, 128), "tiny": (64, 64),
+                "split_k": DIRECT_SPLITK_TILE}
 # The planned path each direct tile stands in for (its SM90 tile, the one
 # JAX_DYNOFF_SM90_TILE names: "wide" is a second tile of the large path).
 DIRECT_TILE_PATHS = {"large": "sm90_large", "wide": "sm90_large",
                      "medium": "sm90_medium", "small_m": "sm90_small_m",
-                     "tiny": "sm90_tiny"}
+                     "tiny": "sm90_tiny", "split_k": "sm90_split_k"}
 DIRECT_TILE_K = 64
 DIRECT_DTYPES = ("bfloat16", "float16")      # kernels built (NN, out = in)
 DIRECT_DISABLE_ENV = "JAX_DYNOFF_DISABLE_DIRECT"
@@ -292,7 +302,12 @@ def _store_reasons(d: WinSpec, tile: str) -> list[str]:
 def _direct_choice(spec: GemmSpec) -> tuple[Optional[str], list[str]]:
   """(the direct tile, None for the ptr-array kernel; the reasons for None).
   Mirrors ChooseDirect in ffi/cuda_gemm.cu, with ASSUMED_SM_COUNT SMs."""
-  planned = plan(spec).path
+  return _direct_choice_for(spec, plan(spec).path)
+
+
+def _direct_choice_for(spec: GemmSpec,
+                       planned: str) -> tuple[Optional[str], list[str]]:
+  """`_direct_choice` for a call planned for path `planned`."""
   candidates = [t for t, p in DIRECT_TILE_PATHS.items() if p == planned]
   if not candidates:
     return None, [f"planned {planned}: no direct kernel"]
@@ -355,9 +370,51 @@ def direct_kernel(spec: GemmSpec) -> Optional[str]:
 
 # --- Split-K -----------------------------------------------------------------
 
+def splitk_mode() -> str:
+  """JAX_DYNOFF_SPLITK: "auto" (unset or empty: split-K where
+  `auto_split_k` says), "off" ("0"), "on" (anything else: wherever
+  `split_k_reasons` allows, e.g. for tests of the ptr-array kernels)."""
+  v = os.environ.get(SPLITK_ENV, "")
+  return "auto" if v == "" else "off" if v == "0" else "on"
+
+
 def splitk_enabled() -> bool:
-  """Whether JAX_DYNOFF_SPLITK asks for the (opt-in) split-K path."""
-  return os.environ.get(SPLITK_ENV, "") not in ("", "0")
+  """Whether JAX_DYNOFF_SPLITK forces the split-K path where it can run."""
+  return splitk_mode() == "on"
+
+
+def direct_split_k_workspace(spec: GemmSpec) -> int:
+  """The direct split-K kernel's scheduler workspace (DirectSplitKWorkspace
+  in ffi/kernels/launch.h): a float32 accumulator tile per output tile, then
+  two 32-bit barriers per output tile, each part rounded to 128 bytes."""
+  tm, tn = DIRECT_SPLITK_TILE
+  tiles = math.ceil(spec.m / tm) * math.ceil(spec.n / tn)
+  return (_round_up(tiles * tm * tn * PARTIAL_BYTES, 128)
+          + _round_up(tiles * 2 * 4, 128))
+
+
+def split_k_direct(spec: GemmSpec) -> bool:
+  """Whether a split-K plan of `spec` runs the direct split-K kernel on an
+  H200 (else the ptr-array slices and the reduction kernel)."""
+  return not _direct_choice_for(spec, "sm90_split_k")[1]
+
+
+def direct_split_k_tiles(spec: GemmSpec) -> int:
+  tm, tn = DIRECT_SPLITK_TILE
+  return math.ceil(spec.m / tm) * math.ceil(spec.n / tn) * spec.batch
+
+
+def auto_split_k(spec: GemmSpec) -> bool:
+  """Split-K by shape: the direct kernel runs it, its output tiles fill at
+  most half a wave of SMs, and B has at least SPLITK_AUTO_MIN_B_BYTES (e.g.
+  m = 16 or 128 with n = k = 4096: 32 tiles of 128x128, 4 CTAs each);
+  never while JAX_DYNOFF_SM90_TILE forces a tile."""
+  if os.environ.get(SM90_TILE_ENV):  # a forced tile is not split
+    return False
+  return (not split_k_reasons(spec) and split_k_direct(spec)
+          and 2 * direct_split_k_tiles(spec) <= ASSUMED_SM_COUNT
+          and spec.k * spec.n * element_bytes(spec.in_dtype)
+          >= SPLITK_AUTO_MIN_B_BYTES)
 
 
 def _forced_slices() -> Optional[int]:
@@ -442,15 +499,23 @@ def split_k_reasons(spec: GemmSpec) -> list[str]:
 
 
 def choose_split_k(spec: GemmSpec) -> int:
-  """K slices for a spec without `split_k_reasons`: the fewest that bring
-  the slice tiles to SPLITK_TARGET_CTAS (about two waves of 132 SMs; fewer
-  slices = less partial traffic), else the most allowed.  E.g. m = 16,
-  n = k = 4096: 32 tiles of 64x128 -> 8 slices (256 CTAs of 512-deep K)."""
+  """K slices for a spec without `split_k_reasons`.  The direct kernel: the
+  most whose CTAs (output tiles x slices) fit one wave of 132 SMs, e.g.
+  m = 16, n = k = 4096: 32 tiles of 128x128 -> 4 (128 CTAs of 1024-deep K).
+  The ptr-array slices: the fewest that bring the slice tiles to
+  SPLITK_TARGET_CTAS (about two waves; fewer slices = less partial
+  traffic), else the most allowed (m = 16, n = k = 4096: 32 tiles of
+  64x128 -> 8 slices).  Either from `split_k_candidates` (equal slices: the
+  direct plan may fall back to the ptr-array kernel)."""
   forced = _forced_slices()
   if forced is not None:
     return forced
-  tiles = split_k_tiles(spec)
   cands = split_k_candidates(spec)
+  if split_k_direct(spec):
+    tiles = direct_split_k_tiles(spec)
+    fit = [s for s in cands if tiles * s <= ASSUMED_SM_COUNT]
+    return fit[-1] if fit else cands[0]
+  tiles = split_k_tiles(spec)
   for s in cands:
     if tiles * s >= SPLITK_TARGET_CTAS:
       return s
@@ -476,8 +541,10 @@ def workspace_layout(spec: GemmSpec, path: str,
                      split_k: int = 1) -> WorkspaceLayout:
   """The handler's workspace layout (ffi/cuda_gemm.cu, Layout).
 
-  [0, kernel_bytes) CUTLASS's scratch (SM90 paths); pointer arrays; the C
-  copies; for sm90_split_k, batch * split_k float32 m x n partials.
+  [0, kernel_bytes) CUTLASS's scratch (SM90 paths; for sm90_split_k also
+  the direct split-K kernel's, `direct_split_k_workspace`); pointer arrays;
+  the C copies; for sm90_split_k, batch * split_k float32 m x n partials
+  (the ptr-array slices').
   """
   batch = spec.batch
   split = path == "sm90_split_k"
@@ -485,6 +552,8 @@ def workspace_layout(spec: GemmSpec, path: str,
     raise ValueError(f"split_k must be >= 1, got {split_k}")
   items = batch * split_k if split else batch
   kernel = SM90_KERNEL_WORKSPACE if path.startswith("sm90") else 0
+  if split:  # the direct split-K kernel's, at the front
+    kernel += _round_up(direct_split_k_workspace(spec), WORKSPACE_ALIGN)
   ptrs = kernel
   count = 4 * items + (2 * batch if split else 0)
   scratch = _round_up(ptrs + 8 * count, WORKSPACE_ALIGN)
@@ -505,7 +574,9 @@ def workspace_layout(spec: GemmSpec, path: str,
 
 def plan(spec: GemmSpec) -> Plan:
   """The CUDA plan for `spec` (see the module docstring for the rules)."""
-  if splitk_enabled() and not split_k_reasons(spec):
+  mode = splitk_mode()
+  if ((mode == "on" and not split_k_reasons(spec))
+      or (mode == "auto" and auto_split_k(spec))):
     s = choose_split_k(spec)
     return Plan("sm90_split_k", s,
                 workspace_layout(spec, "sm90_split_k", s).total)
@@ -525,8 +596,11 @@ def explain(spec: GemmSpec) -> str:
   """One line: the planned path and, for generic, why not SM90."""
   p = plan(spec)
   if p.path == "sm90_split_k":
-    return (f"{p.path} (split_k {p.split_k}, workspace {p.workspace_bytes} "
-            "bytes)")
+    kind = ("direct kernel" if split_k_direct(spec) else
+            "ptr-array slices + reduction: " + "; ".join(
+                _direct_choice_for(spec, p.path)[1]))
+    return (f"{p.path} (split_k {p.split_k}, {kind}; workspace "
+            f"{p.workspace_bytes} bytes)")
   if p.path in DIRECT_TILE_PATHS.values():
     tile, why = _direct_choice(spec)
     kind = (f"direct kernel, {tile} tile" if tile else

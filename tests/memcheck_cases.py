@@ -83,9 +83,13 @@ def main():
 
   xe, we = rand(9, (m, k), BF16), rand(10, (k, n), BF16)
   for tile in plan.DIRECT_TILES:
-    env = {plan.SM90_TILE_ENV:
-           plan.DIRECT_TILE_PATHS[tile].removeprefix("sm90_"),
-           plan.DIRECT_TILE_ENV: tile}
+    if tile == "split_k":  # K split in two: 64- and 40-deep slices
+      env = {plan.SPLITK_ENV: "1", plan.SPLITK_SLICES_ENV: "2",
+             plan.DIRECT_TILE_ENV: tile}
+    else:
+      env = {plan.SM90_TILE_ENV:
+             plan.DIRECT_TILE_PATHS[tile].removeprefix("sm90_"),
+             plan.DIRECT_TILE_ENV: tile}
     ok &= check("direct_" + tile, direct, xd, wd, cache, jnp.int32(10 ** 6),
                 jnp.int32(-1), jnp.int32(7), jnp.int32(2 ** 31 - 1), env=env)
     ok &= check("direct_edges_" + tile, lambda mod, a, b: mod.gemm(a, b), xe,

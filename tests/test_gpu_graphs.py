@@ -92,10 +92,35 @@ def _rel(a, b):
   return np.linalg.norm(a - b) / np.linalg.norm(b)
 
 
+def _split_k(monkeypatch):
+  """Plans every call of the cases (K = 192, out slices of 128 x 256) for
+  the direct split-K kernel, K in two slices: its scheduler's barriers are
+  zeroed by a memset before each launch, which the graph must capture."""
+  from jax_dynoff import plan
+  monkeypatch.setenv(plan.SPLITK_ENV, "1")
+  monkeypatch.setenv(plan.SPLITK_SLICES_ENV, "2")
+  for case in ("fori", "cond"):
+    build, args = gc.cases()[case]
+    specs = plan.traced_specs(build(dyn), *args)
+    assert {plan.plan(s).path for s in specs} == {"sm90_split_k"}
+    assert {plan.direct_kernel(s) for s in specs} == {"split_k"}
+
+
+def test_split_k_loop_with_its_conditional_is_captured(monkeypatch):
+  _split_k(monkeypatch)
+  build, args = gc.cases()["cond"]
+  rep = dyn.check_capture(build(dyn), *args,
+                          compiler_options=dyn.cuda_graph_options())
+  assert rep.all_captured and rep.whole_program, rep.thunks
+
+
+@pytest.mark.parametrize("split_k", [False, True], ids=["tiles", "split_k"])
 @pytest.mark.parametrize("case", ["fori", "cond", "scan_switch"])
-def test_replay_with_new_offsets_and_buffers(case):
+def test_replay_with_new_offsets_and_buffers(monkeypatch, case, split_k):
   """One compiled, graph-captured loop, run with fresh tables and buffers:
   no address or offset of an earlier run may stick."""
+  if split_k:
+    _split_k(monkeypatch)
   build, args = gc.cases()[case]
   compiled = jax.jit(build(dyn)).lower(*args).compile(
       compiler_options=dyn.cuda_graph_options())

@@ -7,8 +7,11 @@ poisoned (NaN) before each call, so an unwritten window never passes.
 
 Run on a GPU machine:  pytest -v tests/test_gpu_kernels.py
 Which kernel ran:      JAX_DYNOFF_LOG=1 (the handler prints one line a call)
-Split-K (opt-in, planned only with JAX_DYNOFF_SPLITK=1): the test_split_k_*
-tests set the variable themselves (monkeypatch / subprocess env).
+Split-K: planned by shape for skinny problems the direct split-K kernel
+runs (JAX_DYNOFF_SPLITK unset); JAX_DYNOFF_SPLITK=1 forces it wherever it can
+run (the ptr-array slices where the direct kernel cannot), =0 never.  The
+test_split_k_* tests set the variable themselves (monkeypatch / subprocess
+env); the tile-model tests set it to 0.
 """
 
 from __future__ import annotations
@@ -63,6 +66,13 @@ def _unsplit_sm90(path):
   return path.startswith("sm90") and path != "sm90_split_k"
 
 
+@pytest.fixture
+def no_split(monkeypatch):
+  """The unsplit tiles' plan: no split-K by shape."""
+  monkeypatch.setenv(plan_lib.SPLITK_ENV, "0")
+  return monkeypatch
+
+
 # The tile the wave model picks at each shape the sweep measured
 # (benchmarks/sm90_tiles, H200), and one per remaining tile.
 @pytest.mark.parametrize("m,n,k,want", [
@@ -73,7 +83,7 @@ def _unsplit_sm90(path):
     (256, 4096, 4096, "sm90_small_m"),
     (128, 4096, 4096, "sm90_tiny"),     # 128 tiles of 64x64
 ])
-def test_plan_tile_choice(m, n, k, want):
+def test_plan_tile_choice(no_split, m, n, k, want):
   assert plan_lib.plan(_spec(m=m, n=n, k=k)).path == want
   times = plan_lib.sm90_tile_times(_spec(m=m, n=n, k=k))
   assert min(times, key=times.get) == want.removeprefix("sm90_")
@@ -146,7 +156,7 @@ def test_alignment_proof():
   assert any("batch dim 0" in r for r in plan_lib.alignment_proof(s)["a"])
 
 
-def test_workspace_layout():
+def test_workspace_layout(no_split):
   s = _spec(m=128)
   p = plan_lib.plan(s)
   assert p.workspace_bytes == plan_lib.SM90_KERNEL_WORKSPACE + 256
@@ -170,15 +180,65 @@ def splitk(monkeypatch):
   return monkeypatch
 
 
-def test_split_k_only_with_env(monkeypatch):
-  s = _spec(m=16)
+def test_split_k_modes(monkeypatch):
+  # D inside a taller buffer (16 rows: no multiple of 128): the direct
+  # split-K kernel cannot store it, so only the forced mode splits.
+  d = WinSpec((48, 4096), (16, 4096), (None, 0))
+  s = _spec(m=16, d=d)
+  monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
   monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
+  assert plan_lib.splitk_mode() == "auto"
+  assert not plan_lib.split_k_direct(s)
   assert _unsplit_sm90(plan_lib.plan(s).path)
   monkeypatch.setenv(plan_lib.SPLITK_ENV, "0")
+  assert plan_lib.splitk_mode() == "off"
   assert _unsplit_sm90(plan_lib.plan(s).path)
   monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
+  assert plan_lib.splitk_mode() == "on"
   assert plan_lib.plan(s) == plan_lib.Plan(
       "sm90_split_k", 8, plan_lib.workspace_layout(s, "sm90_split_k", 8).total)
+  assert "ptr-array slices + reduction: out: m = 16" in plan_lib.explain(s)
+  # The whole output (x @ W[i] into a new array): split by shape, direct.
+  s = _spec(m=16)
+  for mode in ("", "1"):
+    monkeypatch.setenv(plan_lib.SPLITK_ENV, mode)
+    assert plan_lib.split_k_direct(s) and plan_lib.direct_kernel(s) == "split_k"
+    assert plan_lib.plan(s) == plan_lib.Plan(
+        "sm90_split_k", 4,
+        plan_lib.workspace_layout(s, "sm90_split_k", 4).total)
+    assert "split_k 4, direct kernel" in plan_lib.explain(s)
+  monkeypatch.setenv(plan_lib.SPLITK_ENV, "0")
+  assert plan_lib.plan(s).path == "sm90_tiny"
+  # A forced tile is never split by shape.
+  monkeypatch.delenv(plan_lib.SPLITK_ENV)
+  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "small_m")
+  assert plan_lib.plan(s).path == "sm90_small_m"
+
+
+# Split-K by shape (JAX_DYNOFF_SPLITK unset): direct kernel, at most half a
+# wave of 128x128 output tiles, B of at least 8 MiB; slices: the most whose
+# CTAs fit one wave of 132 SMs.
+@pytest.mark.parametrize("m,n,k,want", [
+    (16, 4096, 4096, 4),      # 32 tiles x 4 = 128 CTAs
+    (1, 4096, 4096, 4),
+    (128, 4096, 4096, 4),
+    (256, 4096, 4096, 2),     # 64 tiles x 2
+    (16, 2048, 2048, 8),      # 16 tiles x 8 (B: 8 MiB)
+    (64, 8192, 8192, 2),      # 64 tiles
+    (16, 1024, 4096, 16),     # 8 tiles x 16 (slices of 256)
+    (16, 1024, 1024, 1),      # B: 2 MiB, too small
+    (512, 4096, 4096, 1),     # 128 tiles: a wave already
+    (16, 8448, 4096, 2),      # 66 tiles x 2 = 132: half a wave
+    (16, 8576, 4096, 1),      # 67 tiles: more than half a wave
+])
+def test_split_k_by_shape(monkeypatch, m, n, k, want):
+  monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
+  monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
+  p = plan_lib.plan(_spec(m=m, n=n, k=k))
+  if want == 1:
+    assert _unsplit_sm90(p.path)
+  else:
+    assert (p.path, p.split_k) == ("sm90_split_k", want)
 
 
 @pytest.mark.parametrize("m,n,k,batch,want", [
@@ -200,8 +260,11 @@ def test_split_k_only_with_env(monkeypatch):
     (16, 4096, 4096, (2,), 4),
 ])
 def test_split_k_choice(splitk, m, n, k, batch, want):
+  # The ptr-array slices' rule: D inside a taller buffer (m rows: no
+  # multiple of the direct split-K tile's 128), as in a KV cache.
   s = _spec(m=m, n=n, k=k, batch_shape=batch, d=WinSpec(
-      (m, n), (m, n), (0, 0), (True,) * len(batch)))
+      (m + 8, n), (m, n), (0, 0), (True,) * len(batch)))
+  assert not plan_lib.split_k_direct(s)
   p = plan_lib.plan(s)
   assert (p.path, p.split_k) == ("sm90_split_k", want), \
       plan_lib.split_k_reasons(s)
@@ -212,7 +275,7 @@ def test_split_k_choice(splitk, m, n, k, batch, want):
 def test_split_k_not_planned(splitk):
   def path(**kw):
     return plan_lib.plan(_spec(**kw)).path
-  assert _unsplit_sm90(path(m=65))                    # not skinny
+  assert _unsplit_sm90(path(m=257))                   # not skinny
   assert _unsplit_sm90(path(m=16, n=4096 * 8))        # 256 tiles fill the GPU
   assert _unsplit_sm90(path(m=16, k=1000))            # no equal 16-byte slices
   assert path(m=16, k=1000 + 8) == "sm90_split_k"     # 1008 = 2 x 504
@@ -258,16 +321,21 @@ def test_split_k_forced_slices(splitk):
 
 
 def test_split_k_workspace_layout(splitk):
-  # m = 16, n = k = 4096, 8 slices: 512 KiB of CUTLASS scratch, 4 * 8 + 2
-  # pointers (rounded to 256 bytes), 8 float32 partials of 16 x 4096.
+  # m = 16, n = k = 4096, 8 slices: 512 KiB of CUTLASS scratch plus the
+  # direct split-K kernel's (32 float32 tiles of 128 x 128, 32 x 2 barriers
+  # of 4 bytes rounded to 128), 4 * 8 + 2 pointers (rounded to 256 bytes),
+  # 8 float32 partials of 16 x 4096.
   s = _spec(m=16)
+  assert plan_lib.direct_split_k_workspace(s) == 32 * 128 * 128 * 4 + 256
+  kernel = plan_lib.SM90_KERNEL_WORKSPACE + 32 * 128 * 128 * 4 + 256
   lay = plan_lib.workspace_layout(s, "sm90_split_k", 8)
-  assert lay.ptrs == plan_lib.SM90_KERNEL_WORKSPACE
+  assert lay.kernel_bytes == lay.ptrs == kernel
   assert lay.ptr_count == 4 * 8 + 2
-  assert lay.scratch == plan_lib.SM90_KERNEL_WORKSPACE + 512
+  assert lay.scratch == kernel + 512
   assert lay.scratch_item == 0 and lay.partials == lay.scratch
   assert lay.partial_item == 16 * 4096 * 4
-  assert lay.total == plan_lib.SM90_KERNEL_WORKSPACE + 512 + 8 * 16 * 4096 * 4
+  assert lay.total == kernel + 512 + 8 * 16 * 4096 * 4
+  splitk.setenv(plan_lib.SPLITK_SLICES_ENV, "8")
   assert plan_lib.plan(s).workspace_bytes == lay.total
   # Batched, C copied from D's buffer, partials rounded to 256 bytes:
   # m = 3, n = 20 -> 240 bytes -> 256.
@@ -276,8 +344,10 @@ def test_split_k_workspace_layout(splitk):
             batch_shape=(5,))
   lay = plan_lib.workspace_layout(s, "sm90_split_k", 2)
   items = 5 * 2
+  # One direct split-K tile: 65536 + 128 bytes, rounded to 256.
+  kernel = plan_lib.SM90_KERNEL_WORKSPACE + 65536 + 256
   assert lay.ptr_count == 4 * items + 2 * 5
-  assert lay.scratch == plan_lib.SM90_KERNEL_WORKSPACE + 512   # 400 -> 512
+  assert lay.scratch == kernel + 512                         # 400 -> 512
   assert lay.scratch_item == 256                # (2 * 24 + 20) * 2 = 136
   assert lay.partials == lay.scratch + 5 * 256
   assert lay.partial_item == 256
@@ -321,13 +391,13 @@ def test_split_k_lowering_for_cuda(splitk):
   args = (x, w, np.int32(1))
   (s,) = plan_lib.traced_specs(f, *args)
   p = plan_lib.plan(s)
-  assert (p.path, p.split_k) == ("sm90_split_k", 8)
+  assert (p.path, p.split_k) == ("sm90_split_k", 4)   # the direct kernel's
   text = lower_cuda()
   assert f"tensor<{p.workspace_bytes}xui8>" in text, text
   d = desc_of(text)
-  assert (d[10], d[11]) == (plan_lib.PATHS["sm90_split_k"], 8), d
-  # Without the variable the same function plans the unsplit kernel.
-  splitk.delenv(plan_lib.SPLITK_ENV)
+  assert (d[10], d[11]) == (plan_lib.PATHS["sm90_split_k"], 4), d
+  # With the variable at 0 the same function plans the unsplit kernel.
+  splitk.setenv(plan_lib.SPLITK_ENV, "0")
   unsplit = plan_lib.plan(s)
   assert _unsplit_sm90(unsplit.path)
   text = lower_cuda()
@@ -904,15 +974,27 @@ def _run_splitk_script(**env):
 @pytest.mark.gpu
 @on_gpu
 def test_split_k_kernel_ran():
-  """The split-K kernel really runs (sm_90), 8 slices; the generic kernel
+  """The direct split-K kernel really runs (sm_90), 4 slices, forced or by
+  shape; the ptr-array slices without direct kernels; the generic kernel
   (unsplit) when SM90 is disabled or the GPU is not sm_90."""
   out, lines = _run_splitk_script()
   assert "['sm90_split_k']" in out, out
   assert all("planned=sm90_split_k" in l for l in lines), lines
   if _is_sm90():
-    assert all("kernel=kSm90SplitKBf16NN split_k=8" in l for l in lines), lines
+    assert all("kernel=kSm90DirectSplitKBf16NN split_k=4" in l
+               for l in lines), lines
   else:
     assert all("kernel=kGenericBf16Bf16 split_k=1" in l for l in lines), lines
+  # By shape (no variable): the same plan.
+  out, lines = _run_script(_SPLITK_SCRIPT)
+  assert "['sm90_split_k']" in out, out
+  if _is_sm90():
+    assert all("kernel=kSm90DirectSplitKBf16NN split_k=4" in l
+               for l in lines), lines
+  # Without direct kernels: the ptr-array slices, as many.
+  out, lines = _run_splitk_script(JAX_DYNOFF_DISABLE_DIRECT="1")
+  if _is_sm90():
+    assert all("kernel=kSm90SplitKBf16NN split_k=4" in l for l in lines), lines
   out, lines = _run_splitk_script(JAX_DYNOFF_DISABLE_SM90="1")
   assert all("kernel=kGenericBf16Bf16 split_k=1" in l for l in lines), lines
 
@@ -933,7 +1015,8 @@ def test_build_info():
 # The direct kernel (ffi/kernels/sm90_direct.h): which calls take it, and
 # every way its windows can sit in their buffers, against the reference.
 
-def test_direct_reasons(monkeypatch):
+def test_direct_reasons(no_split):
+  monkeypatch = no_split
   # Tile multiples at dynamic row / layer offsets: direct, the large tile
   # (512 wide tiles: several waves).
   a = WinSpec((8192, 4096), (4096, 4096), (None, 0))
@@ -1065,16 +1148,27 @@ def _direct_case(case, dt, int64=False):
 @pytest.mark.gpu
 @on_gpu
 def test_direct_kernel_matches_reference(monkeypatch, case, dt, tile):
+  if tile == "split_k" and case[0] != "layers":
+    pytest.skip("m > 256 or k without equal 16-byte halves: no split-K "
+                "(test_direct_split_k_matches_reference covers that tile)")
   _force_direct(monkeypatch, tile)
   _check_direct(case, dt, tile)
 
 
 def _force_direct(monkeypatch, tile):
-  """Plans the SM90 tile whose path `tile` stands in for (the wave model
-  would pick another at these small shapes) and forces `tile` (the handler
-  reads JAX_DYNOFF_DIRECT_TILE per call)."""
+  """Plans the path `tile` stands in for (the wave model would pick another
+  at these small shapes) and forces `tile` (the handler reads
+  JAX_DYNOFF_DIRECT_TILE per call).  The split-K tile: split-K forced, K
+  in two slices."""
   path = plan_lib.DIRECT_TILE_PATHS[tile]
-  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, path.removeprefix("sm90_"))
+  if tile == "split_k":
+    monkeypatch.delenv(plan_lib.SM90_TILE_ENV, raising=False)
+    monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
+    monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, "2")
+  else:
+    monkeypatch.setenv(plan_lib.SM90_TILE_ENV, path.removeprefix("sm90_"))
+    monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
+    monkeypatch.setenv(plan_lib.SPLITK_ENV, "0")
   monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, tile)
 
 
@@ -1112,7 +1206,8 @@ def _check_direct(case, dt, tile):
 DIRECT_PHANTOM_CASES = [
     # Large tile, cluster 1x2 along N: 3 column tiles, a 4th past the window.
     (("cluster_n", 256, 384, 128, (300, 128), (40,), (128, 512), (0,),
-      (600, 512), (100,), None), ("large", "medium", "small_m", "tiny")),
+      (600, 512), (100,), None),
+     ("large", "medium", "small_m", "tiny", "split_k")),
     # Wide tile, cluster 2x1 along M: 3 row tiles, a 4th past the window.
     (("cluster_m", 384, 256, 128, (400, 128), (10,), (128, 256), (0,),
       (1000, 256), (300,), None), ("wide", "medium", "small_m", "tiny")),
@@ -1120,7 +1215,8 @@ DIRECT_PHANTOM_CASES = [
     # row tiles up to 20 / 36, swizzle 8 (tiny: 1088 tiles) 68 up to 72;
     # small_m's 68 stay.
     (("swizzle", 4352, 1024, 64, (4400, 64), (20,), (64, 1024), (0,),
-      (5200, 1024), (8,), None), tuple(plan_lib.DIRECT_TILES)),
+      (5200, 1024), (8,), None),
+     tuple(t for t in plan_lib.DIRECT_TILES if t != "split_k")),
 ]
 
 
@@ -1132,6 +1228,86 @@ DIRECT_PHANTOM_CASES = [
 def test_direct_kernel_tiles_past_the_window(monkeypatch, case, tile):
   _force_direct(monkeypatch, tile)
   _check_direct(case, BF16, tile)
+
+
+# The direct split-K kernel (Sm90DirectSplitKConfig: 128x128 cooperative,
+# CUTLASS's stream-K scheduler in split-K mode): cases as DIRECT_CASES,
+# with the slices to force (None: planned by shape).
+DIRECT_SPLITK_CASES = [
+    # Issue 5's layer: x @ W[i] into a new array, by shape: 4 slices.
+    (("layer", 16, 4096, 4096, (16, 4096), (0,), (3, 4096, 4096), (2, 0),
+      None, None, None), None),
+    # One row at a dynamic offset, 16 slices of 256.
+    (("row", 1, 1024, 4096, (40, 4096), (33,), (4096, 1024), (0,), None,
+      None, None), None),
+    # k = 4128: 64.5 k-tiles, the last half zero-filled, over two CTAs.
+    (("ragged_k", 128, 512, 4128, (128, 4128), (0,), (4128, 512), (0,),
+      None, None, None), 2),
+    # A tile-multiple window of a bigger (poisoned) array at a dynamic row
+    # start, B a layer at a dynamic index, alpha * AB + beta * C (own).
+    (("window_c", 256, 384, 2048, (300, 2048), (40,), (2, 2048, 384), (1, 0),
+      (1000, 384), (700,), "own"), 4),
+    # Clamped starts (rows past the end, a negative layer).
+    (("clamped", 128, 256, 1024, (200, 1024), (10 ** 6,), (2, 1024, 256),
+      (-3, 0), (512, 256), (10 ** 6,), None), 8),
+    # 100 x 200 out spanning its array: tiles past both edges.
+    (("edges", 100, 200, 320, (100, 320), (0,), (320, 200), (0,), None,
+      None, None), 2),
+]
+
+
+@pytest.mark.parametrize("case,slices", DIRECT_SPLITK_CASES,
+                         ids=[c[0][0] for c in DIRECT_SPLITK_CASES])
+@pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.gpu
+@on_gpu
+def test_direct_split_k_matches_reference(monkeypatch, case, slices, dt):
+  monkeypatch.delenv(plan_lib.SM90_TILE_ENV, raising=False)
+  monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV, raising=False)
+  if slices is None:
+    monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
+    monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
+  else:
+    monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
+    monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, str(slices))
+  _check_direct(case, dt, "split_k")
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_direct_split_k_is_deterministic(monkeypatch):
+  """The CTAs sharing a tile add their partials in a fixed order: the same
+  bits on every run."""
+  monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
+  case = DIRECT_SPLITK_CASES[0][0]
+  f, args = _direct_case(case, BF16)
+  spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
+  assert plan_lib.direct_kernel(spec) == "split_k"
+  run = jax.jit(lambda *x: f(dyn, *x))
+  first = _bits(run(*args))
+  for _ in range(3):
+    np.testing.assert_array_equal(_bits(run(*args)), first)
+
+
+def test_direct_split_k_cases_plan(monkeypatch):
+  """The cases above take the direct split-K kernel (CPU: the plan only),
+  the by-shape ones with the slices the rule gives them."""
+  monkeypatch.delenv(plan_lib.SM90_TILE_ENV, raising=False)
+  monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV, raising=False)
+  for case, slices in DIRECT_SPLITK_CASES:
+    if slices is None:
+      monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
+      monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
+    else:
+      monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
+      monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, str(slices))
+    f, args = _direct_case(case, BF16)
+    spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
+    p = plan_lib.plan(spec)
+    assert p.path == "sm90_split_k", (case[0], plan_lib.split_k_reasons(spec))
+    assert plan_lib.direct_kernel(spec) == "split_k", (
+        case[0], plan_lib.direct_reasons(spec))
+    assert p.split_k == (slices or {"layer": 4, "row": 16}[case[0]])
 
 
 def test_direct_phantom_cases_plan(monkeypatch):

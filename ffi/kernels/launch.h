@@ -111,6 +111,7 @@ struct DirectLaunch : LaunchCommon {
   void* base_d = nullptr;
   int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
   DirectWindow a, b, c, d;
+  int split_k = 1;  // CTAs per output tile along K (the split-K tile only)
 };
 
 struct DirectKernelEntry {
@@ -133,6 +134,22 @@ struct KernelEntry {
 // SM90_KERNEL_WORKSPACE) covers the TMA descriptors of this many SMs.
 inline constexpr int kSm90MaxSms = 256;
 inline constexpr size_t kSm90KernelWorkspace = size_t{1} << 19;  // 512 KiB
+
+// The direct split-K kernel's output tile (Sm90DirectSplitKConfig) and its
+// workspace, which the split-K path reserves on top of kSm90KernelWorkspace:
+// CUTLASS's stream-K scheduler in split-K mode keeps one float32 accumulator
+// tile per output tile, then one 32-bit barrier per output tile and consumer
+// warp group, each part rounded to a 128-byte L2 line.  jax_dynoff/plan.py
+// mirrors it (DIRECT_SPLITK_*); the handler checks CUTLASS's own figure
+// against it before every launch.
+inline constexpr int64_t kDirectSplitKTileM = 128, kDirectSplitKTileN = 128;
+inline constexpr int64_t DirectSplitKWorkspace(int64_t m, int64_t n) {
+  const int64_t tiles = (m + kDirectSplitKTileM - 1) / kDirectSplitKTileM *
+                        ((n + kDirectSplitKTileN - 1) / kDirectSplitKTileN);
+  const int64_t reduction = tiles * kDirectSplitKTileM * kDirectSplitKTileN * 4;
+  const int64_t barriers = tiles * 2 * 4;
+  return (reduction + 127) / 128 * 128 + (barriers + 127) / 128 * 128;
+}
 
 // --- Generic path: CUTLASS 2.x GemmUniversal, SIMT, kArray mode, alignment
 // 1 element, AffineRank2 A and B (both strides at run time: one kernel per
@@ -190,6 +207,8 @@ extern const DirectKernelEntry kSm90DirectSmallBf16NN;
 extern const DirectKernelEntry kSm90DirectSmallF16NN;
 extern const DirectKernelEntry kSm90DirectTinyBf16NN;
 extern const DirectKernelEntry kSm90DirectTinyF16NN;
+extern const DirectKernelEntry kSm90DirectSplitKBf16NN;
+extern const DirectKernelEntry kSm90DirectSplitKF16NN;
 #endif
 
 }  // namespace kernels

@@ -18,6 +18,7 @@
 #define JAX_DYNOFF_KERNELS_SM90_DIRECT_H_
 
 #include <string>
+#include <type_traits>
 
 #include "kernels/sm90_gemm.h"
 #include "kernels/sm90_direct_epilogue.hpp"
@@ -66,6 +67,34 @@ using Sm90DirectPingpong =
 using Sm90DirectMediumConfig = Sm90DirectPingpong<Sm90MediumConfig>;
 using Sm90DirectSmallConfig = Sm90DirectPingpong<Sm90SmallConfig>;
 using Sm90DirectTinyConfig = Sm90DirectPingpong<Sm90TinyConfig>;
+
+// Skinny problems (few output tiles, long K: stacked-weight layers at m =
+// 16 or 128 with n = k = 4096): the medium tile, cooperative, on CUTLASS's
+// stream-K scheduler in split-K mode.  The handler's split_k CTAs share each
+// output tile along K and reduce their float32 accumulators in the workspace
+// in a fixed order (deterministic), the last one running the epilogue; so a
+// layer of 32 tiles streams B with 4x the SMs, in one launch (plus the
+// scheduler's memset of its barriers).  The cooperative schedule is the only
+// one CUTLASS pairs with stream-K; its 128-row tile wastes MMA work at
+// m = 16, which the problem (bound by streaming B) can afford.
+struct Sm90DirectSplitKConfig {
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using TileScheduler = cutlass::gemm::StreamKScheduler;
+};
+
+// A config's tile scheduler: its TileScheduler where it names one, else
+// CUTLASS's default (persistent, data-parallel).
+template <class Config, class = void>
+struct SchedulerOf {
+  using type = void;
+};
+template <class Config>
+struct SchedulerOf<Config, std::void_t<typename Config::TileScheduler>> {
+  using type = typename Config::TileScheduler;
+};
 
 // CUTLASS's mainloop with its TMA descriptors over the whole A and B buffers
 // and its tiles shifted to the windows (computed once per CTA, by the
@@ -169,8 +198,12 @@ struct Sm90DirectGemm {
           typename Config::KernelSchedule>::CollectiveOp>;
 
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
-      cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;
+      cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue,
+      typename SchedulerOf<Config>::type>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  static constexpr bool kSplitK =
+      std::is_same_v<typename SchedulerOf<Config>::type,
+                     cutlass::gemm::StreamKScheduler>;
   using StrideA = typename GemmKernel::StrideA;  // (ld, 1, layer)
   using StrideB = typename GemmKernel::StrideB;  // (1, ld, layer): B as (n, k)
   using StrideC = typename GemmKernel::StrideC;  // (ld, 1, layer)
@@ -205,6 +238,16 @@ struct Sm90DirectGemm {
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {l.m, l.n, l.k, 1}, mainloop, epilogue, hw};
     SetTileOrder<typename Config::TileShape>(args, l.m, l.n, 1, l.sm_count);
+    if constexpr (kSplitK) {
+      // No swizzle: its rounding of the tile grid would grow the workspace
+      // past what the plan reserved (DirectSplitKWorkspace in launch.h).
+      args.scheduler.max_swizzle_size = 1;
+      args.scheduler.splits = l.split_k;
+      using Mode = decltype(args.scheduler.decomposition_mode);
+      args.scheduler.decomposition_mode = Mode::SplitK;
+      using Reduction = decltype(args.scheduler.reduction_mode);
+      args.scheduler.reduction_mode = Reduction::Deterministic;
+    }
     return args;
   }
 

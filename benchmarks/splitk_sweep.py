@@ -1,0 +1,98 @@
+"""Split-K against the unsplit tile and XLA, per shape, on the GPU.
+
+For each (m, n): the stacked-weights loop (`x = x @ W[i]`, n = k, L layers,
+bench.stacked_loops) compiled with the plan the unsplit tile gets
+(JAX_DYNOFF_SPLITK=0), with split-K forced at S slices
+(JAX_DYNOFF_SPLITK=1, JAX_DYNOFF_SPLITK_SLICES=S), with the plan's own
+choice (variable unset), and XLA's loop; all timed as the bench times
+(sustained windows, sides taking turns).  Prints us per GEMM and B's
+TB/s; the plan's choice is named.
+
+    python benchmarks/splitk_sweep.py [--window S] [--rounds R] [M:N ...]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+
+import jax
+import jax.numpy as jnp
+
+from jax_dynoff import bench, plan
+
+SHAPES = ["1:4096", "16:4096", "64:4096", "128:4096", "256:4096", "512:4096",
+          "16:2048", "128:2048", "16:8192", "16:1024", "128:1024"]
+SLICES = (2, 4, 8, 16)
+LAYERS = 8
+
+
+@contextlib.contextmanager
+def env(**kv):
+  old = {k: os.environ.get(k) for k in kv}
+  for k, v in kv.items():
+    if v is None:
+      os.environ.pop(k, None)
+    else:
+      os.environ[k] = v
+  try:
+    yield
+  finally:
+    for k, v in old.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
+
+
+def variants(m, n):
+  loops = bench.stacked_loops(LAYERS, m, n, jnp.bfloat16)
+  out = {}
+  ours = loops["ours"]
+  spec = plan.first_spec(lambda x, w: ours.body(0, x, w), ours.carry,
+                         *ours.consts)
+  with env(JAX_DYNOFF_SPLITK="0", JAX_DYNOFF_SPLITK_SLICES=None):
+    out["tile " + plan.plan(spec).path.removeprefix("sm90_")] = \
+        bench._runner(ours, 1)
+  for s in SLICES:
+    with env(JAX_DYNOFF_SPLITK="1", JAX_DYNOFF_SPLITK_SLICES=str(s)):
+      try:
+        kind = "direct" if plan.split_k_direct(spec) else "ptr-array"
+        if not plan._slice_ok(spec, s) or n // s < 64:
+          continue
+        out[f"split S={s} {kind}"] = bench._runner(ours, 1)
+      except ValueError:
+        continue
+  with env(JAX_DYNOFF_SPLITK=None, JAX_DYNOFF_SPLITK_SLICES=None):
+    out["plan: " + plan.explain(spec).split(" (")[0] +
+        f" S={plan.plan(spec).split_k}"] = bench._runner(ours, 1)
+  out["xla"] = bench._runner(loops["xla"], 1)
+  return out
+
+
+def main():
+  p = argparse.ArgumentParser()
+  p.add_argument("--window", type=float, default=0.2)
+  p.add_argument("--rounds", type=int, default=2)
+  p.add_argument("shapes", nargs="*", default=SHAPES)
+  a = p.parse_args()
+  print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}, "
+        f"{LAYERS} layers per call, window {a.window} s, {a.rounds} rounds")
+  for shape in a.shapes:
+    m, n = (int(v) for v in shape.split(":"))
+    runs = variants(m, n)
+    times = {k: [] for k in runs}
+    names = list(runs)
+    for r in range(a.rounds):
+      for k in (names if r % 2 == 0 else names[::-1]):
+        times[k].append(bench.sustained(runs[k], a.window))
+    b_bytes = n * n * 2
+    for k in names:
+      us = statistics.median(times[k]) / LAYERS * 1e6
+      print(f"{m:5d}x{n}x{n} {k:40s} {us:9.2f} us/GEMM  "
+            f"{b_bytes / us / 1e6:5.2f} TB/s of B", flush=True)
+
+
+if __name__ == "__main__":
+  main()
