@@ -1,12 +1,14 @@
 """Split-K against the unsplit tile and XLA, per shape, on the GPU.
 
 For each (m, n): the stacked-weights loop (`x = x @ W[i]`, n = k, L layers,
-bench.stacked_loops) compiled with the plan the unsplit tile gets
-(JAX_DYNOFF_SPLITK=0), with split-K forced at S slices
-(JAX_DYNOFF_SPLITK=1, JAX_DYNOFF_SPLITK_SLICES=S), with the plan's own
-choice (variable unset), and XLA's loop; all timed as the bench times
-(sustained windows, sides taking turns).  Prints us per GEMM and B's
-TB/s; the plan's choice is named.
+bench.stacked_loops, as many calls of it per jitted loop as the bench
+would run) compiled with the unsplit tile's plan (JAX_DYNOFF_SPLITK
+unset), with split-K at S slices (JAX_DYNOFF_SPLITK=1,
+JAX_DYNOFF_SPLITK_SLICES=S: the direct split-K kernel where it can run),
+and XLA's loop; all timed as the bench times (sustained windows, sides
+taking turns).  Prints us per GEMM and B's TB/s.  Under XLA's default
+flags a loop of skinny layers is bound by the host's launches, so run it
+with XLA_FLAGS from jax_dynoff.cuda_graph_flags() too to see the kernels.
 
     python benchmarks/splitk_sweep.py [--window S] [--rounds R] [M:N ...]
 """
@@ -22,9 +24,8 @@ import jax.numpy as jnp
 
 from jax_dynoff import bench, plan
 
-SHAPES = ["1:4096", "16:4096", "64:4096", "128:4096", "256:4096", "512:4096",
-          "16:2048", "128:2048", "16:8192", "16:1024", "128:1024"]
-SLICES = (2, 4, 8, 16)
+SHAPES = ["16:4096", "128:4096", "256:4096", "16:2048", "16:8192"]
+SLICES = (2, 4, 8)
 LAYERS = 8
 
 
@@ -46,28 +47,25 @@ def env(**kv):
         os.environ[k] = v
 
 
-def variants(m, n):
+def variants(m, n, iters):
   loops = bench.stacked_loops(LAYERS, m, n, jnp.bfloat16)
   out = {}
   ours = loops["ours"]
   spec = plan.first_spec(lambda x, w: ours.body(0, x, w), ours.carry,
                          *ours.consts)
-  with env(JAX_DYNOFF_SPLITK="0", JAX_DYNOFF_SPLITK_SLICES=None):
+  with env(JAX_DYNOFF_SPLITK=None, JAX_DYNOFF_SPLITK_SLICES=None):
     out["tile " + plan.plan(spec).path.removeprefix("sm90_")] = \
-        bench._runner(ours, 1)
+        bench._runner(ours, iters)
   for s in SLICES:
     with env(JAX_DYNOFF_SPLITK="1", JAX_DYNOFF_SPLITK_SLICES=str(s)):
       try:
         kind = "direct" if plan.split_k_direct(spec) else "ptr-array"
         if not plan._slice_ok(spec, s) or n // s < 64:
           continue
-        out[f"split S={s} {kind}"] = bench._runner(ours, 1)
+        out[f"split S={s} {kind}"] = bench._runner(ours, iters)
       except ValueError:
         continue
-  with env(JAX_DYNOFF_SPLITK=None, JAX_DYNOFF_SPLITK_SLICES=None):
-    out["plan: " + plan.explain(spec).split(" (")[0] +
-        f" S={plan.plan(spec).split_k}"] = bench._runner(ours, 1)
-  out["xla"] = bench._runner(loops["xla"], 1)
+  out["xla"] = bench._runner(loops["xla"], iters)
   return out
 
 
@@ -81,7 +79,9 @@ def main():
         f"{LAYERS} layers per call, window {a.window} s, {a.rounds} rounds")
   for shape in a.shapes:
     m, n = (int(v) for v in shape.split(":"))
-    runs = variants(m, n)
+    gpu = jax.default_backend() == "gpu"
+    iters = bench._iters(2.0 * m * n * n * LAYERS, gpu)
+    runs = variants(m, n, iters)
     times = {k: [] for k in runs}
     names = list(runs)
     for r in range(a.rounds):
@@ -89,7 +89,7 @@ def main():
         times[k].append(bench.sustained(runs[k], a.window))
     b_bytes = n * n * 2
     for k in names:
-      us = statistics.median(times[k]) / LAYERS * 1e6
+      us = statistics.median(times[k]) / (iters * LAYERS) * 1e6
       print(f"{m:5d}x{n}x{n} {k:40s} {us:9.2f} us/GEMM  "
             f"{b_bytes / us / 1e6:5.2f} TB/s of B", flush=True)
 

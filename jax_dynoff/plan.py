@@ -26,16 +26,22 @@ Paths (enum Path in ffi/gemm_problem.h):
   small_m|tiny`` forces one (for tests and tuning sweeps).
 * ``sm90_split_k`` (opt-in: planned only when the environment variable
   ``JAX_DYNOFF_SPLITK`` is set to anything but "0" when the call is lowered;
-  its GPU tests pass on an H200, but it gains only ~5% over the unsplit
-  64x64 tile today, see benchmarks/NOTES.md): skinny problems
-  (m <= 64, no transposes, bfloat16 / float16 inputs, any output dtype) that
-  would leave SMs idle.  K is split into ``split_k`` equal slices through the
-  ptr-array batch (batch * split_k items of a 64x128x64 ping-pong kernel
-  writing float32 partials into the workspace), then a reduction kernel sums
-  the partials, applies alpha and beta * C and writes the D window.  Needs A
-  and B aligned as for every SM90 path, each K slice a multiple of 16 bytes
-  and n % 4 == 0 (C and D may have any alignment); `choose_split_k` picks
-  split_k.  ``JAX_DYNOFF_SPLITK_SLICES=S`` forces S (for tuning sweeps).
+  its GPU tests pass on an H200, but neither of its kernels made a loop of
+  skinny layers faster than the unsplit 64x64 tile at default XLA flags, see
+  benchmarks/NOTES.md): skinny problems (m <= 256, no transposes,
+  bfloat16 / float16 inputs, any output dtype).  Where its windows suit it
+  (`split_k_direct`: the direct kernels' rules, 128x128 output tiles) the
+  direct split-K kernel runs: split_k CTAs share each output tile along K
+  and add their float32 accumulators in the workspace in a fixed order
+  (CUTLASS's stream-K scheduler in split-K mode; one launch after the
+  scheduler's memset).  Elsewhere K is split into ``split_k`` equal slices
+  through the ptr-array batch (batch * split_k items of a 64x128x64
+  ping-pong kernel writing float32 partials into the workspace), then a
+  reduction kernel sums the partials, applies alpha and beta * C and writes
+  the D window.  Needs A and B aligned as for every SM90 path, each K slice
+  a multiple of 16 bytes and n % 4 == 0 (C and D may have any alignment
+  for the ptr-array slices); `choose_split_k` picks split_k.
+  ``JAX_DYNOFF_SPLITK_SLICES=S`` forces S (for tuning sweeps).
 
 Direct kernels (the handler's choice, mirrored by `direct_kernel` and
 `direct_reasons`): a call planned for an SM90 tile runs CUTLASS's plain
@@ -108,18 +114,13 @@ ASSUMED_SM_COUNT = 132
 # Split-K (path sm90_split_k): the direct split-K kernel
 # (ffi/kernels/sm90_direct_splitk_*.cu) where its windows suit it, else the
 # ptr-array slices (ffi/kernels/sm90_splitk_*.cu) and a reduction kernel.
-SPLITK_ENV = "JAX_DYNOFF_SPLITK"  # unset: by shape; "0": never; else: always
+SPLITK_ENV = "JAX_DYNOFF_SPLITK"            # "1": plan split-K (opt-in)
 SPLITK_SLICES_ENV = "JAX_DYNOFF_SPLITK_SLICES"  # force split_k (tuning)
 SPLITK_IN_DTYPES = ("bfloat16", "float16")   # kernels built (NN only)
 SPLITK_MAX_M = 256
 SPLITK_TILE = (64, 128)                      # Sm90SplitKConfig (ptr-array)
 # kDirectSplitKTileM/N (ffi/kernels/launch.h): Sm90DirectSplitKConfig.
 DIRECT_SPLITK_TILE = (128, 128)
-# Split-K by shape (SPLITK_ENV unset) only where the direct kernel runs it,
-# the output has at most half a wave of its tiles (so that at least two
-# CTAs share every tile) and B is big enough for the extra CTAs to pay off
-# (8 MiB: n = k = 2048 at 16 bits).
-SPLITK_AUTO_MIN_B_BYTES = 8 << 20
 SPLITK_CANDIDATES = (2, 4, 8, 16, 32)
 SPLITK_MIN_SLICE_K = 128                     # two 64-deep k-tiles per slice
 # Split until the slice tiles fill about two waves (ceil(1.5) = 2) of SMs.
@@ -370,17 +371,9 @@ def direct_kernel(spec: GemmSpec) -> Optional[str]:
 
 # --- Split-K -----------------------------------------------------------------
 
-def splitk_mode() -> str:
-  """JAX_DYNOFF_SPLITK: "auto" (unset or empty: split-K where
-  `auto_split_k` says), "off" ("0"), "on" (anything else: wherever
-  `split_k_reasons` allows, e.g. for tests of the ptr-array kernels)."""
-  v = os.environ.get(SPLITK_ENV, "")
-  return "auto" if v == "" else "off" if v == "0" else "on"
-
-
 def splitk_enabled() -> bool:
-  """Whether JAX_DYNOFF_SPLITK forces the split-K path where it can run."""
-  return splitk_mode() == "on"
+  """Whether JAX_DYNOFF_SPLITK asks for the (opt-in) split-K path."""
+  return os.environ.get(SPLITK_ENV, "") not in ("", "0")
 
 
 def direct_split_k_workspace(spec: GemmSpec) -> int:
@@ -402,19 +395,6 @@ def split_k_direct(spec: GemmSpec) -> bool:
 def direct_split_k_tiles(spec: GemmSpec) -> int:
   tm, tn = DIRECT_SPLITK_TILE
   return math.ceil(spec.m / tm) * math.ceil(spec.n / tn) * spec.batch
-
-
-def auto_split_k(spec: GemmSpec) -> bool:
-  """Split-K by shape: the direct kernel runs it, its output tiles fill at
-  most half a wave of SMs, and B has at least SPLITK_AUTO_MIN_B_BYTES (e.g.
-  m = 16 or 128 with n = k = 4096: 32 tiles of 128x128, 4 CTAs each);
-  never while JAX_DYNOFF_SM90_TILE forces a tile."""
-  if os.environ.get(SM90_TILE_ENV):  # a forced tile is not split
-    return False
-  return (not split_k_reasons(spec) and split_k_direct(spec)
-          and 2 * direct_split_k_tiles(spec) <= ASSUMED_SM_COUNT
-          and spec.k * spec.n * element_bytes(spec.in_dtype)
-          >= SPLITK_AUTO_MIN_B_BYTES)
 
 
 def _forced_slices() -> Optional[int]:
@@ -574,9 +554,7 @@ def workspace_layout(spec: GemmSpec, path: str,
 
 def plan(spec: GemmSpec) -> Plan:
   """The CUDA plan for `spec` (see the module docstring for the rules)."""
-  mode = splitk_mode()
-  if ((mode == "on" and not split_k_reasons(spec))
-      or (mode == "auto" and auto_split_k(spec))):
+  if splitk_enabled() and not split_k_reasons(spec):
     s = choose_split_k(spec)
     return Plan("sm90_split_k", s,
                 workspace_layout(spec, "sm90_split_k", s).total)

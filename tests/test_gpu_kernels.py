@@ -7,11 +7,10 @@ poisoned (NaN) before each call, so an unwritten window never passes.
 
 Run on a GPU machine:  pytest -v tests/test_gpu_kernels.py
 Which kernel ran:      JAX_DYNOFF_LOG=1 (the handler prints one line a call)
-Split-K: planned by shape for skinny problems the direct split-K kernel
-runs (JAX_DYNOFF_SPLITK unset); JAX_DYNOFF_SPLITK=1 forces it wherever it can
-run (the ptr-array slices where the direct kernel cannot), =0 never.  The
-test_split_k_* tests set the variable themselves (monkeypatch / subprocess
-env); the tile-model tests set it to 0.
+Split-K (opt-in, planned only with JAX_DYNOFF_SPLITK=1: the direct split-K
+kernel where its windows suit it, else the ptr-array slices): the
+test_*split_k* tests set the variable themselves (monkeypatch / subprocess
+env).
 """
 
 from __future__ import annotations
@@ -66,13 +65,6 @@ def _unsplit_sm90(path):
   return path.startswith("sm90") and path != "sm90_split_k"
 
 
-@pytest.fixture
-def no_split(monkeypatch):
-  """The unsplit tiles' plan: no split-K by shape."""
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "0")
-  return monkeypatch
-
-
 # The tile the wave model picks at each shape the sweep measured
 # (benchmarks/sm90_tiles, H200), and one per remaining tile.
 @pytest.mark.parametrize("m,n,k,want", [
@@ -83,7 +75,7 @@ def no_split(monkeypatch):
     (256, 4096, 4096, "sm90_small_m"),
     (128, 4096, 4096, "sm90_tiny"),     # 128 tiles of 64x64
 ])
-def test_plan_tile_choice(no_split, m, n, k, want):
+def test_plan_tile_choice(m, n, k, want):
   assert plan_lib.plan(_spec(m=m, n=n, k=k)).path == want
   times = plan_lib.sm90_tile_times(_spec(m=m, n=n, k=k))
   assert min(times, key=times.get) == want.removeprefix("sm90_")
@@ -156,7 +148,7 @@ def test_alignment_proof():
   assert any("batch dim 0" in r for r in plan_lib.alignment_proof(s)["a"])
 
 
-def test_workspace_layout(no_split):
+def test_workspace_layout():
   s = _spec(m=128)
   p = plan_lib.plan(s)
   assert p.workspace_bytes == plan_lib.SM90_KERNEL_WORKSPACE + 256
@@ -180,65 +172,49 @@ def splitk(monkeypatch):
   return monkeypatch
 
 
-def test_split_k_modes(monkeypatch):
+def test_split_k_only_with_env(monkeypatch):
   # D inside a taller buffer (16 rows: no multiple of 128): the direct
-  # split-K kernel cannot store it, so only the forced mode splits.
+  # split-K kernel cannot store it; the ptr-array slices' rule applies.
   d = WinSpec((48, 4096), (16, 4096), (None, 0))
   s = _spec(m=16, d=d)
   monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
   monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
-  assert plan_lib.splitk_mode() == "auto"
   assert not plan_lib.split_k_direct(s)
   assert _unsplit_sm90(plan_lib.plan(s).path)
   monkeypatch.setenv(plan_lib.SPLITK_ENV, "0")
-  assert plan_lib.splitk_mode() == "off"
   assert _unsplit_sm90(plan_lib.plan(s).path)
   monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
-  assert plan_lib.splitk_mode() == "on"
   assert plan_lib.plan(s) == plan_lib.Plan(
       "sm90_split_k", 8, plan_lib.workspace_layout(s, "sm90_split_k", 8).total)
   assert "ptr-array slices + reduction: out: m = 16" in plan_lib.explain(s)
-  # The whole output (x @ W[i] into a new array): split by shape, direct.
+  # The whole output (x @ W[i] into a new array): the direct kernel.
   s = _spec(m=16)
-  for mode in ("", "1"):
-    monkeypatch.setenv(plan_lib.SPLITK_ENV, mode)
-    assert plan_lib.split_k_direct(s) and plan_lib.direct_kernel(s) == "split_k"
-    assert plan_lib.plan(s) == plan_lib.Plan(
-        "sm90_split_k", 4,
-        plan_lib.workspace_layout(s, "sm90_split_k", 4).total)
-    assert "split_k 4, direct kernel" in plan_lib.explain(s)
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "0")
-  assert plan_lib.plan(s).path == "sm90_tiny"
-  # A forced tile is never split by shape.
+  assert plan_lib.split_k_direct(s) and plan_lib.direct_kernel(s) == "split_k"
+  assert plan_lib.plan(s) == plan_lib.Plan(
+      "sm90_split_k", 4, plan_lib.workspace_layout(s, "sm90_split_k", 4).total)
+  assert "split_k 4, direct kernel" in plan_lib.explain(s)
   monkeypatch.delenv(plan_lib.SPLITK_ENV)
-  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "small_m")
-  assert plan_lib.plan(s).path == "sm90_small_m"
+  assert plan_lib.plan(s).path == "sm90_tiny"
 
 
-# Split-K by shape (JAX_DYNOFF_SPLITK unset): direct kernel, at most half a
-# wave of 128x128 output tiles, B of at least 8 MiB; slices: the most whose
-# CTAs fit one wave of 132 SMs.
+# The direct kernel's slices: the most whose CTAs (128x128 output tiles x
+# slices) fit one wave of 132 SMs, among the equal-slice candidates.
 @pytest.mark.parametrize("m,n,k,want", [
     (16, 4096, 4096, 4),      # 32 tiles x 4 = 128 CTAs
     (1, 4096, 4096, 4),
     (128, 4096, 4096, 4),
     (256, 4096, 4096, 2),     # 64 tiles x 2
-    (16, 2048, 2048, 8),      # 16 tiles x 8 (B: 8 MiB)
+    (16, 2048, 2048, 8),      # 16 tiles x 8
     (64, 8192, 8192, 2),      # 64 tiles
     (16, 1024, 4096, 16),     # 8 tiles x 16 (slices of 256)
-    (16, 1024, 1024, 1),      # B: 2 MiB, too small
-    (512, 4096, 4096, 1),     # 128 tiles: a wave already
-    (16, 8448, 4096, 2),      # 66 tiles x 2 = 132: half a wave
-    (16, 8576, 4096, 1),      # 67 tiles: more than half a wave
+    (16, 8448, 4096, 2),      # 66 tiles x 2 = 132
+    (16, 8576, 4096, 2),      # 67 tiles: none fits, the fewest
 ])
-def test_split_k_by_shape(monkeypatch, m, n, k, want):
-  monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
-  monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
-  p = plan_lib.plan(_spec(m=m, n=n, k=k))
-  if want == 1:
-    assert _unsplit_sm90(p.path)
-  else:
-    assert (p.path, p.split_k) == ("sm90_split_k", want)
+def test_direct_split_k_slices(splitk, m, n, k, want):
+  s = _spec(m=m, n=n, k=k)
+  assert plan_lib.split_k_direct(s)
+  p = plan_lib.plan(s)
+  assert (p.path, p.split_k) == ("sm90_split_k", want)
 
 
 @pytest.mark.parametrize("m,n,k,batch,want", [
@@ -974,9 +950,10 @@ def _run_splitk_script(**env):
 @pytest.mark.gpu
 @on_gpu
 def test_split_k_kernel_ran():
-  """The direct split-K kernel really runs (sm_90), 4 slices, forced or by
-  shape; the ptr-array slices without direct kernels; the generic kernel
-  (unsplit) when SM90 is disabled or the GPU is not sm_90."""
+  """The direct split-K kernel really runs (sm_90), 4 slices; the unsplit
+  tile without the variable; the ptr-array slices without direct kernels;
+  the generic kernel (unsplit) when SM90 is disabled or the GPU is not
+  sm_90."""
   out, lines = _run_splitk_script()
   assert "['sm90_split_k']" in out, out
   assert all("planned=sm90_split_k" in l for l in lines), lines
@@ -985,11 +962,11 @@ def test_split_k_kernel_ran():
                for l in lines), lines
   else:
     assert all("kernel=kGenericBf16Bf16 split_k=1" in l for l in lines), lines
-  # By shape (no variable): the same plan.
+  # Without the variable: the unsplit tiny tile, direct.
   out, lines = _run_script(_SPLITK_SCRIPT)
-  assert "['sm90_split_k']" in out, out
+  assert "['sm90_tiny']" in out, out
   if _is_sm90():
-    assert all("kernel=kSm90DirectSplitKBf16NN split_k=4" in l
+    assert all("kernel=kSm90DirectTinyBf16NN split_k=1" in l
                for l in lines), lines
   # Without direct kernels: the ptr-array slices, as many.
   out, lines = _run_splitk_script(JAX_DYNOFF_DISABLE_DIRECT="1")
@@ -1015,8 +992,7 @@ def test_build_info():
 # The direct kernel (ffi/kernels/sm90_direct.h): which calls take it, and
 # every way its windows can sit in their buffers, against the reference.
 
-def test_direct_reasons(no_split):
-  monkeypatch = no_split
+def test_direct_reasons(monkeypatch):
   # Tile multiples at dynamic row / layer offsets: direct, the large tile
   # (512 wide tiles: several waves).
   a = WinSpec((8192, 4096), (4096, 4096), (None, 0))
@@ -1232,9 +1208,9 @@ def test_direct_kernel_tiles_past_the_window(monkeypatch, case, tile):
 
 # The direct split-K kernel (Sm90DirectSplitKConfig: 128x128 cooperative,
 # CUTLASS's stream-K scheduler in split-K mode): cases as DIRECT_CASES,
-# with the slices to force (None: planned by shape).
+# with the slices to force (None: the plan's choice).
 DIRECT_SPLITK_CASES = [
-    # Issue 5's layer: x @ W[i] into a new array, by shape: 4 slices.
+    # Issue 5's layer: x @ W[i] into a new array, 4 slices.
     (("layer", 16, 4096, 4096, (16, 4096), (0,), (3, 4096, 4096), (2, 0),
       None, None, None), None),
     # One row at a dynamic offset, 16 slices of 256.
@@ -1264,11 +1240,10 @@ DIRECT_SPLITK_CASES = [
 def test_direct_split_k_matches_reference(monkeypatch, case, slices, dt):
   monkeypatch.delenv(plan_lib.SM90_TILE_ENV, raising=False)
   monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV, raising=False)
+  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
   if slices is None:
-    monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
     monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
   else:
-    monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
     monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, str(slices))
   _check_direct(case, dt, "split_k")
 
@@ -1278,7 +1253,8 @@ def test_direct_split_k_matches_reference(monkeypatch, case, slices, dt):
 def test_direct_split_k_is_deterministic(monkeypatch):
   """The CTAs sharing a tile add their partials in a fixed order: the same
   bits on every run."""
-  monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
+  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
+  monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
   case = DIRECT_SPLITK_CASES[0][0]
   f, args = _direct_case(case, BF16)
   spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
@@ -1291,15 +1267,14 @@ def test_direct_split_k_is_deterministic(monkeypatch):
 
 def test_direct_split_k_cases_plan(monkeypatch):
   """The cases above take the direct split-K kernel (CPU: the plan only),
-  the by-shape ones with the slices the rule gives them."""
+  those without forced slices with the ones `choose_split_k` gives them."""
   monkeypatch.delenv(plan_lib.SM90_TILE_ENV, raising=False)
   monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV, raising=False)
+  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
   for case, slices in DIRECT_SPLITK_CASES:
     if slices is None:
-      monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
       monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
     else:
-      monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
       monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, str(slices))
     f, args = _direct_case(case, BF16)
     spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
