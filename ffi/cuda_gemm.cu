@@ -597,6 +597,12 @@ const KernelEntry* Tf32Kernel(DType in, DType out, bool ta, bool tb) {
   return tb ? &kTf32TT : &kTf32TN;
 }
 
+// JAX_DYNOFF_SPLITK_NONDETERMINISTIC: the direct split-K kernel's CTAs add
+// their partials as they arrive instead of in order (read per call).
+bool SplitKNondeterministic() {
+  return EnvFlag("JAX_DYNOFF_SPLITK_NONDETERMINISTIC");
+}
+
 bool Tf32Disabled() {
   static const bool disabled = EnvFlag("JAX_DYNOFF_DISABLE_TF32");
   return disabled;
@@ -1073,6 +1079,7 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
     l.ldc = P.c_read ? p.op[kC].ld() : l.ldd;
     l.split_k = direct_tile == DirectTile::kSplitK
                     ? static_cast<int>(p.split_k) : 1;
+    l.deterministic = !SplitKNondeterministic();
     if (ffi::Error err = RunKernel(direct, l); err.failure()) return err;
     if ((e = cudaGetLastError()) != cudaSuccess)
       return CudaError("direct GEMM launch", e);

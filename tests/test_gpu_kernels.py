@@ -1265,6 +1265,17 @@ def test_direct_split_k_is_deterministic(monkeypatch):
     np.testing.assert_array_equal(_bits(run(*args)), first)
 
 
+@pytest.mark.gpu
+@on_gpu
+def test_direct_split_k_nondeterministic(monkeypatch):
+  """JAX_DYNOFF_SPLITK_NONDETERMINISTIC (read per call): the CTAs add their
+  partials as they arrive; the result still matches the reference."""
+  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
+  monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, "8")
+  monkeypatch.setenv("JAX_DYNOFF_SPLITK_NONDETERMINISTIC", "1")
+  _check_direct(DIRECT_SPLITK_CASES[3][0], BF16, "split_k")
+
+
 def test_direct_split_k_cases_plan(monkeypatch):
   """The cases above take the direct split-K kernel (CPU: the plan only),
   those without forced slices with the ones `choose_split_k` gives them."""

@@ -112,6 +112,9 @@ struct DirectLaunch : LaunchCommon {
   int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
   DirectWindow a, b, c, d;
   int split_k = 1;  // CTAs per output tile along K (the split-K tile only)
+  // The split-K tile's reduction: in a fixed order (the same bits every
+  // run), or as the CTAs arrive (JAX_DYNOFF_SPLITK_NONDETERMINISTIC).
+  bool deterministic = true;
 };
 
 struct DirectKernelEntry {

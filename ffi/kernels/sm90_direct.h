@@ -246,7 +246,9 @@ struct Sm90DirectGemm {
       using Mode = decltype(args.scheduler.decomposition_mode);
       args.scheduler.decomposition_mode = Mode::SplitK;
       using Reduction = decltype(args.scheduler.reduction_mode);
-      args.scheduler.reduction_mode = Reduction::Deterministic;
+      args.scheduler.reduction_mode = l.deterministic
+                                          ? Reduction::Deterministic
+                                          : Reduction::Nondeterministic;
     }
     return args;
   }
