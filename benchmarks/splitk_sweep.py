@@ -15,8 +15,6 @@ with XLA_FLAGS from jax_dynoff.cuda_graph_flags() too to see the kernels.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import statistics
 
 import jax
@@ -29,35 +27,17 @@ SLICES = (2, 4, 8)
 LAYERS = 8
 
 
-@contextlib.contextmanager
-def env(**kv):
-  old = {k: os.environ.get(k) for k in kv}
-  for k, v in kv.items():
-    if v is None:
-      os.environ.pop(k, None)
-    else:
-      os.environ[k] = v
-  try:
-    yield
-  finally:
-    for k, v in old.items():
-      if v is None:
-        os.environ.pop(k, None)
-      else:
-        os.environ[k] = v
-
-
 def variants(m, n, iters):
   loops = bench.stacked_loops(LAYERS, m, n, jnp.bfloat16)
   out = {}
   ours = loops["ours"]
   spec = plan.first_spec(lambda x, w: ours.body(0, x, w), ours.carry,
                          *ours.consts)
-  with env(JAX_DYNOFF_SPLITK=None, JAX_DYNOFF_SPLITK_SLICES=None):
+  with bench.scoped_env(JAX_DYNOFF_SPLITK=None, JAX_DYNOFF_SPLITK_SLICES=None):
     out["tile " + plan.plan(spec).path.removeprefix("sm90_")] = \
         bench._runner(ours, iters)
   for s in SLICES:
-    with env(JAX_DYNOFF_SPLITK="1", JAX_DYNOFF_SPLITK_SLICES=str(s)):
+    with bench.scoped_env(JAX_DYNOFF_SPLITK="1", JAX_DYNOFF_SPLITK_SLICES=str(s)):
       try:
         kind = "direct" if plan.split_k_direct(spec) else "ptr-array"
         if not plan._slice_ok(spec, s) or n // s < 64:

@@ -23,7 +23,6 @@ median over rounds per side.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys
@@ -72,8 +71,6 @@ def window_stats(samples, t0, t1):
 def run_for(f, args, seconds, iters, env=None):
   """The bench's sustained window (`bench.sustained`) of the compiled loop:
   (us per iteration, (start, end) of the window's second half)."""
-  saved = {k: os.environ.get(k) for k in (env or {})}
-  os.environ.update(env or {})
   stamps = []
 
   def once():
@@ -82,14 +79,8 @@ def run_for(f, args, seconds, iters, env=None):
     stamps.append((t0, time.monotonic()))
     return stamps[-1][1] - t0
 
-  try:
+  with bench.scoped_env(**(env or {})):
     us = bench.sustained(once, seconds) / iters * 1e6
-  finally:
-    for k, v in saved.items():
-      if v is None:
-        os.environ.pop(k, None)
-      else:
-        os.environ[k] = v
   half = stamps[len(stamps) // 2:]
   return us, (half[0][0], half[-1][1])
 

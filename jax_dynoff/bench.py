@@ -40,6 +40,7 @@ OUT_DIR/bench.png (bench_graphs.png).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -121,6 +122,26 @@ def compile_loop(loop: Loop, iters: int):
   f = jax.jit(run_loop).lower(loop.carry, loop.consts).compile(
       compiler_options=loop.compiler_options)
   return f, (loop.carry, loop.consts)
+
+
+@contextlib.contextmanager
+def scoped_env(**values: Optional[str]):
+  """Environment variables set (None: unset) for the `with` block, then
+  restored: the planner reads its switches when a call is traced."""
+  old = {k: os.environ.get(k) for k in values}
+  try:
+    for k, v in values.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
+    yield
+  finally:
+    for k, v in old.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
 
 
 # Seconds each side runs back to back per round (`run` sets it: 1 s on a

@@ -7,7 +7,6 @@ Run as a script; prints "CASE name err" per case and exits non-zero if a
 result is off (the sanitizer's own exit code reports memory errors).
 """
 
-import os
 import sys
 
 import jax
@@ -16,6 +15,7 @@ import numpy as np
 
 import jax_dynoff as dyn
 from jax_dynoff import plan
+from jax_dynoff.bench import scoped_env
 
 BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
 
@@ -27,18 +27,10 @@ def rand(seed, shape, dtype):
 
 def check(name, f, *args, env=None):
   """Runs f(dyn, *args) (traced with `env` set) against the reference."""
-  old = {k: os.environ.get(k) for k in (env or {})}
-  os.environ.update(env or {})
-  try:
+  with scoped_env(**(env or {})):
     paths = plan.traced_paths(lambda *a: f(dyn, *a), *args)
     got = jax.jit(lambda *a: f(dyn, *a))(*args)
     got.block_until_ready()
-  finally:
-    for k, v in old.items():
-      if v is None:
-        os.environ.pop(k, None)
-      else:
-        os.environ[k] = v
   with jax.default_matmul_precision("highest"):
     want = jax.jit(lambda *a: f(dyn.reference, *a))(*args)
   g = np.asarray(got.astype(F32))

@@ -180,3 +180,17 @@ def test_sustained_window_stats():
                             env={"JAX_DYNOFF_DIRECT_TILE": "wide"})
   assert seen == ["wide", "wide"] and us > 0 and t0 <= t1
   assert os.environ.get("JAX_DYNOFF_DIRECT_TILE") == before
+
+
+def test_scoped_env_sets_unsets_and_restores(monkeypatch):
+  import os
+  monkeypatch.setenv("JDO_TEST_A", "a")
+  monkeypatch.delenv("JDO_TEST_B", raising=False)
+  with bench.scoped_env(JDO_TEST_A=None, JDO_TEST_B="b"):
+    assert "JDO_TEST_A" not in os.environ
+    assert os.environ["JDO_TEST_B"] == "b"
+  assert os.environ["JDO_TEST_A"] == "a" and "JDO_TEST_B" not in os.environ
+  with pytest.raises(RuntimeError):
+    with bench.scoped_env(JDO_TEST_A="x"):
+      raise RuntimeError
+  assert os.environ["JDO_TEST_A"] == "a"
