@@ -557,7 +557,9 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
 }
 
 // The direct tiles (kernels/sm90_direct.h); kNone: the ptr-array kernel.
-enum class DirectTile { kNone, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK };
+enum class DirectTile {
+  kNone, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK
+};
 
 // The direct kernel of `tile`, or nullptr when none is built for the dtypes
 // and transposes.
@@ -701,9 +703,9 @@ bool StoresOk(const OperandDesc& D, DirectTileShape t) {
          TileOrEdge(D.win[rd - 1], D.dims[rd - 1], t.n);
 }
 
-// JAX_DYNOFF_DIRECT_TILE (large, wide, medium, small_m, tiny, split_k) forces that
-// tile where it stands in for the planned path and its rules hold (else the
-// ptr-array kernel runs); read per call, so tests can switch.
+// JAX_DYNOFF_DIRECT_TILE (large, wide, medium, small_m, tiny, split_k)
+// forces that tile where it stands in for the planned path and its rules
+// hold (else the ptr-array kernel runs); read per call, so tests can switch.
 // False when unset or empty (then no tile is forced); an unknown name
 // forces none (plan.py rejects it at trace time).
 bool ForcedDirectTile(DirectTile* tile) {
