@@ -322,6 +322,13 @@ def _direct_choice_for(spec: GemmSpec,
     why.append(f"no direct kernel for {in_dt} -> {out_dt}")
   if spec.c_mode == "from_d" and c_is_read(spec):
     why.append("C is read from out's own array (may overlap D partly)")
+  if planned == "sm90_split_k":
+    # The unsplit SM90 paths are planned only with every window aligned;
+    # split-K proves it for A and B alone (its ptr-array slices leave C
+    # and D to the reduction kernel), the direct kernel needs C and D too.
+    why += [f"{name}: " + "; ".join(bad)
+            for name, bad in alignment_proof(spec).items()
+            if name in ("c", "d")]
   ops = [("a", spec.a), ("b", spec.b), ("d", spec.d)]
   if c_is_read(spec):
     ops.append(("c", spec.c))

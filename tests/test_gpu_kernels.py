@@ -273,6 +273,9 @@ def test_split_k_ignores_c_and_d_alignment(splitk):
   s = _spec(m=16, d=d)
   assert plan_lib.alignment_proof(s).get("d")
   assert plan_lib.plan(s).path == "sm90_split_k"
+  # ... though not the direct split-K kernel, which stores D with TMA.
+  assert not plan_lib.split_k_direct(s)
+  assert any(r.startswith("d: ") for r in plan_lib.direct_reasons(s))
   assert plan_lib.plan(_spec(m=16, out_dt=np.dtype(F32))).path == \
       "sm90_split_k"
   c = WinSpec((40, 4100), (16, 4096), (None, 1))
