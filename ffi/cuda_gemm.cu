@@ -1079,9 +1079,10 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
     l.ldb = p.op[kB].ld();
     l.ldd = p.op[kD].ld();
     l.ldc = P.c_read ? p.op[kC].ld() : l.ldd;
-    l.split_k = direct_tile == DirectTile::kSplitK
-                    ? static_cast<int>(p.split_k) : 1;
-    l.deterministic = !SplitKNondeterministic();
+    if (direct_tile == DirectTile::kSplitK) {
+      l.split_k = static_cast<int>(p.split_k);
+      l.deterministic = !SplitKNondeterministic();
+    }
     if (ffi::Error err = RunKernel(direct, l); err.failure()) return err;
     if ((e = cudaGetLastError()) != cudaSuccess)
       return CudaError("direct GEMM launch", e);
@@ -1203,8 +1204,10 @@ const char* CudaBuildInfo() {
          "opt-in: planned only with JAX_DYNOFF_SPLITK=1; direct (non-array) "
          "twins of each tile, bf16/f16 NN: large 256x128 cooperative 1x2 "
          "and wide 128x256 cooperative 2x1 for the large path, medium, "
-         "small_m and tiny ping-pong, for one-item calls whose windows suit "
-         "them, JAX_DYNOFF_DISABLE_DIRECT keeps ptr-array)"
+         "small_m and tiny ping-pong, and for split_k 128x128 cooperative "
+         "on the stream-K scheduler in split-K mode, for one-item calls "
+         "whose windows suit them, JAX_DYNOFF_DISABLE_DIRECT keeps "
+         "ptr-array)"
 #else
          "; sm90=no"
 #endif

@@ -77,13 +77,18 @@ using Sm90DirectTinyConfig = Sm90DirectPingpong<Sm90TinyConfig>;
 // scheduler's memset of its barriers).  The cooperative schedule is the only
 // one CUTLASS pairs with stream-K; its 128-row tile wastes MMA work at
 // m = 16, which the problem (bound by streaming B) can afford.
-struct Sm90DirectSplitKConfig {
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+struct Sm90DirectSplitKConfig
+    : Sm90NonArray<Sm90MediumConfig,
+                   cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                   cutlass::epilogue::TmaWarpSpecializedCooperative> {
   using TileScheduler = cutlass::gemm::StreamKScheduler;
 };
+// launch.h sizes its workspace (host-only code, without CuTe) from these.
+static_assert(cute::size<0>(Sm90DirectSplitKConfig::TileShape{}) ==
+                      kDirectSplitKTileM &&
+                  cute::size<1>(Sm90DirectSplitKConfig::TileShape{}) ==
+                      kDirectSplitKTileN,
+              "kDirectSplitKTileM/N (launch.h) must be the split-K tile");
 
 // A config's tile scheduler: its TileScheduler where it names one, else
 // CUTLASS's default (persistent, data-parallel).
