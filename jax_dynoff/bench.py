@@ -128,20 +128,19 @@ def compile_loop(loop: Loop, iters: int):
 def scoped_env(**values: Optional[str]):
   """Environment variables set (None: unset) for the `with` block, then
   restored: the planner reads its switches when a call is traced."""
+  def put(vals):
+    for k, v in vals.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
+
   old = {k: os.environ.get(k) for k in values}
   try:
-    for k, v in values.items():
-      if v is None:
-        os.environ.pop(k, None)
-      else:
-        os.environ[k] = v
+    put(values)
     yield
   finally:
-    for k, v in old.items():
-      if v is None:
-        os.environ.pop(k, None)
-      else:
-        os.environ[k] = v
+    put(old)
 
 
 # Seconds each side runs back to back per round (`run` sets it: 1 s on a

@@ -135,6 +135,11 @@ class Plan:
   workspace_bytes: int   # the CUDA handler's scratch (ret 1), fixed now
 
 
+def _tiles(spec: GemmSpec, tile: tuple[int, ...]) -> int:
+  """Output tiles of (tile m, tile n, ...) covering one item's m x n."""
+  return math.ceil(spec.m / tile[0]) * math.ceil(spec.n / tile[1])
+
+
 def _round_up(x: int, a: int) -> int:
   return (x + a - 1) // a * a
 
@@ -232,7 +237,7 @@ def sm90_tile_times(spec: GemmSpec) -> dict[str, float]:
   128x4096x4096: tiny)."""
   out = {}
   for name, (tm, tn, tflops) in SM90_TILE_SHAPES.items():
-    tiles = math.ceil(spec.m / tm) * math.ceil(spec.n / tn) * spec.batch
+    tiles = _tiles(spec, (tm, tn)) * spec.batch
     waves = math.ceil(tiles / ASSUMED_SM_COUNT)
     per_tile_us = 2.0 * tm * tn * spec.k * ASSUMED_SM_COUNT / (tflops * 1e6)
     out[name] = waves * per_tile_us
@@ -351,8 +356,7 @@ def _direct_choice_for(spec: GemmSpec,
     return None, why
   if forced or len(candidates) == 1:
     return (forced or candidates[0]), []
-  wm, wn = DIRECT_TILES["wide"]
-  wide_tiles = math.ceil(spec.m / wm) * math.ceil(spec.n / wn)
+  wide_tiles = _tiles(spec, DIRECT_TILES["wide"])
   if not stores["wide"] and (wide_tiles <= ASSUMED_SM_COUNT or stores["large"]):
     return "wide", []
   return "large", []
@@ -388,7 +392,7 @@ def direct_split_k_workspace(spec: GemmSpec) -> int:
   in ffi/kernels/launch.h): a float32 accumulator tile per output tile, then
   two 32-bit barriers per output tile, each part rounded to 128 bytes."""
   tm, tn = DIRECT_SPLITK_TILE
-  tiles = math.ceil(spec.m / tm) * math.ceil(spec.n / tn)
+  tiles = _tiles(spec, DIRECT_SPLITK_TILE)
   return (_round_up(tiles * tm * tn * PARTIAL_BYTES, 128)
           + _round_up(tiles * 2 * 4, 128))
 
@@ -397,11 +401,6 @@ def split_k_direct(spec: GemmSpec) -> bool:
   """Whether a split-K plan of `spec` runs the direct split-K kernel on an
   H200 (else the ptr-array slices and the reduction kernel)."""
   return not _direct_choice_for(spec, "sm90_split_k")[1]
-
-
-def direct_split_k_tiles(spec: GemmSpec) -> int:
-  tm, tn = DIRECT_SPLITK_TILE
-  return math.ceil(spec.m / tm) * math.ceil(spec.n / tn) * spec.batch
 
 
 def _forced_slices() -> Optional[int]:
@@ -443,8 +442,7 @@ def split_k_candidates(spec: GemmSpec) -> list[int]:
 
 def split_k_tiles(spec: GemmSpec) -> int:
   """Output tiles (CTAs' work units) of the unsplit problem, split-K tile."""
-  tm, tn = SPLITK_TILE
-  return math.ceil(spec.m / tm) * math.ceil(spec.n / tn) * spec.batch
+  return _tiles(spec, SPLITK_TILE) * spec.batch
 
 
 def split_k_reasons(spec: GemmSpec) -> list[str]:
@@ -499,7 +497,7 @@ def choose_split_k(spec: GemmSpec) -> int:
     return forced
   cands = split_k_candidates(spec)
   if split_k_direct(spec):
-    tiles = direct_split_k_tiles(spec)
+    tiles = _tiles(spec, DIRECT_SPLITK_TILE) * spec.batch
     fit = [s for s in cands if tiles * s <= ASSUMED_SM_COUNT]
     return fit[-1] if fit else cands[0]
   tiles = split_k_tiles(spec)
