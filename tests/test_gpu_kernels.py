@@ -1134,6 +1134,17 @@ def test_direct_kernel_matches_reference(monkeypatch, case, dt, tile):
   _check_direct(case, dt, tile)
 
 
+def _split_k_env(monkeypatch, slices=None):
+  """Split-K forced (no SM90 tile forced), `slices` slices (None: the
+  plan's choice)."""
+  monkeypatch.delenv(plan_lib.SM90_TILE_ENV, raising=False)
+  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
+  if slices is None:
+    monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
+  else:
+    monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, str(slices))
+
+
 def _force_direct(monkeypatch, tile):
   """Plans the path `tile` stands in for (the wave model would pick another
   at these small shapes) and forces `tile` (the handler reads
@@ -1141,9 +1152,7 @@ def _force_direct(monkeypatch, tile):
   in two slices."""
   path = plan_lib.DIRECT_TILE_PATHS[tile]
   if tile == "split_k":
-    monkeypatch.delenv(plan_lib.SM90_TILE_ENV, raising=False)
-    monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
-    monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, "2")
+    _split_k_env(monkeypatch, 2)
   else:
     monkeypatch.setenv(plan_lib.SM90_TILE_ENV, path.removeprefix("sm90_"))
     monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
@@ -1241,13 +1250,8 @@ DIRECT_SPLITK_CASES = [
 @pytest.mark.gpu
 @on_gpu
 def test_direct_split_k_matches_reference(monkeypatch, case, slices, dt):
-  monkeypatch.delenv(plan_lib.SM90_TILE_ENV, raising=False)
   monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV, raising=False)
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
-  if slices is None:
-    monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
-  else:
-    monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, str(slices))
+  _split_k_env(monkeypatch, slices)
   _check_direct(case, dt, "split_k")
 
 
@@ -1256,8 +1260,7 @@ def test_direct_split_k_matches_reference(monkeypatch, case, slices, dt):
 def test_direct_split_k_is_deterministic(monkeypatch):
   """The CTAs sharing a tile add their partials in a fixed order: the same
   bits on every run."""
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
-  monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
+  _split_k_env(monkeypatch)
   case = DIRECT_SPLITK_CASES[0][0]
   f, args = _direct_case(case, BF16)
   spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
@@ -1273,8 +1276,7 @@ def test_direct_split_k_is_deterministic(monkeypatch):
 def test_direct_split_k_nondeterministic(monkeypatch):
   """JAX_DYNOFF_SPLITK_NONDETERMINISTIC (read per call): the CTAs add their
   partials as they arrive; the result still matches the reference."""
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
-  monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, "8")
+  _split_k_env(monkeypatch, 8)
   monkeypatch.setenv("JAX_DYNOFF_SPLITK_NONDETERMINISTIC", "1")
   _check_direct(DIRECT_SPLITK_CASES[3][0], BF16, "split_k")
 
@@ -1282,14 +1284,9 @@ def test_direct_split_k_nondeterministic(monkeypatch):
 def test_direct_split_k_cases_plan(monkeypatch):
   """The cases above take the direct split-K kernel (CPU: the plan only),
   those without forced slices with the ones `choose_split_k` gives them."""
-  monkeypatch.delenv(plan_lib.SM90_TILE_ENV, raising=False)
   monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV, raising=False)
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
   for case, slices in DIRECT_SPLITK_CASES:
-    if slices is None:
-      monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
-    else:
-      monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, str(slices))
+    _split_k_env(monkeypatch, slices)
     f, args = _direct_case(case, BF16)
     spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
     p = plan_lib.plan(spec)
