@@ -40,6 +40,11 @@
 // first on that path under the same rules; the ptr-array slices are its
 // fallback.  JAX_DYNOFF_DIRECT_TILE forces one of the path's direct tiles
 // (tests, tuning).
+// The skinny path (m <= 16, one-item NN calls of a 16-bit dtype, every
+// window aligned; kernels/sm90_skinny.h) runs one launch of the skinny
+// kernel, nothing before it; where its rules fail (or
+// JAX_DYNOFF_DISABLE_SKINNY is set, read per call) it runs the tiny tile
+// as if planned for it, direct twin included.
 // The TF32 path (float32 in and out, default precision; any alignment)
 // runs on every GPU the build has code for; JAX_DYNOFF_DISABLE_TF32 sends it
 // to the exact generic kernel instead.
@@ -75,6 +80,7 @@ namespace {
 using kernels::DirectKernelEntry;
 using kernels::GemmLaunch;
 using kernels::KernelEntry;
+using kernels::SkinnyKernelEntry;
 using kernels::StartTerm;
 
 constexpr int kMaxArgs = 64;
@@ -95,7 +101,9 @@ bool IsSm90Path(Path p) {
 // Workspace (ret 1) layout.  jax_dynoff/plan.py (workspace_layout) computes
 // the same numbers at trace time; keep the two in step.
 //   [0, kernel)           CUTLASS's own scratch: kSm90KernelWorkspace for
-//                         an SM90 path (TMA descriptors), else nothing;
+//                         an SM90 path (TMA descriptors; the skinny path
+//                         needs none but keeps it for its fallback, the
+//                         tiny tile), else nothing;
 //                         kSm90SplitK adds DirectSplitKWorkspace(m, n)
 //                         (the direct split-K kernel's partial tiles and
 //                         barriers), rounded up to 256 bytes
@@ -484,6 +492,11 @@ bool DirectDisabled() {
   return disabled;
 }
 
+// JAX_DYNOFF_DISABLE_SKINNY: a call planned for the skinny kernel runs the
+// tiny tile instead (its fallback, as when the kernel's rules fail).  Read
+// per call, so that tests and the bench can compare the two in one process.
+bool SkinnyDisabled() { return EnvFlag("JAX_DYNOFF_DISABLE_SKINNY"); }
+
 // Programmatic dependent launch of the SM90 GEMMs after the pointer kernel:
 // opt-in (JAX_DYNOFF_PDL=1).  It passed the whole GPU suite on an H200 but
 // gained nothing measurable there (benchmarks/NOTES.md), so it is off.
@@ -506,6 +519,7 @@ const char* PathName(Path p) {
     case Path::kSm90Medium: return "sm90_medium";
     case Path::kSm90Tiny: return "sm90_tiny";
     case Path::kTf32: return "tf32";
+    case Path::kSm90Skinny: return "sm90_skinny";
   }
   return "unknown";
 }
@@ -589,6 +603,28 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
 #endif
   (void)in; (void)out; (void)ta; (void)tb; (void)tile;
   return nullptr;
+}
+
+// The skinny kernel (kernels/sm90_skinny.h) for a call planned for it, or
+// nullptr where its static rules (mirrored by plan.py's skinny_reasons) do
+// not hold: one item, no transposes, 16-bit in and out of one dtype, m
+// within the kernel's rows, C not read from D's own buffer (a C window
+// overlapping D's partly would be read after other CTAs wrote it).  The
+// alignment is StaticallyAligned's, checked with the SM90 paths'.
+const SkinnyKernelEntry* SkinnyKernel(const GemmProblem& p, bool c_read) {
+#ifdef JAX_DYNOFF_WITH_SM90
+  using namespace kernels;
+  if (p.batch != 1 || p.trans_a || p.trans_b || p.in_dtype != p.out_dtype ||
+      (p.c_mode == CMode::kFromD && c_read))
+    return nullptr;
+  const SkinnyKernelEntry* k = p.in_dtype == DType::kBF16 ? &kSm90Skinny16Bf16NN
+                               : p.in_dtype == DType::kF16 ? &kSm90Skinny16F16NN
+                                                           : nullptr;
+  return k != nullptr && p.m >= 1 && p.m <= k->max_m ? k : nullptr;
+#else
+  (void)p; (void)c_read;
+  return nullptr;
+#endif
 }
 
 // The TF32 kernel for the transposes (float32 in and out only).
@@ -726,8 +762,10 @@ bool ForcedDirectTile(DirectTile* tile) {
 // twin; the large path has two: the wide tile where its tiles fit one wave
 // (its m64n256 wgmmas make each tile faster; with several waves the large
 // tile was as fast or faster, and 2% ahead at 8192^3), else the large one;
-// either one where only its store rule holds.
-DirectTile ChooseDirect(const GemmProblem& p, bool c_read, int sms) {
+// either one where only its store rule holds.  `path` is the tile path
+// that runs (the planned one, or the tiny tile for a skinny fallback).
+DirectTile ChooseDirect(const GemmProblem& p, Path path, bool c_read,
+                        int sms) {
   const OperandDesc &A = p.op[kA], &B = p.op[kB], &C = p.op[kC],
                     &D = p.op[kD];
   if (p.batch != 1 || p.trans_a || p.trans_b) return DirectTile::kNone;
@@ -746,7 +784,7 @@ DirectTile ChooseDirect(const GemmProblem& p, bool c_read, int sms) {
     if (has_forced && forced != tile) return DirectTile::kNone;
     return StoresOk(D, shape) ? tile : DirectTile::kNone;
   };
-  switch (p.path) {
+  switch (path) {
     case Path::kSm90Medium: return single(DirectTile::kMedium, kDirectMedium);
     case Path::kSm90SmallM: return single(DirectTile::kSmall, kDirectSmall);
     case Path::kSm90Tiny: return single(DirectTile::kTiny, kDirectTiny);
@@ -797,6 +835,19 @@ kernels::DirectWindow MakeDirectWindow(const PrepParams& P, int o,
       w.term[w.terms++] = DynamicStart(P, op, i, op.strides[i] / ld);
   *base = P.base[o] + col0 * P.elt[o];
   return w;
+}
+
+// Operand o's window as the skinny kernel locates it: its address at the
+// static starts plus each dynamic start's clamped value times its stride.
+kernels::SkinnyOperand MakeSkinnyOperand(const PrepParams& P, int o) {
+  const OperandDesc& op = P.p.op[o];
+  kernels::SkinnyOperand s;
+  s.base = P.base[o] + op.static_offset * P.elt[o];
+  s.ld = op.ld();
+  for (int i = 0; i < op.rank; ++i)
+    if (op.start_arg[i] >= 0)
+      s.term[s.terms++] = DynamicStart(P, op, i, op.strides[i] * P.elt[o]);
+  return s;
 }
 
 bool Ptr16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -993,6 +1044,8 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   // call got that far (SM90 device, alignment) and its windows suit it.
   const DirectKernelEntry* direct = nullptr;
   DirectTile direct_tile = DirectTile::kNone;
+  // The skinny kernel (one launch, nothing before it) for its path.
+  const SkinnyKernelEntry* skinny = nullptr;
   if (p.path == Path::kTf32 && !Tf32Disabled()) {
     if (const KernelEntry* kt =
             Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
@@ -1002,12 +1055,25 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
       dev.minor == 0 && p.k > 0) {
     const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
                           Ptr16(P.base[kC]) && Ptr16(P.base[kD]) && Ptr16(ws);
-    if (p.path == Path::kSm90SplitK) {
+    // The skinny path's fallback is the tiny tile (its workspace is the
+    // tiny tile's): where the skinny kernel's rules fail or it is disabled.
+    Path tile_path = p.path;
+    if (p.path == Path::kSm90Skinny) {
+      const SkinnyKernelEntry* ks = SkinnyKernel(p, P.c_read);
+      if (ks != nullptr && !SkinnyDisabled() && bases_ok &&
+          StaticallyAligned(p, P.c_read))
+        skinny = ks;
+      else
+        tile_path = Path::kSm90Tiny;
+    }
+    if (skinny != nullptr) {
+      // (one launch below)
+    } else if (p.path == Path::kSm90SplitK) {
       // First choice: the direct split-K kernel, one launch, K reduced in
       // the workspace.  Else the ptr-array slices and the reduction kernel,
       // where C and D are only touched by the reduction (no alignment).
       if (!DirectDisabled() && bases_ok && StaticallyAligned(p, P.c_read)) {
-        direct_tile = ChooseDirect(p, P.c_read, dev.sms);
+        direct_tile = ChooseDirect(p, p.path, P.c_read, dev.sms);
         direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
                                   p.trans_b, direct_tile);
       }
@@ -1019,18 +1085,21 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
         split = true;
       }
     } else {
-      k90 = Sm90Kernel(p.path, p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
+      k90 = Sm90Kernel(tile_path, p.in_dtype, p.out_dtype, p.trans_a,
+                       p.trans_b);
       if (k90 != nullptr && bases_ok && StaticallyAligned(p, P.c_read))
         kernel = k90;
+      if (kernel == k90 && k90 != nullptr && !DirectDisabled()) {
+        direct_tile = ChooseDirect(p, tile_path, P.c_read, dev.sms);
+        direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
+                                  p.trans_b, direct_tile);
+      }
     }
-  }
-  if (kernel != nullptr && kernel == k90 && !DirectDisabled()) {
-    direct_tile = ChooseDirect(p, P.c_read, dev.sms);
-    direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
-                              direct_tile);
   }
   const int64_t slices = split ? p.split_k : 1;
   const int64_t items = p.batch * slices;
+  const int skinny_split =
+      skinny != nullptr ? kernels::SkinnySplit(p.n, p.k, dev.sms) : 1;
   if (split) {
     const int64_t ks = p.k / slices;
     P.slices = slices;
@@ -1044,9 +1113,14 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
                  static_cast<long long>(p.m), static_cast<long long>(p.n),
                  static_cast<long long>(p.k), static_cast<long long>(p.batch),
                  PathName(p.path),
-                 p.k == 0 ? "scale(k=0)" : direct ? direct->name : kernel->name,
+                 p.k == 0   ? "scale(k=0)"
+                 : skinny ? skinny->name
+                 : direct ? direct->name
+                          : kernel->name,
                  static_cast<long long>(
-                     direct_tile == DirectTile::kSplitK ? p.split_k : slices));
+                     skinny ? skinny_split
+                     : direct_tile == DirectTile::kSplitK ? p.split_k
+                                                          : slices));
 
   kernels::LaunchCommon common;
   common.alpha = static_cast<float>(alpha);
@@ -1056,6 +1130,30 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   common.device = device;
   common.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
   common.stream = stream;
+
+  // --- The skinny kernel: one launch, nothing before it, no workspace.
+  if (skinny != nullptr) {
+    kernels::SkinnyLaunch l;
+    static_cast<kernels::LaunchCommon&>(l) = common;
+    l.workspace = nullptr;
+    l.workspace_bytes = 0;
+    l.m = static_cast<int>(p.m);
+    l.n = static_cast<int>(p.n);
+    l.k = static_cast<int>(p.k);
+    l.a = MakeSkinnyOperand(P, kA);
+    l.b = MakeSkinnyOperand(P, kB);
+    l.d = MakeSkinnyOperand(P, kD);
+    // Without a C read, D stands in (beta = 0: never loaded).
+    l.c = P.c_read ? MakeSkinnyOperand(P, kC) : l.d;
+    l.split_k = skinny_split;
+    const std::string r = skinny->run(l);
+    if (!r.empty())
+      return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                  skinny->name + ": " + r);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+      return CudaError("skinny GEMM launch", e);
+    return ffi::Error::Success();
+  }
 
   // --- The direct kernel: one launch, nothing before it.
   if (direct != nullptr && p.k > 0) {
@@ -1207,7 +1305,9 @@ const char* CudaBuildInfo() {
          "small_m and tiny ping-pong, and for split_k 128x128 cooperative "
          "on the stream-K scheduler in split-K mode, for one-item calls "
          "whose windows suit them, JAX_DYNOFF_DISABLE_DIRECT keeps "
-         "ptr-array)"
+         "ptr-array); skinny m <= 16 bf16/f16 NN: mma.sync 16x128 CTAs "
+         "sharing K in a cluster, one launch (JAX_DYNOFF_DISABLE_SKINNY "
+         "runs the tiny tile)"
 #else
          "; sm90=no"
 #endif

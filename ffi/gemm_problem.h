@@ -61,8 +61,9 @@ enum class Path : int64_t {
   kSm90Medium = 4,   // TMA warp-specialized ptr-array, 128x128 tiles
   kSm90Tiny = 5,     // TMA warp-specialized ptr-array, 64x64 tiles
   kTf32 = 6,         // float32 at default precision: TF32 tensor cores
+  kSm90Skinny = 7,   // m <= 16: mma.sync, K shared by a cluster (sm_90)
 };
-inline constexpr int64_t kNumPaths = 7;
+inline constexpr int64_t kNumPaths = 8;
 
 // Offsets into `desc`.
 namespace desc {

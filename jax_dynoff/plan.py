@@ -43,6 +43,20 @@ Paths (enum Path in ffi/gemm_problem.h):
   for the ptr-array slices); `choose_split_k` picks split_k.
   ``JAX_DYNOFF_SPLITK_SLICES=S`` forces S (for tuning sweeps).
 
+* ``sm90_skinny``: m <= 16 (stacked-weight layers, decode steps), where
+  the time is streaming B and the wgmma tiles (64 rows or more) waste most
+  of their work: one launch of the skinny kernel (ffi/kernels/
+  sm90_skinny.h: mma.sync, 128-column CTAs, each column tile's K shared by
+  the CTAs of one cluster, reduced in distributed shared memory in a fixed
+  order; no workspace, no memset).  Needs what every SM90 path needs (every
+  window aligned) and one item, no transposes, bfloat16 / float16 in and
+  out of one dtype, no C read from out's own array (`skinny_reasons`).
+  The handler runs the tiny tile instead (as if planned for it, direct twin
+  included; the workspace is the tiny tile's) where the kernel cannot run,
+  or when ``JAX_DYNOFF_DISABLE_SKINNY`` is set (read per call: tests and
+  the bench compare the two).  A forced SM90 tile (``JAX_DYNOFF_SM90_TILE``)
+  or split-K (``JAX_DYNOFF_SPLITK``) is planned instead.
+
 Direct kernels (the handler's choice, mirrored by `direct_kernel` and
 `direct_reasons`): a call planned for an SM90 tile runs CUTLASS's plain
 (non-array) TMA kernel of that tile instead of the ptr-array one, its TMA
@@ -82,7 +96,7 @@ from jax_dynoff.spec import GemmSpec, WinSpec
 
 # Mirrors enum class Path in ffi/gemm_problem.h.
 PATHS = {"generic": 0, "sm90_large": 1, "sm90_small_m": 2, "sm90_split_k": 3,
-         "sm90_medium": 4, "sm90_tiny": 5, "tf32": 6}
+         "sm90_medium": 4, "sm90_tiny": 5, "tf32": 6, "sm90_skinny": 7}
 
 # Mirrors ffi/cuda_gemm.cu (Layout) and ffi/kernels/launch.h.
 WORKSPACE_ALIGN = 256
@@ -507,6 +521,45 @@ def choose_split_k(spec: GemmSpec) -> int:
   return cands[-1]
 
 
+# --- The skinny kernel (ffi/kernels/sm90_skinny.h) ---------------------------
+
+SKINNY_MAX_M = 16                       # kSm90Skinny16*: one m16 fragment
+SKINNY_DTYPES = ("bfloat16", "float16")  # kernels built (NN, out = in)
+# kSkinnyTileN / kSkinnyTileK / kSkinnyMaxSplit (ffi/kernels/launch.h).
+SKINNY_TILE_N, SKINNY_TILE_K, SKINNY_MAX_SPLIT = 128, 64, 8
+
+
+def skinny_reasons(spec: GemmSpec) -> list[str]:
+  """Why `spec` cannot take the skinny path (empty: it can); mirrors
+  SkinnyKernel and the SM90 checks in ffi/cuda_gemm.cu."""
+  why = list(sm90_reasons(spec))
+  if spec.m > SKINNY_MAX_M:
+    why.append(f"m = {spec.m} > {SKINNY_MAX_M}")
+  if spec.batch != 1:
+    why.append(f"{spec.batch} batch items")
+  if spec.trans_a or spec.trans_b:
+    why.append("transposed operand")
+  in_dt, out_dt = np.dtype(spec.in_dtype).name, np.dtype(spec.out_dtype).name
+  if in_dt not in SKINNY_DTYPES or out_dt != in_dt:
+    why.append(f"no skinny kernel for {in_dt} -> {out_dt}")
+  if spec.c_mode == "from_d" and c_is_read(spec):
+    why.append("C is read from out's own array (may overlap D partly)")
+  return why
+
+
+def skinny_split(spec: GemmSpec, sms: int = ASSUMED_SM_COUNT) -> int:
+  """CTAs (one cluster) sharing each 128-column tile's K: the most, a
+  power of two up to 8, whose CTAs (tiles x split) fit one wave of `sms`
+  SMs and each get two or more 64-deep K stages.  Mirrors SkinnySplit (ffi/kernels/launch.h); n = k = 4096 on
+  132 SMs: 32 tiles x 4 (measured fastest of 2, 4, 8 on an H200)."""
+  tiles = math.ceil(spec.n / SKINNY_TILE_N)
+  k_tiles = math.ceil(spec.k / SKINNY_TILE_K)
+  s = 1
+  while s < SKINNY_MAX_SPLIT and tiles * s * 2 <= sms and k_tiles >= 4 * s:
+    s *= 2
+  return s
+
+
 # --- Workspace ---------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -568,6 +621,8 @@ def plan(spec: GemmSpec) -> Plan:
       np.dtype(spec.out_dtype) == np.float32 and
       spec.precision == "default"):
     path = "tf32"
+  elif not skinny_reasons(spec) and not os.environ.get(SM90_TILE_ENV):
+    path = "sm90_skinny"
   elif not sm90_reasons(spec):
     key = (np.dtype(spec.in_dtype).name, np.dtype(spec.out_dtype).name,
            bool(spec.trans_a), bool(spec.trans_b))
@@ -584,6 +639,10 @@ def explain(spec: GemmSpec) -> str:
                 _direct_choice_for(spec, p.path)[1]))
     return (f"{p.path} (split_k {p.split_k}, {kind}; workspace "
             f"{p.workspace_bytes} bytes)")
+  if p.path == "sm90_skinny":
+    return (f"{p.path} (split {skinny_split(spec)} on {ASSUMED_SM_COUNT} "
+            f"SMs; fallback the tiny tile; workspace {p.workspace_bytes} "
+            f"bytes)")
   if p.path in DIRECT_TILE_PATHS.values():
     tile, why = _direct_choice(spec)
     kind = (f"direct kernel, {tile} tile" if tile else

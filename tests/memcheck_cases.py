@@ -87,6 +87,24 @@ def main():
     ok &= check("direct_edges_" + tile, lambda mod, a, b: mod.gemm(a, b), xe,
                 we, env=env)
 
+  # The skinny kernel (m <= 16): a cluster of 8 CTAs per column tile
+  # (n = 136: two tiles, the second mostly past n; k = 1024), C its own
+  # array, clamped starts; then k = 72 (one CTA per tile, a K tail).
+  xk = rand(11, (20, 1024 + 8), BF16)
+  wk = rand(12, (2, 1024, 136), BF16)
+  ck = rand(13, (13, 136), BF16)
+  outk = jnp.full((40, 144), jnp.nan, BF16)
+
+  def skinny(mod, x, w, c, out, r, i, o):
+    return mod.gemm(dyn.window(x, (r, 8), (13, 1024)),
+                    dyn.window(w, (i, 0, 0), (1024, 136)), c, beta=0.5,
+                    out=dyn.window(out, (o, 8), (13, 136)))
+
+  ok &= check("skinny", skinny, xk, wk, ck, outk, jnp.int32(-1),
+              jnp.int32(10 ** 6), jnp.int32(2 ** 31 - 1))
+  ok &= check("skinny_k72", lambda mod, a, b: mod.gemm(a, b), xk[:5, :72],
+              wk[0, :72])
+
   # Generic kernel: odd static column start, every transpose.
   def odd(mod, a, b, out, r, o, ta, tb):
     wa = (k, m) if ta else (m, k)

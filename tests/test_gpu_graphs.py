@@ -130,3 +130,55 @@ def test_replay_with_new_offsets_and_buffers(monkeypatch, case, split_k):
     got = compiled(*fresh)
     want = ref(*fresh)
     assert _rel(got, want) < 1e-2, seed
+
+
+# The skinny kernel (13 rows; K = N = 256: 2 column tiles, split 2, so each
+# launch is a cluster launch) in a whole-loop graph.
+SK_M, SK_K = 13, 256
+
+
+def _stacked(mod):
+  """x = x @ W[i] over the layers, each layer's input also written into
+  rows[i] of buf (static column 8)."""
+  from jax import lax
+  alpha = 1.5 / np.sqrt(SK_K)
+
+  def f(x, w, buf, rows):
+    def body(i, carry):
+      x, buf = carry
+      wi = dyn.window(w, (i, 0, 0), (SK_K, SK_K))
+      buf = mod.gemm(x, wi, alpha=alpha,
+                     out=dyn.window(buf, (rows[i], 8), (SK_M, SK_K)))
+      return mod.gemm(x, wi, alpha=alpha), buf
+    return lax.fori_loop(0, gc.L, body, (x, buf))
+  return f
+
+
+def _stacked_args(seed):
+  k = jax.random.split(jax.random.key(100 + seed), 3)
+  u = lambda key, shape: jax.random.uniform(key, shape, jnp.float32, -1,
+                                            1).astype(jnp.bfloat16)
+  rows = np.random.default_rng(seed).permutation(gc.L) * 16 + seed % 3
+  return (u(k[0], (SK_M, SK_K)), u(k[1], (gc.L, SK_K, SK_K)),
+          u(k[2], (gc.L * 16, SK_K + 8)), jnp.asarray(rows, jnp.int32))
+
+
+def test_skinny_loop_is_captured_and_replays():
+  """A loop of skinny calls (clustered launches) is one command buffer, and
+  the compiled loop replays with new weights, inputs and offsets."""
+  from jax_dynoff import plan
+  args = _stacked_args(0)
+  specs = plan.traced_specs(_stacked(dyn), *args)
+  assert {plan.plan(s).path for s in specs} == {"sm90_skinny"}
+  assert {plan.skinny_split(s) for s in specs} == {2}
+  rep = dyn.check_capture(_stacked(dyn), *args,
+                          compiler_options=dyn.cuda_graph_options())
+  assert rep.all_captured and rep.whole_program, rep.thunks
+  compiled = jax.jit(_stacked(dyn)).lower(*args).compile(
+      compiler_options=dyn.cuda_graph_options())
+  ref = jax.jit(_stacked(dyn.reference))
+  for seed in range(4):
+    fresh = _stacked_args(seed)
+    got, want = compiled(*fresh), ref(*fresh)
+    for g, w in zip(got, want):
+      assert _rel(g, w) < 3e-2, seed

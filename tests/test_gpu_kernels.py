@@ -194,7 +194,7 @@ def test_split_k_only_with_env(monkeypatch):
       "sm90_split_k", 4, plan_lib.workspace_layout(s, "sm90_split_k", 4).total)
   assert "split_k 4, direct kernel" in plan_lib.explain(s)
   monkeypatch.delenv(plan_lib.SPLITK_ENV)
-  assert plan_lib.plan(s).path == "sm90_tiny"
+  assert plan_lib.plan(s).path == "sm90_skinny"
 
 
 # The direct kernel's slices: the most whose CTAs (128x128 output tiles x
@@ -675,6 +675,160 @@ def test_in_place_accumulate_loop():
 
 
 # ---------------------------------------------------------------------------
+# The skinny kernel (path sm90_skinny: m <= 16): the plan, then the kernel
+# against the reference.
+
+def test_skinny_plan(monkeypatch):
+  for m in (1, 13, 16):
+    assert plan_lib.plan(_spec(m=m)).path == "sm90_skinny", m
+    assert plan_lib.skinny_reasons(_spec(m=m)) == []
+  assert plan_lib.plan(_spec(m=16, dt=np.dtype(F16))).path == "sm90_skinny"
+  assert plan_lib.plan(_spec(m=17)).path == "sm90_tiny"
+  assert plan_lib.skinny_reasons(_spec(m=17)) == ["m = 17 > 16"]
+  # Transposes, batches, a C read from out's own array: a wgmma tile.
+  def tile_path(s):
+    p = plan_lib.plan(s).path
+    return _unsplit_sm90(p) and p != "sm90_skinny"
+  assert tile_path(_spec(m=16, ta=True))
+  assert tile_path(_spec(m=16, tb=True))
+  assert tile_path(_spec(m=16, batch_shape=(4,)))
+  c = WinSpec((16, 4096), (16, 4096), (0, 0))
+  s = _spec(m=16, c=c, c_mode="from_d", beta=1.0)
+  assert plan_lib.plan(s).path == "sm90_tiny"
+  assert "C is read from out's own array" in "; ".join(
+      plan_lib.skinny_reasons(s))
+  assert plan_lib.plan(_spec(m=16, c=c, c_mode="own",
+                             beta=1.0)).path == "sm90_skinny"
+  # No kernel for the dtypes, or alignment not proven: not SM90 at all.
+  assert plan_lib.plan(_spec(m=16, out_dt=np.dtype(F32))).path == "generic"
+  a = WinSpec((16, 4100), (16, 4096), (0, 3))
+  assert plan_lib.plan(_spec(m=16, a=a)).path == "generic"
+  assert any(w.startswith("a: ") for w in plan_lib.skinny_reasons(
+      _spec(m=16, a=a)))
+  # The tiny tile's workspace: the handler's fallback fits.
+  s = _spec(m=16)
+  assert plan_lib.plan(s).workspace_bytes == plan_lib.workspace_layout(
+      s, "sm90_tiny").total
+  assert plan_lib.direct_reasons(s) == [
+      "planned sm90_skinny: no direct kernel"]
+  assert "sm90_skinny (split 4 on 132 SMs" in plan_lib.explain(s)
+  # A forced SM90 tile or split-K comes first.
+  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "tiny")
+  assert plan_lib.plan(s).path == "sm90_tiny"
+  monkeypatch.delenv(plan_lib.SM90_TILE_ENV)
+  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
+  assert plan_lib.plan(s).path == "sm90_split_k"
+
+
+@pytest.mark.parametrize("m,n,k,want", [
+    (16, 4096, 4096, 4),    # 32 column tiles x 4 = 128 CTAs
+    (13, 1000, 1000, 8),    # 8 tiles, 16 K stages: 2 each
+    (1, 136, 72, 1),        # 2 K stages: no split
+    (5, 8192, 512, 2),      # 64 tiles
+    (7, 14336, 4104, 1),    # 112 tiles: one wave already
+])
+def test_skinny_split(m, n, k, want):
+  assert plan_lib.skinny_split(_spec(m=m, n=n, k=k)) == want
+
+
+# (m, n, k, A start, B layer, out start, C); the split each runs on 132
+# SMs (test_skinny_split) in the comment.  Starts are dynamic int32 and
+# some clamp; A and out sit at static column 8 of wider buffers, B is a
+# layer of a 3-d stack at a dynamic K row.
+SKINNY_CASES = [
+    (16, 4096, 4096, 3, 1, 5, None),            # split 4
+    (13, 1000, 1000, -2, 10 ** 6, 40, "own"),   # split 8, clamped starts
+    (1, 136, 72, 0, 0, 2 ** 31 - 1, "own"),     # split 1
+    (5, 8192, 512, 7, -1, 0, None),             # split 2
+    (8, 256, 4104, 1, 2, -3, None),             # K tail of 8
+]
+
+
+def _skinny_case(case, dt):
+  m, n, k, sa, sb, so, cmode = case
+  ks = jax.random.split(jax.random.key(m * 7 + n), 4)
+  a = _rand(ks[0], (m + 9, k + 16), dt)
+  b = _rand(ks[1], (3, k + 24, n), dt)
+  c = _rand(ks[2], (m, n), dt) if cmode == "own" else None
+  out = jnp.full((m + 40, n + 16), jnp.nan, dt)
+
+  def f(mod, a, b, c, out, sa, sb, so, kr):
+    kw = dict(alpha=0.75, beta=-1.5) if c is not None else dict(alpha=0.75)
+    return mod.gemm(dyn.window(a, (sa, 8), (m, k)),
+                    dyn.window(b, (sb, kr, 0), (k, n)), c,
+                    out=dyn.window(out, (so, 8), (m, n)), **kw)
+
+  return f, (a, b, c, out, jnp.int32(sa), jnp.int32(sb), jnp.int32(so),
+             jnp.int32(16))
+
+
+@pytest.mark.parametrize("case", SKINNY_CASES,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in SKINNY_CASES])
+@pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.gpu
+@on_gpu
+def test_skinny_matches_reference(case, dt):
+  """The skinny kernel at every split against the reference; the output's
+  elements outside the window stay the poison, bit for bit."""
+  f, args = _skinny_case(case, dt)
+  assert plan_lib.traced_paths(lambda *x: f(dyn, *x), *args) == [
+      "sm90_skinny"]
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  w = np.asarray(want.astype(F32))
+  outside = np.isnan(w)
+  assert outside.any() and not outside.all()
+  np.testing.assert_array_equal(_bits(got)[outside], _bits(args[3])[outside])
+  _check(jnp.asarray(np.asarray(got.astype(F32))[~outside]),
+         jnp.asarray(w[~outside]), dt, dt, case[2])
+
+
+_SKINNY_SCRIPT = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+    import jax_dynoff as dyn
+    from jax_dynoff import plan
+    m, n, k = 13, 4096, 4096
+    ks = jax.random.split(jax.random.key(0), 2)
+    x = jax.random.uniform(ks[0], (m, k), jnp.float32, -1, 1).astype(jnp.bfloat16)
+    w = jax.random.uniform(ks[1], (2, k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
+    f = lambda mod, x, w, i: mod.gemm(x, dyn.window(w, (i, 0, 0), (k, n)))
+    print("PLANNED", plan.traced_paths(lambda x, w, i: f(dyn, x, w, i), x, w, jnp.int32(1)))
+    got = jax.jit(lambda x, w, i: f(dyn, x, w, i))(x, w, jnp.int32(1)).astype(jnp.float32)
+    with jax.default_matmul_precision("highest"):
+      want = jax.jit(lambda x, w, i: f(dyn.reference, x, w, i))(x, w, jnp.int32(1)).astype(jnp.float32)
+    err = float(jnp.abs(got - want).max() / jnp.abs(want).max())
+    print("ERR", err)
+    assert err < 2 ** -5, err
+""")
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_skinny_kernel_ran():
+  """The skinny kernel runs where planned (sm_90, split 4 at n = k = 4096);
+  JAX_DYNOFF_DISABLE_SKINNY runs the tiny tile's direct twin, and with
+  JAX_DYNOFF_DISABLE_DIRECT too its ptr-array kernel; not sm_90 or
+  JAX_DYNOFF_DISABLE_SM90: the generic kernel."""
+  out, lines = _run_script(_SKINNY_SCRIPT)
+  assert "['sm90_skinny']" in out, out
+  assert all("planned=sm90_skinny" in l for l in lines), lines
+  if _is_sm90():
+    assert all("kernel=kSm90Skinny16Bf16NN split_k=4" in l
+               for l in lines), lines
+  else:
+    assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
+  _, lines = _run_script(_SKINNY_SCRIPT, JAX_DYNOFF_DISABLE_SKINNY="1")
+  if _is_sm90():
+    assert all("kernel=kSm90DirectTinyBf16NN" in l for l in lines), lines
+  _, lines = _run_script(_SKINNY_SCRIPT, JAX_DYNOFF_DISABLE_SKINNY="1",
+                         JAX_DYNOFF_DISABLE_DIRECT="1")
+  if _is_sm90():
+    assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines
+  _, lines = _run_script(_SKINNY_SCRIPT, JAX_DYNOFF_DISABLE_SM90="1")
+  assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
+
+
+# ---------------------------------------------------------------------------
 # GPU: split-K (JAX_DYNOFF_SPLITK=1) against the reference.
 
 def _bits(x):
@@ -954,7 +1108,7 @@ def _run_splitk_script(**env):
 @on_gpu
 def test_split_k_kernel_ran():
   """The direct split-K kernel really runs (sm_90), 4 slices; the unsplit
-  tile without the variable; the ptr-array slices without direct kernels;
+  kernel without the variable; the ptr-array slices without direct kernels;
   the generic kernel (unsplit) when SM90 is disabled or the GPU is not
   sm_90."""
   out, lines = _run_splitk_script()
@@ -965,11 +1119,11 @@ def test_split_k_kernel_ran():
                for l in lines), lines
   else:
     assert all("kernel=kGenericBf16Bf16 split_k=1" in l for l in lines), lines
-  # Without the variable: the unsplit tiny tile, direct.
+  # Without the variable: the skinny kernel (m = 16).
   out, lines = _run_script(_SPLITK_SCRIPT)
-  assert "['sm90_tiny']" in out, out
+  assert "['sm90_skinny']" in out, out
   if _is_sm90():
-    assert all("kernel=kSm90DirectTinyBf16NN split_k=1" in l
+    assert all("kernel=kSm90Skinny16Bf16NN split_k=4" in l
                for l in lines), lines
   # Without direct kernels: the ptr-array slices, as many.
   out, lines = _run_splitk_script(JAX_DYNOFF_DISABLE_DIRECT="1")

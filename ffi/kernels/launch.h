@@ -117,6 +117,55 @@ struct DirectLaunch : LaunchCommon {
   bool deterministic = true;
 };
 
+// --- Skinny kernels (kernels/sm90_skinny.h): m <= 16 * MFrags rows, any
+// window (16-byte aligned), located on the device: `base` is the window's
+// first element at its static starts, each term adds a clamped dynamic
+// start times its stride in bytes.
+struct SkinnyOperand {
+  const char* base = nullptr;
+  int64_t ld = 0;  // elements between the window's rows
+  StartTerm term[kMaxRank] = {};
+  int32_t terms = 0;
+#if defined(__CUDACC__)
+  __device__ __forceinline__ const char* Locate() const {
+    int64_t off = 0;
+    for (int i = 0; i < terms; ++i) off += term[i].Scaled();
+    return base + off;
+  }
+#endif
+};
+
+// One skinny GEMM, batch 1, row-major A (m x k), B (k x n), C and D
+// (m x n); beta == 0: C is not read.
+struct SkinnyLaunch : LaunchCommon {
+  int m = 0, n = 0, k = 0;
+  SkinnyOperand a, b, c, d;
+  int split_k = 1;  // CTAs (one cluster) sharing each column tile's K
+};
+
+struct SkinnyKernelEntry {
+  const char* name;
+  int max_m;  // rows it covers (16 per m16n8k16 fragment)
+  std::string (*run)(const SkinnyLaunch&);
+};
+
+// The skinny kernel's column tile and K stage (kernels/sm90_skinny.h), and
+// its split of K: the most CTAs per column tile (a power of two, at most a
+// portable cluster of 8) that keeps the CTAs within one wave of SMs and
+// gives each rank two or more K stages.  n = k = 4096 on 132 SMs: 32 tiles
+// x 4 (12.5 us on an H200; 2: 15.7, 8: 14.3, benchmarks/skinny/probe.cu).
+// jax_dynoff/plan.py mirrors it (skinny_split).
+inline constexpr int kSkinnyTileN = 128, kSkinnyTileK = 64;
+inline constexpr int kSkinnyMaxSplit = 8;
+inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
+  const int64_t tiles = (n + kSkinnyTileN - 1) / kSkinnyTileN;
+  const int64_t k_tiles = (k + kSkinnyTileK - 1) / kSkinnyTileK;
+  int s = 1;
+  while (s < kSkinnyMaxSplit && tiles * s * 2 <= sms && k_tiles >= 4 * s)
+    s *= 2;
+  return s;
+}
+
 struct DirectKernelEntry {
   const char* name;
   size_t (*workspace)(const DirectLaunch&);
@@ -212,6 +261,9 @@ extern const DirectKernelEntry kSm90DirectTinyBf16NN;
 extern const DirectKernelEntry kSm90DirectTinyF16NN;
 extern const DirectKernelEntry kSm90DirectSplitKBf16NN;
 extern const DirectKernelEntry kSm90DirectSplitKF16NN;
+// Skinny kernels (m <= 16 / 32 / 64), bf16 / f16 NN, sm_90 clusters.
+extern const SkinnyKernelEntry kSm90Skinny16Bf16NN;
+extern const SkinnyKernelEntry kSm90Skinny16F16NN;
 #endif
 
 }  // namespace kernels

@@ -1,0 +1,333 @@
+// The skinny kernel: D = cast(alpha * A @ B + beta * C) for m <= 16 * MFrags
+// rows (stacked-weight layers, decode steps), where the time is streaming B
+// and the wgmma tiles (64 rows or more) waste most of their work and launch
+// one CTA per output tile, too few to pull B at the HBM rate (the 64x64
+// direct tile streamed B at 1.8 TB/s at m = 16, n = k = 4096; XLA's Triton
+// split-K at 3.0 TB/s plus a reduction kernel, benchmarks/NOTES.md).
+//
+// Each CTA (4 warps, 128 columns: 32 per warp) owns one column tile and a
+// K range; the `split` CTAs of a column tile form one thread-block cluster
+// and add their float32 partials through distributed shared memory, in
+// rank order (deterministic), each rank writing 128 / split of the columns.
+// So a layer is one launch, with no workspace and no memset, and for
+// n = 4096 it runs 32 column tiles x 4 ranks = 128 CTAs, each streaming a
+// 1024 x 128 slab of B through a 4-stage cp.async pipeline (64 KiB in
+// flight per SM) into mma.sync m16n8k16 (bfloat16 / float16, float32
+// accumulation).
+//
+// Windows: any (row-major A, B, C and D; the handler's SkinnyOperand
+// locates each on the device from the clamped offsets).  Loads are 16-byte
+// cp.async, predicated (zero-filled) past the window along K and ignored
+// past m and n; stores are 16-byte vectors of whole 8-column chunks, so the
+// plan proves every window address, leading dimension and width a multiple
+// of 16 bytes (jax_dynoff/plan.py, alignment_proof).  Elements outside D's
+// window are never written.  sm_90 (clusters) only.
+#ifndef JAX_DYNOFF_KERNELS_SM90_SKINNY_H_
+#define JAX_DYNOFF_KERNELS_SM90_SKINNY_H_
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kernels/launch.h"
+
+namespace jax_dynoff {
+namespace kernels {
+namespace skinny {
+
+constexpr int kTileN = kSkinnyTileN;  // columns per CTA (4 warps x 32)
+constexpr int kTileK = kSkinnyTileK;  // K per pipeline stage
+constexpr int kDefaultStages = 4;
+constexpr int kThreads = 128;
+// The float32 partial tile's row stride: 8 floats of padding spread the
+// warps' float2 stores over the banks.
+constexpr int kRedLd = kTileN + 8;
+
+template <int kMFrags, int kStages>
+struct Smem {
+  static constexpr int kM = 16 * kMFrags;
+  static constexpr int kAStage = kM * kTileK * 2;      // 128 B per row
+  static constexpr int kBStage = kTileK * kTileN * 2;  // 256 B per row
+  static constexpr int kPipe = kStages * (kAStage + kBStage);
+  static constexpr int kRed = kM * kRedLd * 4;
+  static constexpr int kBytes = kPipe > kRed ? kPipe : kRed;
+};
+
+__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src,
+                                          bool valid) {
+  // src-size 0 reads nothing and zero-fills the 16 bytes.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void Ldsm4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(addr));
+}
+__device__ __forceinline__ void Ldsm4T(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(addr));
+}
+template <typename T>
+__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4],
+                                    uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float ToFloat(T x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(x);
+  else return __half2float(x);
+}
+template <typename T>
+__device__ __forceinline__ T FromFloat(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
+  else return __float2half_rn(x);
+}
+
+// Shared-memory rows hold 16-byte chunks; chunk c of row r sits at
+// c ^ (r % 8), so the 8 rows one ldmatrix reads (same logical chunk) hit 8
+// different bank groups, and the cp.async writes stay 16-byte aligned.
+__device__ __forceinline__ uint32_t Swz(int row, int chunk, int row_bytes) {
+  return static_cast<uint32_t>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
+}
+
+template <typename T, int kMFrags, int kStages>
+__global__ void __launch_bounds__(kThreads, 1)
+    SkinnyKernel(const SkinnyLaunch L) {
+  namespace cg = cooperative_groups;
+  using Sm = Smem<kMFrags, kStages>;
+  constexpr int kM = Sm::kM;
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int split = L.split_k;  // == the cluster size along x
+  const int rank = static_cast<int>(blockIdx.x) % split;
+  const int n0 = static_cast<int>(blockIdx.x) / split * kTileN;
+  const T* A = reinterpret_cast<const T*>(L.a.Locate());
+  const T* B = reinterpret_cast<const T*>(L.b.Locate());
+  const int64_t lda = L.a.ld, ldb = L.b.ld;
+  // This rank's K tiles: an even share, in order.
+  const int k_tiles = (L.k + kTileK - 1) / kTileK;
+  const int t_begin = static_cast<int>(int64_t{rank} * k_tiles / split);
+  const int t_end = static_cast<int>(int64_t{rank + 1} * k_tiles / split);
+  const int k_hi = min(L.k, t_end * kTileK);  // zero-fill from here on
+
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
+            lane = tid & 31;
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  auto a_stage = [&](int s) { return base + s * Sm::kAStage; };
+  auto b_stage = [&](int s) {
+    return base + kStages * Sm::kAStage + s * Sm::kBStage;
+  };
+
+  auto load = [&](int t, int s) {
+    const int k0 = t * kTileK;
+#pragma unroll
+    for (int i = 0; i < kM * 8 / kThreads; ++i) {  // A: kM rows x 8 chunks
+      const int q = tid + i * kThreads, row = q >> 3, c = q & 7;
+      const int kk = k0 + c * 8;
+      const bool ok = row < L.m && kk < k_hi;
+      CpAsync16(a_stage(s) + Swz(row, c, kTileK * 2),
+                ok ? A + row * lda + kk : A, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < kTileK * 16 / kThreads; ++i) {  // B: 64 x 16 chunks
+      const int q = tid + i * kThreads, row = q >> 4, c = q & 15;
+      const int kk = k0 + row, col = n0 + c * 8;
+      const bool ok = kk < k_hi && col < L.n;
+      CpAsync16(b_stage(s) + Swz(row, c, kTileN * 2),
+                ok ? B + kk * ldb + col : B, ok);
+    }
+  };
+
+  float acc[kMFrags][4][4];
+#pragma unroll
+  for (int f = 0; f < kMFrags; ++f)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[f][j][e] = 0.f;
+
+  const int tiles = t_end - t_begin;
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < tiles) load(t_begin + i, i);
+    CpAsyncCommit();
+  }
+  for (int i = 0; i < tiles; ++i) {
+    CpAsyncWait<kStages - 2>();
+    __syncthreads();  // tile i landed; everyone is done with tile i - 1
+    if (i + kStages - 1 < tiles)
+      load(t_begin + i + kStages - 1, (i + kStages - 1) % kStages);
+    CpAsyncCommit();
+    const int s = i % kStages;
+#pragma unroll
+    for (int kk = 0; kk < kTileK / 16; ++kk) {
+      // ldmatrix: lane l addresses row l % 8 of 8x8 matrix l / 8.
+      const int mrow = ((lane >> 3) & 1) * 8 + (lane & 7);
+      const int half = lane >> 4;
+      uint32_t af[kMFrags][4];
+#pragma unroll
+      for (int f = 0; f < kMFrags; ++f)
+        Ldsm4(a_stage(s) + Swz(f * 16 + mrow, kk * 2 + half, kTileK * 2),
+              af[f]);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint32_t bf[4];  // k 0-7 / 8-15 of columns +0..7, then +8..15
+        Ldsm4T(b_stage(s) + Swz(kk * 16 + mrow, warp * 4 + j * 2 + half,
+                                kTileN * 2),
+               bf);
+#pragma unroll
+        for (int f = 0; f < kMFrags; ++f) {
+          Mma<T>(acc[f][2 * j], af[f], bf[0], bf[1]);
+          Mma<T>(acc[f][2 * j + 1], af[f], bf[2], bf[3]);
+        }
+      }
+    }
+  }
+  CpAsyncWait<0>();
+  __syncthreads();  // the pipeline's shared memory becomes the partial tile
+
+  float* red = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int f = 0; f < kMFrags; ++f)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int row = f * 16 + (lane >> 2);
+      const int col = warp * 32 + j * 8 + (lane & 3) * 2;
+      *reinterpret_cast<float2*>(&red[row * kRedLd + col]) =
+          make_float2(acc[f][j][0], acc[f][j][1]);
+      *reinterpret_cast<float2*>(&red[(row + 8) * kRedLd + col]) =
+          make_float2(acc[f][j][2], acc[f][j][3]);
+    }
+  cg::cluster_group cluster = cg::this_cluster();
+  if (split > 1) cluster.sync();  // every rank's partial is in place
+  else __syncthreads();
+
+  // This rank's columns of the tile, 8 at a time: the ranks' partials in
+  // rank order, then the epilogue.
+  const int width = kTileN / split, chunks_per_row = width / 8;
+  T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate()));
+  const T* C = L.beta != 0.f ? reinterpret_cast<const T*>(L.c.Locate())
+                             : nullptr;
+  for (int q = tid; q < kM * chunks_per_row; q += kThreads) {
+    const int row = q / chunks_per_row;
+    const int col = rank * width + (q % chunks_per_row) * 8;
+    if (row >= L.m || n0 + col >= L.n) continue;
+    float v[8] = {};
+    for (int r = 0; r < split; ++r) {
+      const float* p =
+          (split > 1 ? cluster.map_shared_rank(red, r) : red) + row * kRedLd +
+          col;
+      const float4 x0 = *reinterpret_cast<const float4*>(p);
+      const float4 x1 = *reinterpret_cast<const float4*>(p + 4);
+      v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
+      v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
+    }
+    alignas(16) T out[8];
+    if (C != nullptr) {
+      alignas(16) T c[8];
+      *reinterpret_cast<uint4*>(c) =
+          *reinterpret_cast<const uint4*>(C + row * L.c.ld + n0 + col);
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        out[e] = FromFloat<T>(L.alpha * v[e] + L.beta * ToFloat(c[e]));
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) out[e] = FromFloat<T>(L.alpha * v[e]);
+    }
+    *reinterpret_cast<uint4*>(D + row * L.d.ld + n0 + col) =
+        *reinterpret_cast<const uint4*>(out);
+  }
+  if (split > 1) cluster.sync();  // no rank leaves while others read it
+}
+
+// The shared memory above 48 KiB needs opting in, once per device (as for
+// the CUTLASS kernels, kernels/run_sm90_gemm.h).
+template <typename T, int kMFrags, int kStages>
+cudaError_t PrepareOnce(int device) {
+  static std::atomic<uint64_t> done{0};
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit))
+    return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(
+      reinterpret_cast<const void*>(&SkinnyKernel<T, kMFrags, kStages>),
+      cudaFuncAttributeMaxDynamicSharedMemorySize, Smem<kMFrags, kStages>::kBytes);
+  if (e == cudaSuccess && bit != 0)
+    done.fetch_or(bit, std::memory_order_release);
+  return e;
+}
+
+template <typename T, int kMFrags, int kStages = kDefaultStages>
+std::string Run(const SkinnyLaunch& l) {
+  if (l.m < 1 || l.m > 16 * kMFrags || l.n < 1 || l.k < 1)
+    return "skinny kernel: bad m, n or k";
+  if (l.split_k < 1 || l.split_k > kSkinnyMaxSplit ||
+      (l.split_k & (l.split_k - 1)) != 0)
+    return "skinny kernel: split must be 1, 2, 4 or 8";
+  if (cudaError_t e = PrepareOnce<T, kMFrags, kStages>(l.device); e != cudaSuccess)
+    return std::string("skinny kernel: cudaFuncSetAttribute: ") +
+           cudaGetErrorString(e);
+  const int tiles = (l.n + kTileN - 1) / kTileN;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(l.split_k);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(tiles * l.split_k));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = Smem<kMFrags, kStages>::kBytes;
+  config.stream = l.stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  const cudaError_t e =
+      cudaLaunchKernelEx(&config, &SkinnyKernel<T, kMFrags, kStages>, l);
+  if (e != cudaSuccess)
+    return std::string("skinny kernel: launch: ") + cudaGetErrorString(e);
+  return "";
+}
+
+}  // namespace skinny
+}  // namespace kernels
+}  // namespace jax_dynoff
+
+// One instantiation per translation unit:
+//   JAX_DYNOFF_SM90_SKINNY_KERNEL(kSm90Skinny16Bf16NN, __nv_bfloat16, 1)
+#define JAX_DYNOFF_SM90_SKINNY_KERNEL(NAME, ELEMENT, MFRAGS)              \
+  namespace jax_dynoff {                                                  \
+  namespace kernels {                                                     \
+  extern const SkinnyKernelEntry NAME = {                                 \
+      #NAME, 16 * (MFRAGS), &skinny::Run<ELEMENT, MFRAGS>};               \
+  }                                                                       \
+  }
+
+#endif  // JAX_DYNOFF_KERNELS_SM90_SKINNY_H_
