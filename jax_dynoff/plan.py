@@ -319,6 +319,24 @@ def _store_reasons(d: WinSpec, tile: str) -> list[str]:
           if not _tile_or_edge(win, dim, t)]
 
 
+def _one_item_nn_reasons(spec: GemmSpec, dtypes, kind: str) -> list[str]:
+  """The rules the direct and skinny kernels share: one item, no
+  transposes, 16-bit in and out of one dtype (`dtypes`), and no C read from
+  out's own array (a C window overlapping D's partly would be read after
+  other CTAs wrote it)."""
+  why = []
+  if spec.batch != 1:
+    why.append(f"{spec.batch} batch items")
+  if spec.trans_a or spec.trans_b:
+    why.append("transposed operand")
+  in_dt, out_dt = np.dtype(spec.in_dtype).name, np.dtype(spec.out_dtype).name
+  if in_dt not in dtypes or out_dt != in_dt:
+    why.append(f"no {kind} kernel for {in_dt} -> {out_dt}")
+  if spec.c_mode == "from_d" and c_is_read(spec):
+    why.append("C is read from out's own array (may overlap D partly)")
+  return why
+
+
 def _direct_choice(spec: GemmSpec) -> tuple[Optional[str], list[str]]:
   """(the direct tile, None for the ptr-array kernel; the reasons for None).
   Mirrors ChooseDirect in ffi/cuda_gemm.cu, with ASSUMED_SM_COUNT SMs."""
@@ -331,16 +349,7 @@ def _direct_choice_for(spec: GemmSpec,
   candidates = [t for t, p in DIRECT_TILE_PATHS.items() if p == planned]
   if not candidates:
     return None, [f"planned {planned}: no direct kernel"]
-  why = []
-  if spec.batch != 1:
-    why.append(f"{spec.batch} batch items")
-  if spec.trans_a or spec.trans_b:
-    why.append("transposed operand")
-  in_dt, out_dt = np.dtype(spec.in_dtype).name, np.dtype(spec.out_dtype).name
-  if in_dt not in DIRECT_DTYPES or out_dt != in_dt:
-    why.append(f"no direct kernel for {in_dt} -> {out_dt}")
-  if spec.c_mode == "from_d" and c_is_read(spec):
-    why.append("C is read from out's own array (may overlap D partly)")
+  why = _one_item_nn_reasons(spec, DIRECT_DTYPES, "direct")
   if planned == "sm90_split_k":
     # The unsplit SM90 paths are planned only with every window aligned;
     # split-K proves it for A and B alone (its ptr-array slices leave C
@@ -535,16 +544,7 @@ def skinny_reasons(spec: GemmSpec) -> list[str]:
   why = list(sm90_reasons(spec))
   if spec.m > SKINNY_MAX_M:
     why.append(f"m = {spec.m} > {SKINNY_MAX_M}")
-  if spec.batch != 1:
-    why.append(f"{spec.batch} batch items")
-  if spec.trans_a or spec.trans_b:
-    why.append("transposed operand")
-  in_dt, out_dt = np.dtype(spec.in_dtype).name, np.dtype(spec.out_dtype).name
-  if in_dt not in SKINNY_DTYPES or out_dt != in_dt:
-    why.append(f"no skinny kernel for {in_dt} -> {out_dt}")
-  if spec.c_mode == "from_d" and c_is_read(spec):
-    why.append("C is read from out's own array (may overlap D partly)")
-  return why
+  return why + _one_item_nn_reasons(spec, SKINNY_DTYPES, "skinny")
 
 
 def skinny_split(spec: GemmSpec, sms: int = ASSUMED_SM_COUNT) -> int:

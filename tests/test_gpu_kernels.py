@@ -783,23 +783,29 @@ def test_skinny_matches_reference(case, dt):
          jnp.asarray(w[~outside]), dt, dt, case[2])
 
 
-_SKINNY_SCRIPT = textwrap.dedent("""
-    import jax, jax.numpy as jnp
-    import jax_dynoff as dyn
-    from jax_dynoff import plan
-    m, n, k = 13, 4096, 4096
-    ks = jax.random.split(jax.random.key(0), 2)
-    x = jax.random.uniform(ks[0], (m, k), jnp.float32, -1, 1).astype(jnp.bfloat16)
-    w = jax.random.uniform(ks[1], (2, k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
-    f = lambda mod, x, w, i: mod.gemm(x, dyn.window(w, (i, 0, 0), (k, n)))
-    print("PLANNED", plan.traced_paths(lambda x, w, i: f(dyn, x, w, i), x, w, jnp.int32(1)))
-    got = jax.jit(lambda x, w, i: f(dyn, x, w, i))(x, w, jnp.int32(1)).astype(jnp.float32)
-    with jax.default_matmul_precision("highest"):
-      want = jax.jit(lambda x, w, i: f(dyn.reference, x, w, i))(x, w, jnp.int32(1)).astype(jnp.float32)
-    err = float(jnp.abs(got - want).max() / jnp.abs(want).max())
-    print("ERR", err)
-    assert err < 2 ** -5, err
-""")
+def _layer_script(m):
+  """A script: x (m x 4096) @ layer 1 of two 4096 x 4096 weights, checked
+  against the reference."""
+  return textwrap.dedent(f"""
+      import jax, jax.numpy as jnp
+      import jax_dynoff as dyn
+      from jax_dynoff import plan
+      m, n, k = {m}, 4096, 4096
+      ks = jax.random.split(jax.random.key(0), 2)
+      x = jax.random.uniform(ks[0], (m, k), jnp.float32, -1, 1).astype(jnp.bfloat16)
+      w = jax.random.uniform(ks[1], (2, k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
+      f = lambda mod, x, w, i: mod.gemm(x, dyn.window(w, (i, 0, 0), (k, n)))
+      print("PLANNED", plan.traced_paths(lambda x, w, i: f(dyn, x, w, i), x, w, jnp.int32(1)))
+      got = jax.jit(lambda x, w, i: f(dyn, x, w, i))(x, w, jnp.int32(1)).astype(jnp.float32)
+      with jax.default_matmul_precision("highest"):
+        want = jax.jit(lambda x, w, i: f(dyn.reference, x, w, i))(x, w, jnp.int32(1)).astype(jnp.float32)
+      err = float(jnp.abs(got - want).max() / jnp.abs(want).max())
+      print("ERR", err)
+      assert err < 2 ** -5, err
+  """)
+
+
+_SKINNY_SCRIPT = _layer_script(13)
 
 
 @pytest.mark.gpu
@@ -1081,23 +1087,7 @@ def test_tf32_kernel_ran():
   assert float(out.split("ERR")[1].split()[0]) < 1e-5
 
 
-_SPLITK_SCRIPT = textwrap.dedent("""
-    import jax, jax.numpy as jnp, numpy as np
-    import jax_dynoff as dyn
-    from jax_dynoff import plan
-    m, n, k = 16, 4096, 4096
-    ks = jax.random.split(jax.random.key(0), 2)
-    x = jax.random.uniform(ks[0], (m, k), jnp.float32, -1, 1).astype(jnp.bfloat16)
-    w = jax.random.uniform(ks[1], (2, k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
-    f = lambda mod, x, w, i: mod.gemm(x, dyn.window(w, (i, 0, 0), (k, n)))
-    print("PLANNED", plan.traced_paths(lambda x, w, i: f(dyn, x, w, i), x, w, jnp.int32(1)))
-    got = jax.jit(lambda x, w, i: f(dyn, x, w, i))(x, w, jnp.int32(1)).astype(jnp.float32)
-    with jax.default_matmul_precision("highest"):
-      want = jax.jit(lambda x, w, i: f(dyn.reference, x, w, i))(x, w, jnp.int32(1)).astype(jnp.float32)
-    err = float(jnp.abs(got - want).max() / jnp.abs(want).max())
-    print("ERR", err)
-    assert err < 2 ** -5, err
-""")
+_SPLITK_SCRIPT = _layer_script(16)
 
 
 def _run_splitk_script(**env):
