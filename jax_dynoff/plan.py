@@ -550,8 +550,9 @@ def skinny_reasons(spec: GemmSpec) -> list[str]:
 def skinny_split(spec: GemmSpec, sms: int = ASSUMED_SM_COUNT) -> int:
   """CTAs (one cluster) sharing each 128-column tile's K: the most, a
   power of two up to 8, whose CTAs (tiles x split) fit one wave of `sms`
-  SMs and each get two or more 64-deep K stages.  Mirrors SkinnySplit (ffi/kernels/launch.h); n = k = 4096 on
-  132 SMs: 32 tiles x 4 (measured fastest of 2, 4, 8 on an H200)."""
+  SMs and each get two or more 64-deep K stages.  Mirrors SkinnySplit
+  (ffi/kernels/launch.h); n = k = 4096 on 132 SMs: 32 tiles x 4 (measured
+  fastest of 2, 4, 8 on an H200)."""
   tiles = math.ceil(spec.n / SKINNY_TILE_N)
   k_tiles = math.ceil(spec.k / SKINNY_TILE_K)
   s = 1
@@ -621,7 +622,7 @@ def plan(spec: GemmSpec) -> Plan:
       np.dtype(spec.out_dtype) == np.float32 and
       spec.precision == "default"):
     path = "tf32"
-  elif not skinny_reasons(spec) and not os.environ.get(SM90_TILE_ENV):
+  elif not skinny_reasons(spec) and _forced(SM90_TILE_ENV, SM90_TILES) is None:
     path = "sm90_skinny"
   elif not sm90_reasons(spec):
     key = (np.dtype(spec.in_dtype).name, np.dtype(spec.out_dtype).name,

@@ -160,6 +160,15 @@ bool Check(int m, int n, int k, int split, float beta) {
   return ok;
 }
 
+// A (m x k) and L layers of B (k x n), random; D (m x n) uninitialised.
+void AllocStacked(int m, int n, int k, int L, T** a, T** b, T** d) {
+  CK(cudaMalloc(a, size_t(m) * k * 2));
+  CK(cudaMalloc(b, size_t(L) * k * n * 2));
+  CK(cudaMalloc(d, size_t(m) * n * 2));
+  Fill<<<1024, 256>>>(*a, size_t(m) * k, 5);
+  Fill<<<1024, 256>>>(*b, size_t(L) * k * n, 6);
+}
+
 // Time: L layers of B (k x n), GEMM i reads layer i % L, the L launches
 // captured in one CUDA graph (no host launch cost in the figure: JAX's
 // loops run as graphs too), replayed `reps` times between two events; us
@@ -169,11 +178,7 @@ void Time(cublasHandle_t h, int m, int n, int k, int split_or_0,
           RunFn run = nullptr, const char* label = "skinny") {
   const int L = 32, reps = 20;
   T *a, *b, *d;
-  CK(cudaMalloc(&a, size_t(m) * k * 2));
-  CK(cudaMalloc(&b, size_t(L) * k * n * 2));
-  CK(cudaMalloc(&d, size_t(m) * n * 2));
-  Fill<<<1024, 256>>>(a, size_t(m) * k, 5);
-  Fill<<<1024, 256>>>(b, size_t(L) * k * n, 6);
+  AllocStacked(m, n, k, L, &a, &b, &d);
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;
@@ -238,11 +243,7 @@ void Time(cublasHandle_t h, int m, int n, int k, int split_or_0,
 int Ncu() {
   const int m = 16, n = 4096, k = 4096, L = 8;
   T *a, *b, *d;
-  CK(cudaMalloc(&a, size_t(m) * k * 2));
-  CK(cudaMalloc(&b, size_t(L) * k * n * 2));
-  CK(cudaMalloc(&d, size_t(m) * n * 2));
-  Fill<<<1024, 256>>>(a, size_t(m) * k, 5);
-  Fill<<<1024, 256>>>(b, size_t(L) * k * n, 6);
+  AllocStacked(m, n, k, L, &a, &b, &d);
   cublasHandle_t h = nullptr;
 #if HAVE_CUBLAS
   cublasCreate(&h);
