@@ -141,9 +141,13 @@ ffi::Error CpuGemm(ffi::RemainingArgs args, ffi::RemainingRets rets,
     return op.arg < 0 ? d_buf.untyped_data()
                       : (*args.get<ffi::AnyBuffer>(op.arg)).untyped_data();
   };
-  auto load_start = [&](int64_t arg, int64_t t) {
-    return LoadStart(*args.get<ffi::AnyBuffer>(arg), t);
-  };
+  const void* offsets = p.num_slots > 0
+      ? (*args.get<ffi::AnyBuffer>(p.offsets_arg)).untyped_data() : nullptr;
+  const bool offsets64 =
+      p.num_slots > 0 &&
+      (*args.get<ffi::AnyBuffer>(p.offsets_arg)).element_type() ==
+          ffi::DataType::S64;
+  auto load_start = [&](int64_t i) { return LoadOffset(offsets, offsets64, i); };
   const OperandDesc &A = p.op[kA], &B = p.op[kB], &C = p.op[kC], &D = p.op[kD];
   const bool has_c = C.present;
   std::vector<float> pa(static_cast<size_t>(m * k)), pb(static_cast<size_t>(k * n)),

@@ -163,9 +163,8 @@ WorkspaceLayout Layout(const GemmProblem& p) {
 
 struct PrepParams {
   GemmProblem p;
-  const void* arg_ptr[kMaxArgs];
-  uint8_t arg_is64[kMaxArgs];
-  uint8_t arg_batched[kMaxArgs];  // one start per batch item
+  const void* offsets;  // the offsets operand (nullptr: no dynamic start)
+  bool offsets64;       // its element type: int64 (else int32)
   const char* base[kNumOperands];  // bytes; C's is D's for kFromD / kNone
   int elt[kNumOperands];           // element bytes
   const void** ptrs;               // WorkspaceLayout::ptr_count entries
@@ -180,24 +179,23 @@ struct PrepParams {
   int64_t partial_item;    // bytes per partial
 };
 
-__device__ __forceinline__ int64_t LoadStart(const PrepParams& P, int64_t arg,
-                                             int64_t t) {
-  const int64_t i = P.arg_batched[arg] ? t : 0;
-  return P.arg_is64[arg] ? static_cast<const int64_t*>(P.arg_ptr[arg])[i]
-                         : static_cast<const int32_t*>(P.arg_ptr[arg])[i];
+// Element i of the offsets operand (see SlotIndex).
+__device__ __forceinline__ int64_t LoadOffset(const PrepParams& P, int64_t i) {
+  return P.offsets64 ? static_cast<const int64_t*>(P.offsets)[i]
+                     : static_cast<const int32_t*>(P.offsets)[i];
 }
 
 __device__ int64_t Offset(const PrepParams& P, int o, int64_t t) {
-  return WindowOffset(P.p, P.p.op[o], t, [&](int64_t arg, int64_t tt) {
-    return LoadStart(P, arg, tt);
-  });
+  return WindowOffset(P.p, P.p.op[o], t,
+                      [&](int64_t i) { return LoadOffset(P, i); });
 }
 
 // Clamped start of operand o along dim i for batch item t.
 __device__ int64_t Start(const PrepParams& P, int o, int i, int64_t t) {
   const OperandDesc& op = P.p.op[o];
   if (op.start_arg[i] < 0) return op.start[i];
-  return ClampStart(LoadStart(P, op.start_arg[i], t), op.dims[i], op.win[i]);
+  return ClampStart(LoadOffset(P, SlotIndex(P.p, op.start_arg[i], t)),
+                    op.dims[i], op.win[i]);
 }
 
 // Whether item t's C window (read from D's buffer) must be copied first:
@@ -809,8 +807,11 @@ DirectTile ChooseDirect(const GemmProblem& p, Path path, bool c_read,
 StartTerm DynamicStart(const PrepParams& P, const OperandDesc& op, int i,
                        int64_t scale) {
   StartTerm t;
-  t.start = P.arg_ptr[op.start_arg[i]];
-  t.is64 = P.arg_is64[op.start_arg[i]];
+  // One-item calls only: item 0 of the slot.
+  const int64_t elt = P.offsets64 ? 8 : 4;
+  t.start = static_cast<const char*>(P.offsets) +
+            SlotIndex(P.p, op.start_arg[i], 0) * elt;
+  t.is64 = P.offsets64;
   t.dim = op.dims[i];
   t.win = op.win[i];
   t.scale = scale;
@@ -951,9 +952,87 @@ ffi::Error SplitKGemm(const kernels::LaunchCommon& common,
   return ffi::Error::Success();
 }
 
-ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
-                    ffi::RemainingRets rets, ffi::Span<const int64_t> desc,
-                    double alpha, double beta) {
+// The state of one op instance (one call site of a compiled program): its
+// problem, decoded from the attributes and validated once (instantiate
+// stage), the workspace layout, and the direct kernel launches made ready
+// for the buffer addresses seen last.  XLA instantiates a program once per
+// process, not per device, and may run it on several devices (or streams)
+// at once: the launches are keyed by device and addresses and guarded by a
+// mutex, held only to look one up or store it.
+struct GemmState {
+  static ffi::TypeId id;
+  GemmProblem p;  // offsets_batched is per call (CheckCall)
+  WorkspaceLayout w;
+
+  struct Key {
+    const void* kernel = nullptr;
+    int device = -1;
+    const void* addr[6] = {};  // A, B, C, D, offsets, workspace
+    bool operator==(const Key& o) const {
+      if (kernel != o.kernel || device != o.device) return false;
+      for (int i = 0; i < 6; ++i)
+        if (addr[i] != o.addr[i]) return false;
+      return true;
+    }
+  };
+  // A handful of address sets per instance: a loop body alternates between
+  // at most a few (double-buffered carries), and more devices than slots
+  // only cost a re-preparation.
+  static constexpr int kSlots = 4;
+  std::mutex mu;
+  Key keys[kSlots];
+  kernels::PreparedLaunch launches[kSlots];
+  int next = 0;
+
+  bool Find(const Key& k, kernels::PreparedLaunch* out) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (int i = 0; i < kSlots; ++i)
+      if (keys[i].kernel != nullptr && keys[i] == k) {
+        std::memcpy(out, &launches[i], sizeof(*out));
+        return true;
+      }
+    return false;
+  }
+  void Store(const Key& k, const kernels::PreparedLaunch& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    keys[next] = k;
+    std::memcpy(&launches[next], &l, sizeof(l));
+    next = (next + 1) % kSlots;
+  }
+};
+ffi::TypeId GemmState::id = {};
+
+// Instantiate stage: decode and validate the attributes once.
+ffi::ErrorOr<std::unique_ptr<GemmState>> GemmInstantiate(
+    ffi::Span<const int64_t> desc, double alpha, double beta) {
+  auto Refuse = [](const std::string& m) {
+    return ffi::Unexpected<ffi::Error>(ffi::Error::InvalidArgument(m));
+  };
+  auto state = std::make_unique<GemmState>();
+  const std::string msg =
+      DecodeDesc(desc.begin(), static_cast<int64_t>(desc.size()), alpha, beta,
+                 &state->p);
+  if (!msg.empty()) return Refuse(msg);
+  const GemmProblem& p = state->p;
+  const int64_t int_max = 0x7fffffff;
+  if (p.m > int_max || p.n > int_max || p.k > int_max)
+    return Refuse(
+        "jax_dynoff_gemm: m, n and k must be < 2^31 on CUDA");
+  if (p.path == Path::kSm90SplitK && p.split_k > kMaxSplitK)
+    return Refuse(
+        "jax_dynoff_gemm: split_k " + std::to_string(p.split_k) + " > " +
+        std::to_string(kMaxSplitK));
+  if (GenericKernel(p.in_dtype, p.out_dtype) == nullptr)
+    return Refuse(
+        "jax_dynoff_gemm: no CUDA kernel for this input/output dtype pair");
+  state->w = Layout(p);
+  return std::move(state);  // a conversion: no implicit move
+}
+
+// Execute stage: the buffers' addresses, the kernel choice that depends on
+// the device and on them, and the launches.
+ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
+                       ffi::RemainingArgs args, ffi::RemainingRets rets) {
   auto fail = [](const std::string& m) {
     return ffi::Error::InvalidArgument("jax_dynoff_gemm: " + m);
   };
@@ -961,64 +1040,38 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
   if (rets.size() != 2)
     return fail("expected 2 results (D, workspace), got " +
                 std::to_string(rets.size()));
-  auto d_ret = rets.get<ffi::AnyBuffer>(0);
-  if (!d_ret.has_value()) return d_ret.error();
+  GemmProblem p = state->p;
+  if (ffi::Error err = CheckCall(args, rets, &p); err.failure()) return err;
+  const ffi::AnyBuffer d_buf = **rets.get<ffi::AnyBuffer>(0);
   auto ws_ret = rets.get<ffi::AnyBuffer>(1);
   if (!ws_ret.has_value()) return ws_ret.error();
-  const ffi::AnyBuffer d_buf = **d_ret;
   const ffi::AnyBuffer ws_buf = **ws_ret;
-  // --- The problem (the same validation as the CPU handler).
-  GemmProblem p;
-  if (ffi::Error err = DecodeCall(args, rets, desc, alpha, beta, &p);
-      err.failure())
-    return err;
-  const int64_t num_args = static_cast<int64_t>(args.size());
-  if (num_args > kMaxArgs)
-    return fail("too many operands (" + std::to_string(num_args) + ")");
-  const void* arg_ptr[kMaxArgs] = {};
-  BufferInfo arg_info[kMaxArgs];
-  for (int64_t i = 0; i < num_args; ++i) {
-    const ffi::AnyBuffer a = *args.get<ffi::AnyBuffer>(i);
-    arg_ptr[i] = a.untyped_data();
-    arg_info[i] = Info(a);
-  }
-  const KernelEntry* generic = GenericKernel(p.in_dtype, p.out_dtype);
-  if (generic == nullptr)
-    return fail("no CUDA kernel for this input/output dtype pair");
-  const int64_t int_max = 0x7fffffff;
-  if (p.m > int_max || p.n > int_max || p.k > int_max)
-    return fail("m, n and k must be < 2^31 on CUDA");
-  if (p.path == Path::kSm90SplitK && p.split_k > kMaxSplitK)
-    return fail("split_k " + std::to_string(p.split_k) + " > " +
-                std::to_string(kMaxSplitK));
-  const WorkspaceLayout w = Layout(p);
+  const double alpha = p.alpha, beta = p.beta;
+  auto arg_data = [&](int64_t i) {
+    return static_cast<const char*>((*args.get<ffi::AnyBuffer>(i)).untyped_data());
+  };
+  const WorkspaceLayout& w = state->w;
   if (ws_buf.element_type() != ffi::DataType::U8 ||
       static_cast<int64_t>(ws_buf.size_bytes()) < w.total)
     return fail("workspace (ret 1) has " + std::to_string(ws_buf.size_bytes()) +
                 " bytes, this call needs " + std::to_string(w.total) +
                 " (plan.py and the handler disagree)");
   if (p.batch == 0 || p.m == 0 || p.n == 0) return ffi::Error::Success();
+  const KernelEntry* generic = GenericKernel(p.in_dtype, p.out_dtype);
 
   // --- Prep parameters.
   PrepParams P;
   P.p = p;
-  for (int64_t i = 0; i < num_args; ++i) {
-    P.arg_ptr[i] = arg_ptr[i];
-    P.arg_is64[i] = arg_info[i].is_s64;
-    P.arg_batched[i] = arg_info[i].elements() != 1;
-  }
-  for (int64_t i = num_args; i < kMaxArgs; ++i) {
-    P.arg_ptr[i] = nullptr;
-    P.arg_is64[i] = P.arg_batched[i] = 0;
-  }
+  P.offsets = p.num_slots > 0 ? arg_data(p.offsets_arg) : nullptr;
+  P.offsets64 =
+      p.num_slots > 0 && (*args.get<ffi::AnyBuffer>(p.offsets_arg))
+                                 .element_type() == ffi::DataType::S64;
   char* d_base = static_cast<char*>(d_buf.untyped_data());
   char* ws = static_cast<char*>(ws_buf.untyped_data());
-  P.base[kA] = static_cast<const char*>(arg_ptr[p.op[kA].arg]);
-  P.base[kB] = static_cast<const char*>(arg_ptr[p.op[kB].arg]);
+  P.base[kA] = arg_data(p.op[kA].arg);
+  P.base[kB] = arg_data(p.op[kB].arg);
   P.base[kD] = d_base;
-  P.base[kC] = p.c_mode == CMode::kOwn
-                   ? static_cast<const char*>(arg_ptr[p.op[kC].arg])
-                   : d_base;
+  P.base[kC] = p.c_mode == CMode::kOwn ? arg_data(p.op[kC].arg) : d_base;
   P.elt[kA] = P.elt[kB] = static_cast<int>(ElementBytes(p.in_dtype));
   P.elt[kC] = P.elt[kD] = static_cast<int>(ElementBytes(p.out_dtype));
   P.ptrs = reinterpret_cast<const void**>(ws + w.ptrs);
@@ -1181,7 +1234,32 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
       l.split_k = static_cast<int>(p.split_k);
       l.deterministic = !SplitKNondeterministic();
     }
-    if (ffi::Error err = RunKernel(direct, l); err.failure()) return err;
+    if (direct->prepare != nullptr) {
+      // Made ready once per kernel, device and buffer addresses: the TMA
+      // descriptors cover the whole buffers and the windows are located on
+      // the device, so the same launch serves every offset value.
+      GemmState::Key key;
+      key.kernel = direct;
+      key.device = device;
+      const void* addr[6] = {a, b, c, d, P.offsets, ws};
+      std::memcpy(key.addr, addr, sizeof(addr));
+      kernels::PreparedLaunch ready;
+      if (!state->Find(key, &ready)) {
+        if (direct->workspace(l) > l.workspace_bytes)
+          return RunKernel(direct, l);  // the error message
+        const std::string r = direct->prepare(l, &ready);
+        if (!r.empty())
+          return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                      direct->name + ": " + r);
+        state->Store(key, ready);
+      }
+      const std::string r = kernels::LaunchPrepared(ready, stream);
+      if (!r.empty())
+        return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                    direct->name + ": " + r);
+    } else if (ffi::Error err = RunKernel(direct, l); err.failure()) {
+      return err;
+    }
     if ((e = cudaGetLastError()) != cudaSuccess)
       return CudaError("direct GEMM launch", e);
     return ffi::Error::Success();
@@ -1275,17 +1353,31 @@ ffi::Error GemmImpl(cudaStream_t stream, ffi::RemainingArgs args,
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER(kCudaGemm, GemmImpl,
-                       ffi::Ffi::Bind()
-                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .RemainingArgs()
-                           .RemainingRets()
+XLA_FFI_DEFINE_HANDLER(kCudaGemmInstantiate, GemmInstantiate,
+                       ffi::Ffi::BindInstantiate()
                            .Attr<ffi::Span<const int64_t>>("desc")
                            .Attr<double>("alpha")
-                           .Attr<double>("beta"),
+                           .Attr<double>("beta"));
+
+// The attributes were read by the instantiate stage: the execute stage
+// binds none (attributes it does not name are not decoded).
+XLA_FFI_DEFINE_HANDLER(kCudaGemm, GemmExecute,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Ctx<ffi::State<GemmState>>()
+                           .RemainingArgs()
+                           .RemainingRets(),
                        {xla::ffi::Traits::kCmdBufferCompatible});
 
+XLA_FFI_Handler* CudaGemmInstantiate() { return kCudaGemmInstantiate; }
 XLA_FFI_Handler* CudaGemmHandler() { return kCudaGemm; }
+
+void* CudaGemmStateTypeId() { return &GemmState::id; }
+
+void* CudaGemmStateTypeInfo() {
+  static XLA_FFI_TypeInfo info = ffi::MakeTypeInfo<GemmState>();
+  return &info;
+}
 
 #ifndef JAX_DYNOFF_CUDA_ARCHS_STR
 #define JAX_DYNOFF_CUDA_ARCHS_STR "unknown"

@@ -32,12 +32,12 @@ inline BufferInfo Info(const ffi::AnyBuffer& b) {
   return info;
 }
 
-// Decodes and validates one call.  After success, ret 0 is D and every arg
-// is a buffer, so `*rets.get<ffi::AnyBuffer>(0)` and `*args.get<...>(i)` hold.
-inline ffi::Error DecodeCall(const ffi::RemainingArgs& args,
-                             const ffi::RemainingRets& rets,
-                             ffi::Span<const int64_t> desc, double alpha,
-                             double beta, GemmProblem* p) {
+// Checks a decoded problem (DecodeDesc) against one call's buffers and sets
+// what depends on them (p->offsets_batched).  After success, ret 0 is D and
+// every arg is a buffer, so `*rets.get<ffi::AnyBuffer>(0)` and
+// `*args.get<...>(i)` hold.
+inline ffi::Error CheckCall(const ffi::RemainingArgs& args,
+                            const ffi::RemainingRets& rets, GemmProblem* p) {
   if (rets.size() < 1)
     return ffi::Error::InvalidArgument("jax_dynoff_gemm: no result buffer");
   auto d = rets.get<ffi::AnyBuffer>(0);
@@ -50,18 +50,27 @@ inline ffi::Error DecodeCall(const ffi::RemainingArgs& args,
       return ffi::Error::InvalidArgument("jax_dynoff_gemm: arg " +
                                          std::to_string(i) + " not a buffer");
   auto arg_info = [&](int64_t i) { return Info(*args.get<ffi::AnyBuffer>(i)); };
-  std::string msg = Decode(desc.begin(), static_cast<int64_t>(desc.size()),
-                           alpha, beta, num_args, arg_info, Info(d_buf), p);
+  std::string msg = CheckBuffers(p, num_args, arg_info, Info(d_buf));
   if (!msg.empty()) return ffi::Error::InvalidArgument(msg);
   return ffi::Error::Success();
 }
 
-// Reads dynamic start `arg` for batch item t (element 0 when not batched).
-inline int64_t LoadStart(const ffi::AnyBuffer& b, int64_t t) {
-  const int64_t i = b.element_count() == 1 ? 0 : t;
-  if (b.element_type() == ffi::DataType::S32)
-    return static_cast<const int32_t*>(b.untyped_data())[i];
-  return static_cast<const int64_t*>(b.untyped_data())[i];
+// Decodes `desc` and validates one call against it (the CPU handler, which
+// keeps no state between calls).
+inline ffi::Error DecodeCall(const ffi::RemainingArgs& args,
+                             const ffi::RemainingRets& rets,
+                             ffi::Span<const int64_t> desc, double alpha,
+                             double beta, GemmProblem* p) {
+  std::string msg = DecodeDesc(desc.begin(), static_cast<int64_t>(desc.size()),
+                               alpha, beta, p);
+  if (!msg.empty()) return ffi::Error::InvalidArgument(msg);
+  return CheckCall(args, rets, p);
+}
+
+// Element i of the offsets operand (host memory: the CPU handler).
+inline int64_t LoadOffset(const void* offsets, bool is64, int64_t i) {
+  return is64 ? static_cast<const int64_t*>(offsets)[i]
+              : static_cast<const int32_t*>(offsets)[i];
 }
 
 }  // namespace jax_dynoff

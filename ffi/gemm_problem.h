@@ -18,8 +18,11 @@
 // FFI layout of one call (target "jax_dynoff_gemm"):
 //   args:  the arrays named by the operand blocks (A, B, C when c_mode is
 //          kOwn, the caller's `out` when there is one: only there for the
-//          input/output alias, never read), then the dynamic start scalars
-//          (S32 or S64, one element or one per batch item).
+//          input/output alias, never read), then, when any start is
+//          dynamic, the offsets operand: one S32 or S64 vector holding every
+//          dynamic start of the call (slot j of S; unbatched: S elements,
+//          slot j at j; batched: S x batch, item t of slot j at j * batch +
+//          t), made by one XLA fusion or passed straight through.
 //   rets:  ret 0 is D (aliased to `out` when the call has one, so it already
 //          holds out's contents); on CUDA, ret 1 is a U8 workspace whose size
 //          the Python side fixed at trace time.
@@ -38,7 +41,7 @@
 
 namespace jax_dynoff {
 
-inline constexpr int64_t kDescVersion = 1;
+inline constexpr int64_t kDescVersion = 2;
 inline constexpr int kMaxRank = 8;       // rank of one operand's array
 inline constexpr int kMaxBatchRank = 4;  // nested vmaps
 inline constexpr int kNumOperands = 4;   // A, B, C, D
@@ -70,7 +73,8 @@ namespace desc {
 inline constexpr int kVersion = 0, kM = 1, kN = 2, kK = 3, kInDType = 4,
                      kOutDType = 5, kTransA = 6, kTransB = 7, kCMode = 8,
                      kPrecision = 9, kPath = 10, kSplitK = 11, kBatchRank = 12,
-                     kBatchShape = 13;  // kMaxBatchRank entries
+                     kBatchShape = 13,  // kMaxBatchRank entries
+                     kOffsetsArg = 17;  // FFI arg of the offsets, or -1
 inline constexpr int kHeaderSize = 20;
 // One block per operand, in the order A, B, C, D.
 inline constexpr int kPresent = 0, kArg = 1, kRank = 2, kBatchedMask = 3,
@@ -96,7 +100,7 @@ struct OperandDesc {
   int64_t dims[kMaxRank] = {};
   int64_t win[kMaxRank] = {};   // window extent per dim (1 for leading dims)
   int64_t start[kMaxRank] = {}; // static start, already clamped
-  int64_t start_arg[kMaxRank] = {};  // FFI arg of a dynamic start, or -1
+  int64_t start_arg[kMaxRank] = {};  // offsets slot of a dynamic start, or -1
   // Derived by Decode:
   int64_t strides[kMaxRank] = {};   // elements, row-major
   int64_t batch_strides[kMaxBatchRank] = {};  // elements; 0 if not batched
@@ -122,6 +126,12 @@ struct GemmProblem {
   int64_t batch = 1;  // product of batch_shape
   double alpha = 1.0, beta = 0.0;
   OperandDesc op[kNumOperands];
+  // The offsets operand: its FFI arg (-1 when every start is static), its
+  // slot count, and (set by CheckBuffers) whether it holds one value per
+  // batch item.
+  int64_t offsets_arg = -1;
+  int64_t num_slots = 0;
+  bool offsets_batched = false;
 
   // Multi-index of flat batch item t along batch dim j (row-major).
   JAX_DYNOFF_HD int64_t BatchIndex(int64_t t, int j) const {
@@ -145,15 +155,12 @@ struct BufferInfo {
 
 inline int64_t ElementBytes(DType t) { return t == DType::kF32 ? 4 : 2; }
 
-// Decodes `d` (length `len`) into `p`, checking it against the buffers: the
-// arrays' shapes and dtypes, the start scalars' types and element counts, the
-// windows' extents.  After a successful Decode no start value, whatever it
-// is, can address memory outside a buffer.  Returns "" or an error message.
-// `arg_info(i)` / `num_args` describe the FFI args; `d_info` describes ret 0.
-template <typename ArgInfoFn>
-std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
-                   int64_t num_args, ArgInfoFn arg_info,
-                   const BufferInfo& d_info, GemmProblem* p) {
+// Decodes `d` (length `len`) into `p`: everything static about the call,
+// validated on its own (extents, ranks, dtypes, start slots, the product's
+// shapes).  Needs no buffer, so the CUDA handler runs it once per op
+// instance (its instantiate stage).  Returns "" or an error message.
+inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
+                              double beta, GemmProblem* p) {
   using namespace desc;
   auto err = [](const std::string& s) { return "jax_dynoff_gemm: " + s; };
   if (len != kSize)
@@ -191,6 +198,8 @@ std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
   }
   p->alpha = alpha;
   p->beta = beta;
+  p->offsets_arg = d[kOffsetsArg];
+  p->num_slots = 0;
 
   for (int o = 0; o < kNumOperands; ++o) {
     const int64_t* b = d + kHeaderSize + o * kBlockSize;
@@ -207,24 +216,11 @@ std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
     op.rank = static_cast<int>(b[kRank]);
     op.batched_mask = b[kBatchedMask];
     if (op.rank < 2 || op.rank > kMaxRank) return err(who + ": bad rank");
-    // The buffer this operand reads or writes.
-    BufferInfo info;
-    if (o == kD || (o == kC && p->c_mode == CMode::kFromD)) {
-      if (op.arg != -1) return err(who + " must name ret 0");
-      info = d_info;
-    } else {
-      if (op.arg < 0 || op.arg >= num_args) return err(who + ": bad arg");
-      info = arg_info(op.arg);
-    }
-    const DType want = (o == kA || o == kB) ? p->in_dtype : p->out_dtype;
-    if (info.dtype_code != static_cast<int64_t>(want))
-      return err(who + ": buffer dtype does not match desc");
-    // Expected buffer shape: the batch dims it carries, then dims.
-    int expect_rank = 0;
-    int64_t expect[kMaxBatchRank + kMaxRank];
-    for (int j = 0; j < p->batch_rank; ++j)
-      if (op.batched_mask & (int64_t{1} << j))
-        expect[expect_rank++] = p->batch_shape[j];
+    const bool in_d = o == kD || (o == kC && p->c_mode == CMode::kFromD);
+    if (in_d ? op.arg != -1 : op.arg < 0)
+      return err(who + (in_d ? " must name ret 0" : ": bad arg"));
+    if (op.batched_mask < 0 || op.batched_mask >= (int64_t{1} << p->batch_rank))
+      return err(who + ": bad batch mask");
     for (int i = 0; i < op.rank; ++i) {
       op.dims[i] = b[kDims + i];
       op.win[i] = b[kWin + i];
@@ -232,11 +228,7 @@ std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
         return err(who + ": window larger than its array");
       if (i < op.rank - 2 && op.win[i] != 1)
         return err(who + ": leading window extents must be 1");
-      expect[expect_rank++] = op.dims[i];
     }
-    if (info.rank != expect_rank) return err(who + ": buffer rank mismatch");
-    for (int i = 0; i < expect_rank; ++i)
-      if (info.dims[i] != expect[i]) return err(who + ": buffer shape mismatch");
     // Strides.
     int64_t s = 1;
     for (int i = op.rank - 1; i >= 0; --i) {
@@ -253,26 +245,32 @@ std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
     }
     op.elements = s;
     // Starts: static ones are re-clamped here (cheap, and it makes a bad
-    // desc harmless); dynamic ones must be integer scalars per batch item.
+    // desc harmless); dynamic ones name their slot of the offsets operand.
     op.static_offset = 0;
     for (int i = 0; i < op.rank; ++i) {
       op.start_arg[i] = b[kStartArg + i];
       if (op.start_arg[i] < 0) {
+        op.start_arg[i] = -1;
         op.start[i] = ClampStart(b[kStart + i], op.dims[i], op.win[i]);
         op.static_offset += op.start[i] * op.strides[i];
       } else {
-        if (op.start_arg[i] >= num_args) return err(who + ": bad start arg");
-        const BufferInfo si = arg_info(op.start_arg[i]);
-        if (!si.is_s32 && !si.is_s64)
-          return err(who + ": start must be int32 or int64");
-        const int64_t e = si.elements();
-        if (e != 1 && e != p->batch)
-          return err(who + ": start has " + std::to_string(e) +
-                     " elements, expected 1 or the batch size");
         op.start[i] = 0;
+        ++p->num_slots;
       }
     }
   }
+  // Every slot in [0, num_slots) is named by exactly one dynamic start.
+  if (p->num_slots > 0 && p->offsets_arg < 0)
+    return err("dynamic starts without an offsets operand");
+  uint64_t seen[(kNumOperands * kMaxRank + 63) / 64] = {};
+  for (const OperandDesc& op : p->op)
+    for (int i = 0; op.present && i < op.rank; ++i) {
+      const int64_t slot = op.start_arg[i];
+      if (slot < 0) continue;
+      if (slot >= p->num_slots || (seen[slot / 64] >> (slot % 64)) & 1)
+        return err("bad offsets slot " + std::to_string(slot));
+      seen[slot / 64] |= uint64_t{1} << (slot % 64);
+    }
   // Shapes of the matrix product.
   const OperandDesc &A = p->op[kA], &B = p->op[kB], &D = p->op[kD];
   const int64_t am = p->trans_a ? A.cols() : A.rows();
@@ -291,9 +289,69 @@ std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
   return "";
 }
 
-// Element offset of operand `op`'s window for batch item t.  `load(arg, t)`
-// returns the dynamic start stored in FFI arg `arg` for item t (element 0
-// when the start is not batched).
+// Checks a decoded problem against the buffers XLA hands the handler: the
+// arrays' shapes and dtypes, the offsets operand's type and element count;
+// sets p->offsets_batched.  After DecodeDesc and CheckBuffers no start
+// value, whatever it is, can address memory outside a buffer.  Returns ""
+// or an error message.  `arg_info(i)` / `num_args` describe the FFI args;
+// `d_info` describes ret 0.
+template <typename ArgInfoFn>
+std::string CheckBuffers(GemmProblem* p, int64_t num_args, ArgInfoFn arg_info,
+                         const BufferInfo& d_info) {
+  auto err = [](const std::string& s) { return "jax_dynoff_gemm: " + s; };
+  for (int o = 0; o < kNumOperands; ++o) {
+    const OperandDesc& op = p->op[o];
+    if (!op.present) continue;
+    const std::string who = std::string("operand ") + "ABCD"[o];
+    if (op.arg >= num_args) return err(who + ": bad arg");
+    const BufferInfo info = op.arg < 0 ? d_info : arg_info(op.arg);
+    const DType want = (o == kA || o == kB) ? p->in_dtype : p->out_dtype;
+    if (info.dtype_code != static_cast<int64_t>(want))
+      return err(who + ": buffer dtype does not match desc");
+    // Expected buffer shape: the batch dims it carries, then dims.
+    int expect_rank = 0;
+    int64_t expect[kMaxBatchRank + kMaxRank];
+    for (int j = 0; j < p->batch_rank; ++j)
+      if (op.batched_mask & (int64_t{1} << j))
+        expect[expect_rank++] = p->batch_shape[j];
+    for (int i = 0; i < op.rank; ++i) expect[expect_rank++] = op.dims[i];
+    if (info.rank != expect_rank) return err(who + ": buffer rank mismatch");
+    for (int i = 0; i < expect_rank; ++i)
+      if (info.dims[i] != expect[i]) return err(who + ": buffer shape mismatch");
+  }
+  p->offsets_batched = false;
+  if (p->num_slots == 0) return "";
+  if (p->offsets_arg >= num_args) return err("bad offsets arg");
+  const BufferInfo si = arg_info(p->offsets_arg);
+  if (!si.is_s32 && !si.is_s64)
+    return err("the offsets operand must be int32 or int64");
+  const int64_t e = si.elements();
+  if (e != p->num_slots && e != p->num_slots * p->batch)
+    return err("the offsets operand has " + std::to_string(e) +
+               " elements, expected " + std::to_string(p->num_slots) +
+               " or " + std::to_string(p->num_slots) + " x the batch size");
+  p->offsets_batched = e != p->num_slots;
+  return "";
+}
+
+// DecodeDesc, then CheckBuffers.
+template <typename ArgInfoFn>
+std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
+                   int64_t num_args, ArgInfoFn arg_info,
+                   const BufferInfo& d_info, GemmProblem* p) {
+  std::string msg = DecodeDesc(d, len, alpha, beta, p);
+  if (msg.empty()) msg = CheckBuffers(p, num_args, arg_info, d_info);
+  return msg;
+}
+
+// Index into the offsets operand of slot `slot`'s value for batch item t.
+JAX_DYNOFF_HD int64_t SlotIndex(const GemmProblem& p, int64_t slot,
+                                int64_t t) {
+  return p.offsets_batched ? slot * p.batch + t : slot;
+}
+
+// Element offset of operand `op`'s window for batch item t.  `load(i)`
+// returns element i of the offsets operand (see SlotIndex).
 template <typename LoadStart>
 JAX_DYNOFF_HD int64_t WindowOffset(const GemmProblem& p, const OperandDesc& op,
                                    int64_t t, LoadStart load) {
@@ -302,7 +360,8 @@ JAX_DYNOFF_HD int64_t WindowOffset(const GemmProblem& p, const OperandDesc& op,
     off += p.BatchIndex(t, j) * op.batch_strides[j];
   for (int i = 0; i < op.rank; ++i)
     if (op.start_arg[i] >= 0)
-      off += ClampStart(load(op.start_arg[i], t), op.dims[i], op.win[i]) *
+      off += ClampStart(load(SlotIndex(p, op.start_arg[i], t)), op.dims[i],
+                        op.win[i]) *
              op.strides[i];
   return off;
 }

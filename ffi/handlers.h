@@ -13,7 +13,12 @@ inline constexpr const char kTargetName[] = "jax_dynoff_gemm";
 XLA_FFI_Handler* CpuGemmHandler();
 
 #ifdef JAX_DYNOFF_WITH_CUDA
+// The CUDA handler's two stages, and its state's FFI type (XLA_FFI_TypeId
+// and XLA_FFI_TypeInfo, for jax.ffi.register_ffi_type).
+XLA_FFI_Handler* CudaGemmInstantiate();
 XLA_FFI_Handler* CudaGemmHandler();
+void* CudaGemmStateTypeId();
+void* CudaGemmStateTypeInfo();
 // Free-form description of the CUDA build (architectures, kernels), for
 // jax_dynoff.build_info().
 const char* CudaBuildInfo();

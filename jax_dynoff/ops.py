@@ -55,9 +55,10 @@ def gemm(a, b, c=None, *, out=None, alpha=1.0, beta=1.0, transpose_a=False,
       call.a.x, call.b.x,
       call.c.x if spec.c_mode == "own" else None,
       call.out.x if call.out is not None else None,
-      # Clamped here as well as on the device: see clamp_traced_start.
-      {"a": call.a.clamped_dynamic_starts(),
-       "b": call.b.clamped_dynamic_starts(),
-       "c": call.c.clamped_dynamic_starts() if call.c is not None else [],
-       "d": call.out.clamped_dynamic_starts() if call.out is not None else []})
+      # Clamped where they are lowered (lowering.offsets_operand) and again
+      # on the device.
+      {"a": call.a.dynamic_starts(),
+       "b": call.b.dynamic_starts(),
+       "c": call.c.dynamic_starts() if call.c is not None else [],
+       "d": call.out.dynamic_starts() if call.out is not None else []})
   return bind(spec, ops)

@@ -13,7 +13,7 @@ from typing import Optional
 import ml_dtypes  # ships with jax: the bfloat16 numpy dtype
 import numpy as np
 
-DESC_VERSION = 1
+DESC_VERSION = 2
 MAX_RANK = 8
 MAX_BATCH_RANK = 4
 HEADER_SIZE = 20
@@ -114,7 +114,9 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int) -> np.ndarray:
   """The int64 `desc` attribute (layout: ffi/gemm_problem.h, namespace desc).
 
   FFI args are laid out as: a, b, [c if c_mode == "own"], [out if has_out],
-  then the dynamic starts of A, B, C, D in dim order.
+  then, when any start is dynamic, the offsets operand: one integer vector
+  of every dynamic start (A, B, C, D in dim order), slot j at element j
+  (`lowering.offsets_operand`).
   """
   if len(spec.batch_shape) > MAX_BATCH_RANK:
     raise ValueError(f"at most {MAX_BATCH_RANK} nested vmaps are supported")
@@ -125,6 +127,7 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int) -> np.ndarray:
              int(spec.trans_a), int(spec.trans_b), C_MODES[spec.c_mode],
              PRECISIONS[spec.precision], path, split_k, len(spec.batch_shape)]
   d[13:13 + len(spec.batch_shape)] = spec.batch_shape
+  num_slots = sum(w.num_dynamic for _, w in spec.operands())
 
   array_args = {"a": 0, "b": 1}
   next_arg = 2
@@ -137,6 +140,8 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int) -> np.ndarray:
   if spec.c_mode == "from_d":
     array_args["c"] = -1
 
+  d[17] = next_arg if num_slots else -1  # the offsets operand
+  slot = 0
   blocks = {"a": spec.a, "b": spec.b, "c": spec.c, "d": spec.d}
   for i, name in enumerate("abcd"):
     w = blocks[name]
@@ -153,8 +158,8 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int) -> np.ndarray:
     for j, s in enumerate(w.starts):
       if s is None:
         d[base + 4 + 2 * MAX_RANK + j] = 0
-        d[base + 4 + 3 * MAX_RANK + j] = next_arg
-        next_arg += 1
+        d[base + 4 + 3 * MAX_RANK + j] = slot
+        slot += 1
       else:
         d[base + 4 + 2 * MAX_RANK + j] = s
         d[base + 4 + 3 * MAX_RANK + j] = -1

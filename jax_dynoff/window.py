@@ -35,10 +35,11 @@ def clamp_traced_start(start: jax.Array, dim: int, size: int) -> jax.Array:
   """`clamp_start` on a traced start, as XLA ops ahead of the FFI call.
 
   The handler clamps again on the device (that is the guarantee that no
-  value reaches outside a buffer); this copy is for XLA's sake: a start that
-  is a bare `table[i]` look-up becomes an asynchronous dynamic-slice copy,
-  which keeps a loop out of one CUDA graph, while a start computed by an
-  elementwise op fuses the look-up into a kernel that graphs capture.
+  value reaches outside a buffer); this copy is for XLA's sake
+  (`lowering.offsets_operand` applies it to every computed start): a start
+  that is a bare `table[i]` look-up becomes an asynchronous dynamic-slice
+  copy, which keeps a loop out of one CUDA graph, while a start computed by
+  an elementwise op fuses the look-up into the offsets kernel.
   Where `start + dim` does not fit the start's dtype (an int32 start into a
   dim of 2^31 or more) the start is passed on unclamped.
   """
@@ -79,12 +80,9 @@ class Window:
         clamp_start(s, d, w) if isinstance(s, int) else None
         for s, d, w in zip(self.start, self.x.shape, self.win))
 
-  def clamped_dynamic_starts(self) -> list[jax.Array]:
-    """The traced starts (dim order), each clamped by `clamp_traced_start`:
-    the start operands of the primitive."""
-    return [clamp_traced_start(s, d, w)
-            for s, d, w in zip(self.start, self.x.shape, self.win)
-            if not isinstance(s, int)]
+  def dynamic_starts(self) -> list[jax.Array]:
+    """The traced starts (dim order): the start operands of the primitive."""
+    return [s for s in self.start if not isinstance(s, int)]
 
   def __repr__(self):  # not the default: that would print all of x
     start = ", ".join(str(s) if isinstance(s, int) else

@@ -1,5 +1,6 @@
 """What the lowered and compiled programs look like (on this CPU machine):
-one custom call "jax_dynoff_gemm" per gemm, offsets as 0-d integer operands,
+one custom call "jax_dynoff_gemm" per gemm, its dynamic starts in one
+integer offsets operand (the last; a lone plain start passed as it is),
 `out` aliased to the result, no copies of windows or of a loop-carried
 `out`; and the same for a CUDA lowering made without a GPU."""
 
@@ -93,10 +94,10 @@ def test_lowering_custom_call_with_offset_operands_and_alias(platform):
   calls = custom_calls(text)
   assert len(calls) == 1, text
   line, ins, outs = calls[0]
-  # 5 traced start entries (a: 2, c: 1, out: 2): each a 0-d i32 operand;
-  # the four arrays are operands too.
-  scalars = [t for t in ins if t == "tensor<i32>"]
-  assert len(scalars) == 5, ins
+  # 5 traced start entries (a: 2, c: 1, out: 2): one i32 vector of 5, the
+  # last operand, after the four arrays.
+  assert ins[-1] == "tensor<5xi32>", ins
+  assert not [t for t in ins if t == "tensor<i32>"], ins
   assert "tensor<3x10x12xf32>" in ins and "tensor<8x5xf32>" in ins
   assert "tensor<9x9xf32>" in ins and "tensor<2x8x7xf32>" in ins
   al = aliases(line)
@@ -148,6 +149,22 @@ def test_lowering_int64_offsets(platform):
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
+def test_lowering_mixed_int32_int64_starts_pack_as_int64(platform):
+  """An int64 start next to an int32 one: the offsets vector is int64 (an
+  int32 value widens exactly; an int64 one must not be truncated)."""
+  with jax.enable_x64(True):
+    def f(a, b, s, t):
+      return dyn.gemm(dyn.window(a, (s, 0), (4, 6)), b,
+                      out=dyn.window(np.zeros((9, 3), np.float32), (t, 0),
+                                     (4, 3)))
+    text = lower(f, np.zeros((9, 6), np.float32),
+                 np.zeros((6, 3), np.float32), np.int64(2), np.int32(1),
+                 platform=platform)
+  (line, ins, outs), = custom_calls(text)
+  assert ins[-1] == "tensor<2xi64>", ins
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
 def test_lowering_c_window_of_out_passes_out_once(platform):
   """In-place accumulate: c is read from out's buffer (no separate copy of
   out passed as c)."""
@@ -180,8 +197,23 @@ def test_lowering_vmap_batched_offsets_is_one_call(platform):
   assert len(calls) == 1, text
   _, ins, outs = calls[0]
   assert "tensor<9x6xf32>" in ins, ins                # the unbatched array
-  assert any(t in ("tensor<5xi32>",) for t in ins), ins
+  assert ins[-1] == "tensor<5xi32>", ins              # one start per item
   assert any(t.startswith("tensor<5x4x3x") for t in outs), outs
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_lowering_vmap_packs_every_slot_per_item(platform):
+  """A batched start next to an unbatched one: every slot holds one value
+  per item (slot j of item t at j * batch + t)."""
+  def f(a, b, s, t):
+    return dyn.gemm(dyn.window(a, (s, 0), (4, 6)), b,
+                    out=dyn.window(np.zeros((9, 3), np.float32), (t, 0),
+                                   (4, 3)))
+  text = lower(jax.vmap(f, in_axes=(None, None, 0, None)),
+               np.zeros((9, 6), np.float32), np.zeros((6, 3), np.float32),
+               np.arange(5, dtype=np.int32), np.int32(1), platform=platform)
+  (_, ins, _), = custom_calls(text)
+  assert ins[-1] == "tensor<10xi32>", ins
 
 
 # ----------------------------------------------------------------------------
@@ -323,12 +355,25 @@ def test_fori_loop_with_device_table_and_stacked_weights_no_copy():
                        r"dynamic-update-slice|gather|slice)\(", body), body
 
 
+def _offsets_definition(text: str) -> tuple[str, str]:
+  """(name, defining line or "") of the offsets operand (the last) of the
+  one jax_dynoff_gemm call in `text`, and the text of its function."""
+  func = next(chunk for chunk in text.split("func.func")
+              if f"@{TARGET}(" in chunk)
+  (line, ins, _), = custom_calls(func)
+  names = re.search(rf"@{TARGET}\(([^)]*)\)", line).group(1).split(", ")
+  define = re.search(rf"^\s*{re.escape(names[-1])}(:\d+)? = (.*)$", func,
+                     re.M)
+  return names[-1], (define.group(2) if define else ""), func
+
+
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_traced_starts_reach_the_call_through_a_clamp(platform):
   """A start read as `table[i]` must not reach the custom call straight from
   the look-up: XLA would turn that into an asynchronous dynamic-slice copy
   that keeps the loop out of one CUDA graph (tests/test_gpu_graphs.py).
-  gemm clamps traced starts with XLA ops first (clamp_traced_start)."""
+  The lowering packs computed starts into the offsets vector through a
+  clamp (lowering.offsets_operand), which XLA fuses with the look-up."""
   def f(x, buf, rows):
     def body(i, buf):
       return dyn.gemm(x, np.ones((8, 4), np.float32),
@@ -336,13 +381,21 @@ def test_traced_starts_reach_the_call_through_a_clamp(platform):
     return lax.fori_loop(0, 3, body, buf)
   text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
                np.arange(3, dtype=np.int32), platform=platform)
-  func = next(chunk for chunk in text.split("func.func")
-              if f"@{TARGET}(" in chunk)
-  (line, ins, _), = custom_calls(func)
-  names = re.search(rf"@{TARGET}\(([^)]*)\)", line).group(1).split(", ")
-  starts = [n for n, t in zip(names, ins) if t == "tensor<i32>"]
-  assert len(starts) == 1, (names, ins)
-  define = re.search(rf"^\s*{re.escape(starts[0])} = (.*)$", func, re.M)
-  assert define, func
-  op = define.group(1)
-  assert "clip" in op or "clamp" in op or "minimum" in op, op
+  name, op, func = _offsets_definition(text)
+  assert op and "dynamic_slice" not in op, (name, func)
+  assert re.search(r"stablehlo\.(clamp|minimum)|call @clip", func), func
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_loop_counter_start_reaches_the_call_as_it_is(platform):
+  """A lone start that is a plain value (the loop counter) needs no XLA op
+  before the call: no kernel, no launch per iteration."""
+  def f(x, w, buf):
+    def body(i, buf):
+      return dyn.gemm(x, dyn.window(w, (i, 0, 0), (8, 4)),
+                      out=dyn.window(buf, (0, 0), (4, 4)))
+    return lax.fori_loop(0, 3, body, buf)
+  text = lower(f, np.ones((4, 8), np.float32), np.ones((3, 8, 4), np.float32),
+               np.ones((4, 4), np.float32), platform=platform)
+  name, op, func = _offsets_definition(text)
+  assert op == "", (name, op, func)  # a block argument: defined by nothing

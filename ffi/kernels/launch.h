@@ -166,10 +166,47 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
   return s;
 }
 
+// A kernel launch made ready on the host: the function, its launch shape
+// and its parameters as bytes, so that a handler can keep it and launch it
+// again (cudaLaunchKernelExC) for as long as the addresses it was made for
+// stay the same, with no CUTLASS set-up in between.  4 KiB: CUDA's classic
+// kernel parameter limit.
+inline constexpr size_t kMaxParamBytes = 4096;
+struct PreparedLaunch {
+  const void* fn = nullptr;
+  dim3 grid, block, cluster;
+  unsigned smem = 0;
+  size_t param_bytes = 0;
+  alignas(64) unsigned char params[kMaxParamBytes];
+};
+
+// Launches `l` on `stream` (with its cluster shape); "" or an error.
+inline std::string LaunchPrepared(const PreparedLaunch& l,
+                                  cudaStream_t stream) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = l.cluster.x;
+  attr[0].val.clusterDim.y = l.cluster.y;
+  attr[0].val.clusterDim.z = l.cluster.z;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = l.grid;
+  config.blockDim = l.block;
+  config.dynamicSmemBytes = l.smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  void* params[] = {const_cast<unsigned char*>(l.params)};
+  const cudaError_t e = cudaLaunchKernelExC(&config, l.fn, params);
+  return e == cudaSuccess ? "" : std::string("launch: ") + cudaGetErrorString(e);
+}
+
 struct DirectKernelEntry {
   const char* name;
   size_t (*workspace)(const DirectLaunch&);
   std::string (*run)(const DirectLaunch&);
+  // Makes the launch `run` would make, without launching it; nullptr where
+  // every call needs device-side set-up first (the split-K tile's memset).
+  std::string (*prepare)(const DirectLaunch&, PreparedLaunch*);
 };
 
 // One compiled kernel.  `workspace` returns the bytes `run` needs in

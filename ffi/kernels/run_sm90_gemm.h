@@ -10,11 +10,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "cute/layout.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/device_kernel.h"
+#include "kernels/launch.h"
 
 namespace jax_dynoff {
 namespace kernels {
@@ -43,16 +46,22 @@ cudaError_t PrepareSm90KernelOnce(int device) {
   return e;
 }
 
-// One SM90 GEMM: can_implement, the kernel's workspace and parameters (the
-// TMA descriptors), then one cudaLaunchKernelEx with the cluster shape and,
-// when `pdl`, programmatic stream serialization (the kernel executes
-// griddepcontrol.wait first).
+// One SM90 GEMM made ready: can_implement, the kernel's workspace set-up
+// (initialize_workspace: nothing for the data-parallel schedulers, the
+// stream-K scheduler's memset otherwise, enqueued on `stream`), its
+// parameters (the TMA descriptors) and launch shape, into *out.
 template <typename Gemm>
-std::string RunSm90Gemm(const char* what, const typename Gemm::Arguments& args,
-                        void* workspace, cudaStream_t stream, int device,
-                        bool pdl = false) {
+std::string PrepareSm90Gemm(const char* what,
+                            const typename Gemm::Arguments& args,
+                            void* workspace, cudaStream_t stream, int device,
+                            PreparedLaunch* out) {
   using Kernel = typename Gemm::GemmKernel;
   using Cluster = typename Kernel::DispatchPolicy::ClusterShape;
+  using Params = typename Kernel::Params;
+  static_assert(sizeof(Params) <= kMaxParamBytes,
+                "kernel parameters larger than PreparedLaunch holds");
+  // Kernel parameters reach the device as a byte copy in any case, so a
+  // copy of their bytes is the same launch.
   cutlass::Status s = Gemm::can_implement(args);
   if (s != cutlass::Status::kSuccess)
     return std::string(what) + ": can_implement: " +
@@ -61,30 +70,48 @@ std::string RunSm90Gemm(const char* what, const typename Gemm::Arguments& args,
   if (s != cutlass::Status::kSuccess)
     return std::string(what) + ": initialize_workspace: " +
            cutlass::cutlassGetStatusString(s);
-  typename Kernel::Params params =
-      Kernel::to_underlying_arguments(args, workspace);
+  const Params params = Kernel::to_underlying_arguments(args, workspace);
   if (cudaError_t e = PrepareSm90KernelOnce<Kernel>(device); e != cudaSuccess)
     return std::string(what) + ": cudaFuncSetAttribute: " +
            cudaGetErrorString(e);
+  out->fn = reinterpret_cast<const void*>(&cutlass::device_kernel<Kernel>);
+  out->grid = Kernel::get_grid_shape(params);
+  out->block = Kernel::get_block_shape();
+  out->cluster = dim3(cute::size<0>(Cluster{}), cute::size<1>(Cluster{}),
+                      cute::size<2>(Cluster{}));
+  out->smem = Kernel::SharedStorageSize;
+  out->param_bytes = sizeof(Params);
+  std::memcpy(out->params, &params, sizeof(Params));
+  return "";
+}
 
+// One SM90 GEMM: PrepareSm90Gemm, then one cudaLaunchKernelEx with the
+// cluster shape and, when `pdl`, programmatic stream serialization (the
+// kernel executes griddepcontrol.wait first).
+template <typename Gemm>
+std::string RunSm90Gemm(const char* what, const typename Gemm::Arguments& args,
+                        void* workspace, cudaStream_t stream, int device,
+                        bool pdl = false) {
+  PreparedLaunch l;
+  std::string r = PrepareSm90Gemm<Gemm>(what, args, workspace, stream, device,
+                                        &l);
+  if (!r.empty()) return r;
   cudaLaunchAttribute attrs[2];
   attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = cute::size<0>(Cluster{});
-  attrs[0].val.clusterDim.y = cute::size<1>(Cluster{});
-  attrs[0].val.clusterDim.z = cute::size<2>(Cluster{});
+  attrs[0].val.clusterDim.x = l.cluster.x;
+  attrs[0].val.clusterDim.y = l.cluster.y;
+  attrs[0].val.clusterDim.z = l.cluster.z;
   attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attrs[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = Kernel::get_grid_shape(params);
-  config.blockDim = Kernel::get_block_shape();
-  config.dynamicSmemBytes = Kernel::SharedStorageSize;
+  config.gridDim = l.grid;
+  config.blockDim = l.block;
+  config.dynamicSmemBytes = l.smem;
   config.stream = stream;
   config.attrs = attrs;
   config.numAttrs = pdl ? 2 : 1;
-  void* kernel_params[] = {&params};
-  cudaError_t e = cudaLaunchKernelExC(
-      &config, reinterpret_cast<const void*>(&cutlass::device_kernel<Kernel>),
-      kernel_params);
+  void* kernel_params[] = {l.params};
+  cudaError_t e = cudaLaunchKernelExC(&config, l.fn, kernel_params);
   if (e != cudaSuccess)
     return std::string(what) + ": launch: " + cudaGetErrorString(e);
   return "";

@@ -266,6 +266,13 @@ struct Sm90DirectGemm {
     return RunSm90Gemm<Gemm>("direct SM90 GEMM", Args(l), l.workspace,
                              l.stream, l.device);
   }
+
+  static std::string Prepare(const DirectLaunch& l, PreparedLaunch* out) {
+    return PrepareSm90Gemm<Gemm>("direct SM90 GEMM", Args(l), l.workspace,
+                                 l.stream, l.device, out);
+  }
+  // The split-K tile's scheduler zeroes its barriers on every call.
+  static constexpr auto kPrepare = kSplitK ? nullptr : &Prepare;
 };
 
 }  // namespace kernels
@@ -279,7 +286,7 @@ struct Sm90DirectGemm {
   namespace kernels {                                                        \
   using NAME##_t = Sm90DirectGemm<CONFIG, ELEMENT>;                          \
   extern const DirectKernelEntry NAME = {#NAME, &NAME##_t::Workspace,        \
-                                         &NAME##_t::Run};                    \
+                                         &NAME##_t::Run, NAME##_t::kPrepare};\
   }                                                                          \
   }
 
