@@ -7,7 +7,7 @@ idle gaps between them.  The device image has ncu but no nsys; the trace
 that `jax.profiler` writes is read back with `jax.profiler.ProfileData`.
 
     python benchmarks/timeline.py [--iters N] [--warmup S] [--host] [--rounds R]
-                                  [plain M N K | loop | stacked L M N] ...
+                                  [plain M N K | loop | cond | stacked L M N] ...
     XLA_FLAGS="$(python -c 'import jax_dynoff as d; print(d.cuda_graph_flags())')" \\
         python benchmarks/timeline.py plain 2048 2048 2048
 
@@ -102,6 +102,23 @@ def call_report(events, host, call, top=12):
   return out
 
 
+def per_call_host(host, call, calls, top=16):
+  """The host events that run once or more per GEMM call (thunks, launches,
+  the custom call's handler), each with its count per call and median and
+  mean duration: what the host spends per call, by name."""
+  if call is None:
+    return []
+  by = collections.defaultdict(list)
+  for name, s, d in host:
+    if call[0] <= s <= call[1]:
+      by[name[:90]].append(d / 1e3)
+  rows = [(name, ds) for name, ds in by.items() if len(ds) >= calls]
+  rows.sort(key=lambda kv: -sum(kv[1]))
+  return [f"per call {len(ds) / calls:5.2f}x median {statistics.median(ds):7.2f}"
+          f" us mean {statistics.mean(ds):7.2f} us: {name}"
+          for name, ds in rows[:top]]
+
+
 def bench_rounds(sides, iters, rounds):
   """Each side's time per iteration (us) in short turns: wall time of one
   blocking call of the compiled loop, the sides taking turns (order
@@ -179,6 +196,13 @@ def stacked(L, m, n, iters=2):
           iters * L)
 
 
+def cond(L=16, m=512, n=4096, iters=2):
+  """The cond scenario: GEMM calls per iteration = L."""
+  loops = bench.cond_loops(L, m, n, jnp.bfloat16)
+  return ({side: bench.compile_loop(l, iters) for side, l in loops.items()},
+          iters * L)
+
+
 def main(argv):
   cases = []
   iters, warmup_s, show_host, rounds = 20, 0.0, False, 0
@@ -197,6 +221,8 @@ def main(argv):
       cases.append((f"plain {'x'.join(map(str, dims))}", plain(*dims, iters)))
     elif name == "loop":
       cases.append(("loop L64 128x1024x1024", loop()))
+    elif name == "cond":
+      cases.append(("cond L16 512x4096x4096", cond()))
     elif name == "stacked":
       L, m, n = (int(argv.pop(0)) for _ in range(3))
       cases.append((f"stacked L{L} {m}x{n}x{n}", stacked(L, m, n)))
@@ -212,7 +238,8 @@ def main(argv):
       events, host, call = trace(f, args, warmup_s)
       summarize(f"{label} {side} ({n} calls)", events, n)
       if show_host:
-        for line in call_report(events, host, call):
+        for line in call_report(events, host, call) + per_call_host(
+            host, call, n):
           print("    " + line)
     if rounds:
       for line in bench_rounds(sides, n, rounds):

@@ -308,8 +308,9 @@ def stacked(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
              t_xla, 2.0 * L * m * n * n, float(L * n * n * _esize(dtype)))
 
 
-def cond(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
-  """Per step, lax.cond picks one of two GEMMs writing at other offsets."""
+def cond_loops(L: int, m: int, n: int, dtype) -> dict[str, Loop]:
+  """The `cond` scenario's two loops: per step, lax.cond picks one of two
+  GEMMs writing at other offsets."""
   kx, kw, kb = jax.random.split(jax.random.key(3 * L + m), 3)
   x = _rand(kx, (m, n), dtype)
   w = _rand(kw, (L, n, n), dtype, 1.0 / np.sqrt(n))
@@ -344,8 +345,13 @@ def cond(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
     return lax.fori_loop(0, L, body, buf)
 
   consts = (x, w, rows_a, rows_b, pred)
-  t_ours, t_xla = time_loops([Loop(ours, buf, consts), Loop(xla, buf, consts)],
-                              iters, repeats)
+  return {"ours": Loop(ours, buf, consts), "xla": Loop(xla, buf, consts)}
+
+
+def cond(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
+  """Per step, lax.cond picks one of two GEMMs writing at other offsets."""
+  loops = cond_loops(L, m, n, dtype)
+  t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats)
   e = _esize(dtype)
   return Row("cond", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float(L * (n * n + m * n) * e))
