@@ -1,27 +1,36 @@
-// The CUDA FFI handler of target "jax_dynoff_gemm".
+// The CUDA FFI handler of target "jax_dynoff_gemm": two stages.
 //
-// One call (in general; the direct kernel below is one launch) = (1) a
-// pointer kernel that turns the buffer bases plus the clamped window offsets
-// (read on the device from the start scalars) into per-batch-item pointer
-// arrays in the workspace (ret 1), (2) when C is read
-// from D's own buffer at a window that overlaps D's without being D's, a copy
-// of that C window into the workspace, and (3) one CUTLASS GEMM in array /
-// ptr-array mode reading those pointer arrays.  The split-K path (skinny m)
-// runs K in S slices as S ptr-array items per batch item, writing float32
-// partials into the workspace, and (4) a reduction kernel sums them, applies
-// alpha and beta * C and writes the D window.  Nothing is allocated, no
-// offset is read on the host, nothing synchronises, and the kernels launched
-// depend only on the attributes, the device and the buffer addresses: the
-// handler is safe to capture into a CUDA graph (kCmdBufferCompatible).
+// Instantiate (once per op instance, GemmInstantiate): decodes and
+// validates the attributes (desc, alpha, beta) into a GemmState with the
+// workspace layout.  Execute (GemmExecute): checks the buffers against the
+// state's problem, chooses the kernel from the device and the buffer
+// addresses' alignment, and launches.
+//
+// What runs: a direct SM90 kernel or the skinny kernel is one launch that
+// locates its windows on the device from the offsets operand (its launch is
+// made ready once per device and set of buffer addresses and replayed).
+// Otherwise (1) a pointer kernel turns the buffer bases plus the clamped
+// window offsets (read on the device) into per-batch-item pointer arrays in
+// the workspace (ret 1), (2) when C is read from D's own buffer at a window
+// that overlaps D's without being D's, a copy of that C window goes into
+// the workspace, and (3) one CUTLASS GEMM in array / ptr-array mode reads
+// those pointer arrays.  The split-K path's ptr-array slices run K in S
+// slices as S items per batch item, writing float32 partials into the
+// workspace, and (4) a reduction kernel sums them, applies alpha and beta *
+// C and writes the D window.  Nothing is allocated, no offset is read on
+// the host, nothing synchronises, nothing is read from the environment per
+// call, and the kernels launched depend only on the attributes, the device
+// and the buffer addresses: the handler is safe to capture into a CUDA
+// graph (kCmdBufferCompatible).
 //
 // Path rule (documented in jax_dynoff/plan.py as well): the path planned at
 // trace time is a request.  An SM90 path runs the SM90 kernel only when the
 // build has sm_90a kernels, the current device is compute capability 9.0,
 // a kernel exists for (tile, dtypes, transposes), the static alignment proof
 // holds for the decoded problem, the buffer bases are 16-byte aligned, k > 0
-// and the environment variable JAX_DYNOFF_DISABLE_SM90 is unset or "0";
-// otherwise the generic kernel runs (same result, slower).  The workspace
-// layout always follows the planned path, so the fallback always fits.
+// and the call's options allow SM90 kernels (KernelOptions.sm90); otherwise
+// the generic kernel runs (same result, slower).  The workspace layout
+// always follows the planned path, so the fallback always fits.
 // The split-K path additionally needs (checked here, proved by plan.py):
 // no transposes, 16-bit inputs, A and B aligned as above (C and D are only
 // touched by the reduction kernel, which takes any alignment), n % 4 == 0
@@ -32,23 +41,24 @@
 // (kernels/sm90_direct.h: one launch, no pointer kernel) instead of the
 // ptr-array one when it is a one-item NN call of a 16-bit dtype whose
 // windows suit it (ChooseDirect, mirrored by plan.py's direct_kernel) and
-// JAX_DYNOFF_DISABLE_DIRECT is unset or "0".  The large path has two: the
+// the options allow it (KernelOptions.direct).  The large path has two: the
 // wide tile (128x256) where its tiles fit one wave on the device's SMs,
 // else the large one (256x128); either where only its store rule holds.
 // The split-K path's direct kernel (128x128 cooperative, K shared by
 // split_k CTAs per output tile through CUTLASS's stream-K scheduler) comes
 // first on that path under the same rules; the ptr-array slices are its
-// fallback.  JAX_DYNOFF_DIRECT_TILE forces one of the path's direct tiles
-// (tests, tuning).
+// fallback.  KernelOptions.direct_tile forces one of the path's direct
+// tiles (tests, tuning).
 // The skinny path (m <= 16, one-item NN calls of a 16-bit dtype, every
 // window aligned; kernels/sm90_skinny.h) runs one launch of the skinny
-// kernel, nothing before it; where its rules fail (or
-// JAX_DYNOFF_DISABLE_SKINNY is set, read per call) it runs the tiny tile
-// as if planned for it, direct twin included.
+// kernel, nothing before it; where its rules fail (or KernelOptions.skinny
+// is False) it runs the tiny tile as if planned for it, direct twin
+// included.
 // The TF32 path (float32 in and out, default precision; any alignment)
-// runs on every GPU the build has code for; JAX_DYNOFF_DISABLE_TF32 sends it
-// to the exact generic kernel instead.
-// JAX_DYNOFF_LOG=1 prints, per call, the planned path and the kernel run.
+// runs on every GPU the build has code for; KernelOptions.tf32 = False
+// sends it to the exact generic kernel instead.
+// JAX_DYNOFF_LOG=1 (the one debug switch, read once) prints, per call, the
+// planned path and the kernel run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -225,18 +235,7 @@ __device__ void CAndD(const PrepParams& P, int64_t t, const char** c,
   }
 }
 
-// Lets the next kernel in the stream, when it was launched with programmatic
-// stream serialization (the SM90 GEMMs, see kernels/sm90_gemm.h), start its
-// CTAs now; they wait in griddepcontrol.wait until this grid has completed
-// and its writes are visible, so nothing they read can be stale.
-__device__ __forceinline__ void AllowDependentLaunch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 __global__ void PointerKernel(const __grid_constant__ PrepParams P) {
-  AllowDependentLaunch();
   const int64_t batch = P.p.batch;
   for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < batch;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -272,7 +271,6 @@ struct Prep1Params {
 };
 
 __global__ void PointerKernel1(const __grid_constant__ Prep1Params P) {
-  AllowDependentLaunch();
   __shared__ unsigned long long add[kNumOperands];  // byte offsets, mod 2^64
   if (threadIdx.x < kNumOperands) add[threadIdx.x] = 0;
   __syncthreads();
@@ -293,7 +291,6 @@ __global__ void PointerKernel1(const __grid_constant__ Prep1Params P) {
 // Split-K: item l = t * slices + s multiplies A's and B's K slice s of batch
 // item t into partial l; the reduction reads C[t] and D[t] from the tail.
 __global__ void SplitPointerKernel(const __grid_constant__ PrepParams P) {
-  AllowDependentLaunch();
   const int64_t batch = P.p.batch, S = P.slices, items = batch * S;
   for (int64_t l = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; l < items;
        l += int64_t{gridDim.x} * blockDim.x) {
@@ -480,29 +477,11 @@ bool EnvFlag(const char* name) {
   return v != nullptr && v[0] != '\0' && !(v[0] == '0' && v[1] == '\0');
 }
 
-bool Sm90Disabled() {
-  static const bool disabled = EnvFlag("JAX_DYNOFF_DISABLE_SM90");
-  return disabled;
-}
+bool Opt(const GemmProblem& p, int64_t bit) { return (p.options & bit) != 0; }
 
-bool DirectDisabled() {
-  static const bool disabled = EnvFlag("JAX_DYNOFF_DISABLE_DIRECT");
-  return disabled;
-}
-
-// JAX_DYNOFF_DISABLE_SKINNY: a call planned for the skinny kernel runs the
-// tiny tile instead (its fallback, as when the kernel's rules fail).  Read
-// per call, so that tests and the bench can compare the two in one process.
-bool SkinnyDisabled() { return EnvFlag("JAX_DYNOFF_DISABLE_SKINNY"); }
-
-// Programmatic dependent launch of the SM90 GEMMs after the pointer kernel:
-// opt-in (JAX_DYNOFF_PDL=1).  It passed the whole GPU suite on an H200 but
-// gained nothing measurable there (benchmarks/NOTES.md), so it is off.
-bool PdlEnabled() {
-  static const bool on = EnvFlag("JAX_DYNOFF_PDL");
-  return on;
-}
-
+// JAX_DYNOFF_LOG=1: one line per call on stderr, the planned path and the
+// kernel run (a debug switch, read once per process; every other choice
+// comes from the call's desc).
 bool LogEnabled() {
   static const bool on = EnvFlag("JAX_DYNOFF_LOG");
   return on;
@@ -633,17 +612,6 @@ const KernelEntry* Tf32Kernel(DType in, DType out, bool ta, bool tb) {
   return tb ? &kTf32TT : &kTf32TN;
 }
 
-// JAX_DYNOFF_SPLITK_NONDETERMINISTIC: the direct split-K kernel's CTAs add
-// their partials as they arrive instead of in order (read per call).
-bool SplitKNondeterministic() {
-  return EnvFlag("JAX_DYNOFF_SPLITK_NONDETERMINISTIC");
-}
-
-bool Tf32Disabled() {
-  static const bool disabled = EnvFlag("JAX_DYNOFF_DISABLE_TF32");
-  return disabled;
-}
-
 // The split-K slice kernel (float32 partials, any output dtype: the
 // reduction casts), or nullptr when none is built for it.
 const KernelEntry* Sm90SplitKKernel(DType in, bool ta, bool tb) {
@@ -737,21 +705,15 @@ bool StoresOk(const OperandDesc& D, DirectTileShape t) {
          TileOrEdge(D.win[rd - 1], D.dims[rd - 1], t.n);
 }
 
-// JAX_DYNOFF_DIRECT_TILE (large, wide, medium, small_m, tiny, split_k)
-// forces that tile where it stands in for the planned path and its rules
-// hold (else the ptr-array kernel runs); read per call, so tests can switch.
-// False when unset or empty (then no tile is forced); an unknown name
-// forces none (plan.py rejects it at trace time).
-bool ForcedDirectTile(DirectTile* tile) {
-  const char* v = std::getenv("JAX_DYNOFF_DIRECT_TILE");
-  if (v == nullptr || *v == '\0') return false;
-  static const std::pair<const char*, DirectTile> kNames[] = {
-      {"large", DirectTile::kLarge},   {"wide", DirectTile::kWide},
-      {"medium", DirectTile::kMedium}, {"small_m", DirectTile::kSmall},
-      {"tiny", DirectTile::kTiny},     {"split_k", DirectTile::kSplitK}};
-  *tile = DirectTile::kNone;
-  for (const auto& [name, t] : kNames)
-    if (std::strcmp(v, name) == 0) *tile = t;
+// The direct tile the call's options force (KernelOptions.direct_tile),
+// where it stands in for the planned path and its rules hold (else the
+// ptr-array kernel runs); false when none is forced.
+bool ForcedDirectTile(const GemmProblem& p, DirectTile* tile) {
+  static constexpr DirectTile kTiles[opt::kNumDirectTiles] = {
+      DirectTile::kLarge, DirectTile::kWide, DirectTile::kMedium,
+      DirectTile::kSmall, DirectTile::kTiny, DirectTile::kSplitK};
+  if (p.direct_tile <= 0 || p.direct_tile > opt::kNumDirectTiles) return false;
+  *tile = kTiles[p.direct_tile - 1];
   return true;
 }
 
@@ -776,7 +738,7 @@ DirectTile ChooseDirect(const GemmProblem& p, Path path, bool c_read,
       !TileOrEdge(B.win[rb - 2], B.dims[rb - 2], kDirectTileK))
     return DirectTile::kNone;
   DirectTile forced = DirectTile::kNone;
-  const bool has_forced = ForcedDirectTile(&forced);
+  const bool has_forced = ForcedDirectTile(p, &forced);
   // The one candidate of a smaller tile's path.
   auto single = [&](DirectTile tile, DirectTileShape shape) {
     if (has_forced && forced != tile) return DirectTile::kNone;
@@ -914,7 +876,6 @@ ffi::Error SplitKGemm(const kernels::LaunchCommon& common,
   l.ldc = l.ldd = p.n;      // the partials
   l.alpha = 1.f;
   l.beta = 0.f;             // sourceless epilogue
-  l.pdl = PdlEnabled();  // right after SplitPointerKernel
   l.ptr_a = P.ptrs;
   l.ptr_b = P.ptrs + items;
   l.ptr_c = P.ptrs + 2 * items;
@@ -1099,12 +1060,12 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   DirectTile direct_tile = DirectTile::kNone;
   // The skinny kernel (one launch, nothing before it) for its path.
   const SkinnyKernelEntry* skinny = nullptr;
-  if (p.path == Path::kTf32 && !Tf32Disabled()) {
+  if (p.path == Path::kTf32 && !Opt(p, opt::kNoTf32)) {
     if (const KernelEntry* kt =
             Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
       kernel = kt;
   }
-  if (IsSm90Path(p.path) && !Sm90Disabled() && dev.major == 9 &&
+  if (IsSm90Path(p.path) && !Opt(p, opt::kNoSm90) && dev.major == 9 &&
       dev.minor == 0 && p.k > 0) {
     const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
                           Ptr16(P.base[kC]) && Ptr16(P.base[kD]) && Ptr16(ws);
@@ -1113,7 +1074,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
     Path tile_path = p.path;
     if (p.path == Path::kSm90Skinny) {
       const SkinnyKernelEntry* ks = SkinnyKernel(p, P.c_read);
-      if (ks != nullptr && !SkinnyDisabled() && bases_ok &&
+      if (ks != nullptr && !Opt(p, opt::kNoSkinny) && bases_ok &&
           StaticallyAligned(p, P.c_read))
         skinny = ks;
       else
@@ -1125,7 +1086,8 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
       // First choice: the direct split-K kernel, one launch, K reduced in
       // the workspace.  Else the ptr-array slices and the reduction kernel,
       // where C and D are only touched by the reduction (no alignment).
-      if (!DirectDisabled() && bases_ok && StaticallyAligned(p, P.c_read)) {
+      if (!Opt(p, opt::kNoDirect) && bases_ok &&
+          StaticallyAligned(p, P.c_read)) {
         direct_tile = ChooseDirect(p, p.path, P.c_read, dev.sms);
         direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
                                   p.trans_b, direct_tile);
@@ -1142,7 +1104,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
                        p.trans_b);
       if (k90 != nullptr && bases_ok && StaticallyAligned(p, P.c_read))
         kernel = k90;
-      if (kernel == k90 && k90 != nullptr && !DirectDisabled()) {
+      if (kernel == k90 && k90 != nullptr && !Opt(p, opt::kNoDirect)) {
         direct_tile = ChooseDirect(p, tile_path, P.c_read, dev.sms);
         direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
                                   p.trans_b, direct_tile);
@@ -1232,7 +1194,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
     l.ldc = P.c_read ? p.op[kC].ld() : l.ldd;
     if (direct_tile == DirectTile::kSplitK) {
       l.split_k = static_cast<int>(p.split_k);
-      l.deterministic = !SplitKNondeterministic();
+      l.deterministic = !Opt(p, opt::kNondeterministic);
     }
     if (direct->prepare != nullptr) {
       // Made ready once per kernel, device and buffer addresses: the TMA
@@ -1327,10 +1289,6 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   l.ldc = ldc;
   l.ldd = ldd;
   const void** ptrs = P.ptrs;
-  // PDL only where the GEMM directly follows the pointer kernel (an SM90
-  // kernel, which waits on it first thing); a C copy in between launches
-  // normally and never triggers early.
-  l.pdl = PdlEnabled() && IsSm90Path(p.path) && w.scratch_item == 0;
   // The CUTLASS 2.x kernels (generic, TF32) index batch items with grid z
   // (<= 65535); the SM90 kernels take the whole batch.
   const bool grid_z_batch =
@@ -1391,14 +1349,14 @@ const char* CudaBuildInfo() {
          "medium 128x128x64, small_m 64x128x64, tiny 64x64x64 pingpong; "
          "bf16->bf16 NN/NT/TN, f16->f16 NN; split_k "
          "64x128x64 pingpong f32 partials + reduction, bf16/f16 NN, "
-         "opt-in: planned only with JAX_DYNOFF_SPLITK=1; direct (non-array) "
+         "opt-in: planned only with KernelOptions(split_k=True); direct (non-array) "
          "twins of each tile, bf16/f16 NN: large 256x128 cooperative 1x2 "
          "and wide 128x256 cooperative 2x1 for the large path, medium, "
          "small_m and tiny ping-pong, and for split_k 128x128 cooperative "
          "on the stream-K scheduler in split-K mode, for one-item calls "
-         "whose windows suit them, JAX_DYNOFF_DISABLE_DIRECT keeps "
+         "whose windows suit them, KernelOptions(direct=False) keeps "
          "ptr-array); skinny m <= 16 bf16/f16 NN: mma.sync 16x128 CTAs "
-         "sharing K in a cluster, one launch (JAX_DYNOFF_DISABLE_SKINNY "
+         "sharing K in a cluster, one launch (KernelOptions(skinny=False) "
          "runs the tiny tile)"
 #else
          "; sm90=no"
@@ -1406,10 +1364,10 @@ const char* CudaBuildInfo() {
          "; generic=CUTLASS 2.x SIMT kArray, alignment 1, any transpose "
          "(f32, bf16->bf16, bf16->f32, f16->f16, f16->f32)"
          "; tf32=CUTLASS 2.x tensor-op kArray, alignment 1, f32 NN/NT/TN/TT "
-         "(default precision; JAX_DYNOFF_DISABLE_TF32 sends it to generic)"
+         "(default precision; KernelOptions(tf32=False) sends it to generic)"
          "; rule: an sm90 path falls back to generic unless the device is "
          "sm_90, the kernel exists, alignment holds and "
-         "JAX_DYNOFF_DISABLE_SM90 is unset";
+         "the options allow SM90 kernels";
 }
 
 }  // namespace jax_dynoff

@@ -74,7 +74,9 @@ inline constexpr int kVersion = 0, kM = 1, kN = 2, kK = 3, kInDType = 4,
                      kOutDType = 5, kTransA = 6, kTransB = 7, kCMode = 8,
                      kPrecision = 9, kPath = 10, kSplitK = 11, kBatchRank = 12,
                      kBatchShape = 13,  // kMaxBatchRank entries
-                     kOffsetsArg = 17;  // FFI arg of the offsets, or -1
+                     kOffsetsArg = 17,  // FFI arg of the offsets, or -1
+                     kOptions = 18,     // switch bits (namespace opt)
+                     kDirectTile = 19;  // forced direct tile, 0: none
 inline constexpr int kHeaderSize = 20;
 // One block per operand, in the order A, B, C, D.
 inline constexpr int kPresent = 0, kArg = 1, kRank = 2, kBatchedMask = 3,
@@ -83,6 +85,22 @@ inline constexpr int kPresent = 0, kArg = 1, kRank = 2, kBatchedMask = 3,
 inline constexpr int kBlockSize = kStartArg + kMaxRank;  // 36
 inline constexpr int kSize = kHeaderSize + kNumOperands * kBlockSize;
 }  // namespace desc
+
+// The caller's kernel options (jax_dynoff.KernelOptions) that the CUDA
+// handler applies itself; the planner applied the rest before the path was
+// chosen.  Bits of desc[kOptions]:
+namespace opt {
+inline constexpr int64_t kNoSm90 = 1,  // generic kernel for 16-bit inputs
+    kNoTf32 = 2,                       // exact SIMT kernel for float32
+    kNoDirect = 4,                     // ptr-array kernel, never a direct one
+    kNoSkinny = 8,                     // the tiny tile for the skinny path
+    kNondeterministic = 16,            // split-K partials added as they come
+    kAll = 31;
+// desc[kDirectTile]: 0, or 1 + the index of the tile in
+// jax_dynoff/options.py's DIRECT_TILES (large, wide, medium, small_m,
+// tiny, split_k).
+inline constexpr int64_t kNumDirectTiles = 6;
+}  // namespace opt
 
 // lax.dynamic_slice's rule for one start: negative starts count from the end,
 // then the window is moved inside the array.  Total for every int64 value.
@@ -132,6 +150,8 @@ struct GemmProblem {
   int64_t offsets_arg = -1;
   int64_t num_slots = 0;
   bool offsets_batched = false;
+  int64_t options = 0;       // namespace opt bits
+  int64_t direct_tile = 0;   // desc[kDirectTile]
 
   // Multi-index of flat batch item t along batch dim j (row-major).
   JAX_DYNOFF_HD int64_t BatchIndex(int64_t t, int j) const {
@@ -200,6 +220,12 @@ inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
   p->beta = beta;
   p->offsets_arg = d[kOffsetsArg];
   p->num_slots = 0;
+  p->options = d[kOptions];
+  p->direct_tile = d[kDirectTile];
+  if (p->options < 0 || (p->options & ~opt::kAll) != 0)
+    return err("bad option bits");
+  if (p->direct_tile < 0 || p->direct_tile > opt::kNumDirectTiles)
+    return err("bad forced direct tile");
 
   for (int o = 0; o < kNumOperands; ++o) {
     const int64_t* b = d + kHeaderSize + o * kBlockSize;

@@ -11,9 +11,11 @@ from jax_dynoff.graphs import (NO_GRAPHS, CaptureReport, check_capture,
                                cuda_graph_flags, cuda_graph_options)
 from jax_dynoff.lowering import cuda_available
 from jax_dynoff.ops import gemm
+from jax_dynoff.options import KernelOptions
 from jax_dynoff.window import Window, window
 
-__all__ = ["gemm", "window", "Window", "reference", "cuda_available",
+__all__ = ["gemm", "window", "Window", "KernelOptions", "reference",
+           "cuda_available",
            "cuda_graph_flags", "cuda_graph_options", "check_capture",
            "CaptureReport", "NO_GRAPHS"]
 __version__ = "0.1.0"

@@ -30,11 +30,12 @@ def make_spec(call: GemmCall) -> GemmSpec:
       trans_a=call.trans_a, trans_b=call.trans_b, c_mode=c_mode,
       has_out=call.out is not None, alpha=call.alpha,
       beta=call.beta if call.c is not None else 0.0,
-      precision=call.precision)
+      precision=call.precision, opts=call.opts)
 
 
 def gemm(a, b, c=None, *, out=None, alpha=1.0, beta=1.0, transpose_a=False,
-         transpose_b=False, precision=None, preferred_element_type=None):
+         transpose_b=False, precision=None, preferred_element_type=None,
+         opts=None):
   """`alpha * op(a) @ op(b) + beta * c`, at offsets that may live on device.
 
   a, b, c, out: arrays (rank 2: the whole array) or `jax_dynoff.window`s.
@@ -44,12 +45,14 @@ def gemm(a, b, c=None, *, out=None, alpha=1.0, beta=1.0, transpose_a=False,
   loop carry).  `c` may be a window of the same array as `out`, overlapping
   or not.  Accumulation is float32; float32 inputs use TF32 tensor cores on
   GPU unless `precision=lax.Precision.HIGHEST`.  The exact semantics are
-  `jax_dynoff.reference.gemm`.
+  `jax_dynoff.reference.gemm`.  `opts` (a `jax_dynoff.KernelOptions`)
+  overrides how the CUDA kernel is chosen, for tests and tuning; it never
+  changes the result beyond the kernels' rounding.
   """
   call = check_call(a, b, c, out=out, alpha=alpha, beta=beta,
                     transpose_a=transpose_a, transpose_b=transpose_b,
                     precision=precision,
-                    preferred_element_type=preferred_element_type)
+                    preferred_element_type=preferred_element_type, opts=opts)
   spec = make_spec(call)
   ops = Operands(
       call.a.x, call.b.x,

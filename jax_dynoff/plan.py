@@ -13,8 +13,8 @@ Paths (enum Path in ffi/gemm_problem.h):
 * ``tf32``: float32 in and out at default precision, as jnp.dot on GPU:
   CUTLASS 2.x tensor-op GEMM (TF32 inputs, float32 accumulation) in array
   mode, alignment 1, one kernel per transpose combination; any GPU >= sm_80.
-  ``JAX_DYNOFF_DISABLE_TF32`` (read by the handler) runs the exact generic
-  kernel instead.
+  ``KernelOptions(tf32=False)`` (applied by the handler) runs the exact
+  generic kernel instead.
 * ``sm90_large`` / ``sm90_medium`` / ``sm90_small_m`` / ``sm90_tiny``:
   CUTLASS 3.x ptr-array TMA warp-specialized kernels (256x128x64
   cooperative, cluster 1x2 / 128x128x64, 64x128x64 and 64x64x64 ping-pong),
@@ -22,10 +22,9 @@ Paths (enum Path in ffi/gemm_problem.h):
   `SM90_KERNELS`.  Chosen only when `alignment_proof` shows that every window
   address is 16-byte aligned whatever the dynamic offsets are.  The tile is
   the one `sm90_tile_times` predicts fastest (waves of tiles over 132 SMs,
-  each tile at its measured rate); ``JAX_DYNOFF_SM90_TILE=large|medium|
-  small_m|tiny`` forces one (for tests and tuning sweeps).
-* ``sm90_split_k`` (opt-in: planned only when the environment variable
-  ``JAX_DYNOFF_SPLITK`` is set to anything but "0" when the call is lowered;
+  each tile at its measured rate); ``KernelOptions(tile=...)`` forces one
+  (for tests and tuning sweeps).
+* ``sm90_split_k`` (opt-in: planned only with ``KernelOptions(split_k=True)``;
   its GPU tests pass on an H200, but neither of its kernels made a loop of
   skinny layers faster than the unsplit 64x64 tile at default XLA flags, see
   benchmarks/NOTES.md): skinny problems (m <= 256, no transposes,
@@ -41,7 +40,7 @@ Paths (enum Path in ffi/gemm_problem.h):
   the D window.  Needs A and B aligned as for every SM90 path, each K slice
   a multiple of 16 bytes and n % 4 == 0 (C and D may have any alignment
   for the ptr-array slices); `choose_split_k` picks split_k.
-  ``JAX_DYNOFF_SPLITK_SLICES=S`` forces S (for tuning sweeps).
+  ``KernelOptions(split_k_slices=S)`` forces S (for tuning sweeps).
 
 * ``sm90_skinny``: m <= 16 (stacked-weight layers, decode steps), where
   the time is streaming B and the wgmma tiles (64 rows or more) waste most
@@ -53,9 +52,9 @@ Paths (enum Path in ffi/gemm_problem.h):
   out of one dtype, no C read from out's own array (`skinny_reasons`).
   The handler runs the tiny tile instead (as if planned for it, direct twin
   included; the workspace is the tiny tile's) where the kernel cannot run,
-  or when ``JAX_DYNOFF_DISABLE_SKINNY`` is set (read per call: tests and
-  the bench compare the two).  A forced SM90 tile (``JAX_DYNOFF_SM90_TILE``)
-  or split-K (``JAX_DYNOFF_SPLITK``) is planned instead.
+  or with ``KernelOptions(skinny=False)`` (tests and the bench compare the
+  two).  A forced SM90 tile (``KernelOptions(tile=...)``) or split-K
+  (``KernelOptions(split_k=True)``) is planned instead.
 
 Direct kernels (the handler's choice, mirrored by `direct_kernel` and
 `direct_reasons`): a call planned for an SM90 tile runs CUTLASS's plain
@@ -69,29 +68,30 @@ one item, no transposes, 16-bit inputs and output of the same dtype,
 no C read from D's own buffer (that may overlap D partly), no dynamic
 column start, windows whose K extent is a multiple of 64 or spans its
 buffer's dim, and an output window whose rows / columns are multiples of
-the tile's or span its buffer's dims.  ``JAX_DYNOFF_DISABLE_DIRECT`` (read
-by the handler) keeps the ptr-array kernel; ``JAX_DYNOFF_DIRECT_TILE``
-forces one of the planned path's direct tiles.
+the tile's or span its buffer's dims.  ``KernelOptions(direct=False)``
+(applied by the handler) keeps the ptr-array kernel;
+``KernelOptions(direct_tile=...)`` forces one of the planned path's direct
+tiles.
 
 Fallback rule (the handler, ffi/cuda_gemm.cu): a planned SM90 path is a
 request.  The CUDA handler runs the generic kernel instead when the device
 is not compute capability 9.0 (the plan cannot see the device), when the
 extension was built without sm_90a, when a buffer base is not 16-byte
-aligned, or when the environment variable ``JAX_DYNOFF_DISABLE_SM90`` is set
-(to anything but "0"); a split-K plan then runs the generic kernel unsplit.
-The result is the same; only the speed differs.
-``JAX_DYNOFF_LOG=1`` makes the handler print the kernel of every call.
+aligned, or with ``KernelOptions(sm90=False)``; a split-K plan then runs
+the generic kernel unsplit.  The result is the same; only the speed
+differs.  ``JAX_DYNOFF_LOG=1`` (the one debug switch, read once by the
+handler) makes it print the kernel of every call.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Optional
 
 import numpy as np
 
+from jax_dynoff import options
 from jax_dynoff.spec import GemmSpec, WinSpec
 
 # Mirrors enum class Path in ffi/gemm_problem.h.
@@ -105,7 +105,7 @@ TMA_ALIGN_BYTES = 16
 
 # SM90 kernels built (ffi/kernels/sm90_*.cu), keyed by
 # (input dtype, output dtype, transpose_a, transpose_b) -> tiles available.
-SM90_TILES = ("large", "medium", "small_m", "tiny")
+SM90_TILES = options.SM90_TILES
 SM90_KERNELS = {
     ("bfloat16", "bfloat16", False, False): SM90_TILES,
     ("bfloat16", "bfloat16", False, True): SM90_TILES,
@@ -121,15 +121,12 @@ SM90_TILE_SHAPES = {
     "small_m": (64, 128, 550.0),
     "tiny": (64, 64, 420.0),
 }
-SM90_TILE_ENV = "JAX_DYNOFF_SM90_TILE"   # force a tile (tests, tuning)
 # The plan cannot see the device; an H100/H200 has 132 SMs.
 ASSUMED_SM_COUNT = 132
 
 # Split-K (path sm90_split_k): the direct split-K kernel
 # (ffi/kernels/sm90_direct_splitk_*.cu) where its windows suit it, else the
 # ptr-array slices (ffi/kernels/sm90_splitk_*.cu) and a reduction kernel.
-SPLITK_ENV = "JAX_DYNOFF_SPLITK"            # "1": plan split-K (opt-in)
-SPLITK_SLICES_ENV = "JAX_DYNOFF_SPLITK_SLICES"  # force split_k (tuning)
 SPLITK_IN_DTYPES = ("bfloat16", "float16")   # kernels built (NN only)
 SPLITK_MAX_M = 256
 SPLITK_TILE = (64, 128)                      # Sm90SplitKConfig (ptr-array)
@@ -258,18 +255,8 @@ def sm90_tile_times(spec: GemmSpec) -> dict[str, float]:
   return out
 
 
-def _forced(env: str, choices) -> Optional[str]:
-  """The choice environment variable `env` forces (unset or empty: None)."""
-  v = os.environ.get(env, "")
-  if not v:
-    return None
-  if v not in choices:
-    raise ValueError(f"{env}={v!r}: want one of {tuple(choices)}")
-  return v
-
-
 def _choose_tile(spec: GemmSpec, tiles: tuple[str, ...]) -> str:
-  forced = _forced(SM90_TILE_ENV, SM90_TILES)
+  forced = spec.opts.tile
   if forced is not None and forced in tiles:
     return forced
   times = sm90_tile_times(spec)
@@ -284,14 +271,12 @@ DIRECT_TILES = {"large": (256, 128), "wide": (128, 256), "medium": (128, 128),
                 "small_m": (64, 128), "tiny": (64, 64),
                 "split_k": DIRECT_SPLITK_TILE}
 # The planned path each direct tile stands in for (its SM90 tile, the one
-# JAX_DYNOFF_SM90_TILE names: "wide" is a second tile of the large path).
+# KernelOptions.tile names: "wide" is a second tile of the large path).
 DIRECT_TILE_PATHS = {"large": "sm90_large", "wide": "sm90_large",
                      "medium": "sm90_medium", "small_m": "sm90_small_m",
                      "tiny": "sm90_tiny", "split_k": "sm90_split_k"}
 DIRECT_TILE_K = 64
 DIRECT_DTYPES = ("bfloat16", "float16")      # kernels built (NN, out = in)
-DIRECT_DISABLE_ENV = "JAX_DYNOFF_DISABLE_DIRECT"
-DIRECT_TILE_ENV = "JAX_DYNOFF_DIRECT_TILE"   # force a tile (tests, tuning)
 _INT32_MAX = 2 ** 31 - 1
 
 
@@ -368,9 +353,9 @@ def _direct_choice_for(spec: GemmSpec,
     if not _tile_or_edge(win, dim, tk):
       why.append(f"{name}: k = {win} neither a multiple of {tk} nor the "
                  f"array's {edge}")
-  forced = _forced(DIRECT_TILE_ENV, DIRECT_TILES)
+  forced = spec.opts.direct_tile
   if forced and forced not in candidates:
-    why.append(f"{DIRECT_TILE_ENV}={forced}: not a tile of {planned}")
+    why.append(f"direct_tile={forced}: not a tile of {planned}")
   stores = {t: _store_reasons(spec.d, t)
             for t in ([forced] if forced in candidates else candidates)}
   if all(stores.values()):
@@ -387,8 +372,8 @@ def _direct_choice_for(spec: GemmSpec,
 
 def direct_reasons(spec: GemmSpec) -> list[str]:
   """Why a call runs a ptr-array kernel (or none of the SM90 ones) rather
-  than a direct one (empty: a direct one, unless the handler's environment
-  says JAX_DYNOFF_DISABLE_DIRECT)."""
+  than a direct one (empty: a direct one, unless the call's options say
+  direct=False)."""
   return _direct_choice(spec)[1]
 
 
@@ -398,16 +383,17 @@ def direct_kernel(spec: GemmSpec) -> Optional[str]:
   tile has its direct twin; the large path has two: the wide tile (128x256)
   where its tiles fit one wave of SMs (each of its tiles is faster), else
   the large one (256x128, as fast or faster over several waves); either one
-  where only its store rule holds.  ``JAX_DYNOFF_DIRECT_TILE`` forces a
-  tile where it stands in for the planned path and its rules hold."""
+  where only its store rule holds.  ``KernelOptions(direct_tile=...)``
+  forces a tile where it stands in for the planned path and its rules
+  hold."""
   return _direct_choice(spec)[0]
 
 
 # --- Split-K -----------------------------------------------------------------
 
-def splitk_enabled() -> bool:
-  """Whether JAX_DYNOFF_SPLITK asks for the (opt-in) split-K path."""
-  return os.environ.get(SPLITK_ENV, "") not in ("", "0")
+def splitk_enabled(spec: GemmSpec) -> bool:
+  """Whether the call's options ask for the (opt-in) split-K path."""
+  return spec.opts.split_k
 
 
 def direct_split_k_workspace(spec: GemmSpec) -> int:
@@ -424,20 +410,6 @@ def split_k_direct(spec: GemmSpec) -> bool:
   """Whether a split-K plan of `spec` runs the direct split-K kernel on an
   H200 (else the ptr-array slices and the reduction kernel)."""
   return not _direct_choice_for(spec, "sm90_split_k")[1]
-
-
-def _forced_slices() -> Optional[int]:
-  v = os.environ.get(SPLITK_SLICES_ENV, "")
-  if v in ("", "0"):
-    return None
-  try:
-    s = int(v)
-  except ValueError:
-    s = 0
-  if s < 1:
-    raise ValueError(f"{SPLITK_SLICES_ENV} must be a positive integer, "
-                     f"got {v!r}")
-  return s
 
 
 def _slice_ok(spec: GemmSpec, s: int) -> bool:
@@ -469,8 +441,8 @@ def split_k_tiles(spec: GemmSpec) -> int:
 
 
 def split_k_reasons(spec: GemmSpec) -> list[str]:
-  """Why `spec` cannot take the split-K path (empty: it can), whatever the
-  environment variable says."""
+  """Why `spec` cannot take the split-K path (empty: it can), whether or not
+  its options ask for it."""
   why = []
   in_dt = np.dtype(spec.in_dtype).name
   if in_dt not in SPLITK_IN_DTYPES:
@@ -491,11 +463,11 @@ def split_k_reasons(spec: GemmSpec) -> list[str]:
       why.append(f"{name}: " + "; ".join(bad))
   if why:
     return why
-  forced = _forced_slices()
+  forced = spec.opts.split_k_slices
   if forced is not None:
     if not _slice_ok(spec, forced):
       raise ValueError(
-          f"{SPLITK_SLICES_ENV}={forced}: k = {spec.k} does not split into "
+          f"split_k_slices={forced}: k = {spec.k} does not split into "
           f"{forced} equal slices of a multiple of 16 bytes")
     return []
   if not split_k_candidates(spec):
@@ -515,7 +487,7 @@ def choose_split_k(spec: GemmSpec) -> int:
   traffic), else the most allowed (m = 16, n = k = 4096: 32 tiles of
   64x128 -> 8 slices).  Either from `split_k_candidates` (equal slices: the
   direct plan may fall back to the ptr-array kernel)."""
-  forced = _forced_slices()
+  forced = spec.opts.split_k_slices
   if forced is not None:
     return forced
   cands = split_k_candidates(spec)
@@ -613,7 +585,7 @@ def workspace_layout(spec: GemmSpec, path: str,
 
 def plan(spec: GemmSpec) -> Plan:
   """The CUDA plan for `spec` (see the module docstring for the rules)."""
-  if splitk_enabled() and not split_k_reasons(spec):
+  if splitk_enabled(spec) and not split_k_reasons(spec):
     s = choose_split_k(spec)
     return Plan("sm90_split_k", s,
                 workspace_layout(spec, "sm90_split_k", s).total)
@@ -622,7 +594,7 @@ def plan(spec: GemmSpec) -> Plan:
       np.dtype(spec.out_dtype) == np.float32 and
       spec.precision == "default"):
     path = "tf32"
-  elif not skinny_reasons(spec) and _forced(SM90_TILE_ENV, SM90_TILES) is None:
+  elif not skinny_reasons(spec) and spec.opts.tile is None:
     path = "sm90_skinny"
   elif not sm90_reasons(spec):
     key = (np.dtype(spec.in_dtype).name, np.dtype(spec.out_dtype).name,

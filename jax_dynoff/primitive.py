@@ -352,7 +352,8 @@ def _transpose_rule(ct, *args, spec: GemmSpec):
       shape, dtype = item_shape[n]
       return _window(jnp.zeros(shape, dtype), w, st)
 
-    kw = dict(alpha=spec.alpha, precision=_lax_precision(spec))
+    kw = dict(alpha=spec.alpha, precision=_lax_precision(spec),
+              opts=spec.opts)
     if "a" in want:
       bw = _window(arrays["b"][0], item.b, starts["b"])
       zw = zeros_window("a", item.a, starts["a"])

@@ -47,12 +47,14 @@ def write_window(w: Window, value: jax.Array) -> jax.Array:
 
 
 def gemm(a, b, c=None, *, out=None, alpha=1.0, beta=1.0, transpose_a=False,
-         transpose_b=False, precision=None, preferred_element_type=None):
-  """Same signature and meaning as `jax_dynoff.gemm`, in pure jax.lax."""
+         transpose_b=False, precision=None, preferred_element_type=None,
+         opts=None):
+  """Same signature and meaning as `jax_dynoff.gemm`, in pure jax.lax
+  (`opts`, which only picks kernels, is checked and changes nothing)."""
   call = check_call(a, b, c, out=out, alpha=alpha, beta=beta,
                     transpose_a=transpose_a, transpose_b=transpose_b,
                     precision=precision,
-                    preferred_element_type=preferred_element_type)
+                    preferred_element_type=preferred_element_type, opts=opts)
   av, bv = read_window(call.a), read_window(call.b)
   if call.trans_a:
     av = av.T

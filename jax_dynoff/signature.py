@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jax_dynoff.options import DEFAULT as DEFAULT_OPTS
+from jax_dynoff.options import KernelOptions, check_opts
 from jax_dynoff.window import Window, as_window
 
 INPUT_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16),
@@ -39,6 +41,7 @@ class GemmCall:
   precision: str          # "default" or "highest"
   lax_precision: Any      # what to hand lax.dot_general (the reference)
   c_is_out: bool          # c is a window of the very array passed as out
+  opts: KernelOptions = DEFAULT_OPTS
 
 
 def _static_float(arg: str, v: Any) -> float:
@@ -81,8 +84,9 @@ def _precision(v: Any) -> tuple[str, Any]:
 
 def check_call(a, b, c=None, *, out=None, alpha=1.0, beta=1.0,
                transpose_a=False, transpose_b=False, precision=None,
-               preferred_element_type=None) -> GemmCall:
+               preferred_element_type=None, opts=None) -> GemmCall:
   a, b = as_window("a", a), as_window("b", b)
+  opts = check_opts(opts)
   c = None if c is None else as_window("c", c)
   out = None if out is None else as_window("out", out)
   ta = _static_bool("transpose_a", transpose_a)
@@ -147,4 +151,4 @@ def check_call(a, b, c=None, *, out=None, alpha=1.0, beta=1.0,
     c = None
   c_is_out = c is not None and out is not None and c.x is out.x
   return GemmCall(a, b, c, out, m, n, k, in_dtype, out_dtype, ta, tb, alpha,
-                  beta, prec, lax_prec, c_is_out)
+                  beta, prec, lax_prec, c_is_out, opts)

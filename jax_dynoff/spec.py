@@ -13,6 +13,9 @@ from typing import Optional
 import ml_dtypes  # ships with jax: the bfloat16 numpy dtype
 import numpy as np
 
+from jax_dynoff.options import DEFAULT as DEFAULT_OPTS
+from jax_dynoff.options import DIRECT_TILES, KernelOptions
+
 DESC_VERSION = 2
 MAX_RANK = 8
 MAX_BATCH_RANK = 4
@@ -25,6 +28,19 @@ DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1,
                np.dtype(ml_dtypes.bfloat16): 2}
 
 C_MODES = {"none": 0, "own": 1, "from_d": 2}
+# Mirrors namespace opt in ffi/gemm_problem.h: the handler's switches.
+OPT_NO_SM90, OPT_NO_TF32, OPT_NO_DIRECT, OPT_NO_SKINNY, OPT_NONDETERMINISTIC = (
+    1, 2, 4, 8, 16)
+
+
+def encode_opts(o: KernelOptions) -> tuple[int, int]:
+  """(switch bits, forced direct tile: 0 none, else 1 + its DIRECT_TILES
+  index) of the desc's header: what the handler itself decides."""
+  bits = ((not o.sm90) * OPT_NO_SM90 | (not o.tf32) * OPT_NO_TF32
+          | (not o.direct) * OPT_NO_DIRECT | (not o.skinny) * OPT_NO_SKINNY
+          | (not o.deterministic) * OPT_NONDETERMINISTIC)
+  tile = 0 if o.direct_tile is None else 1 + DIRECT_TILES.index(o.direct_tile)
+  return int(bits), tile
 PRECISIONS = {"default": 0, "highest": 1}
 
 
@@ -96,6 +112,7 @@ class GemmSpec:
   beta: float
   precision: str       # "default" (tf32 for float32) or "highest"
   batch_shape: tuple[int, ...] = ()
+  opts: KernelOptions = DEFAULT_OPTS  # kernel overrides (tests, tuning)
 
   @property
   def batch(self) -> int:
@@ -141,6 +158,7 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int) -> np.ndarray:
     array_args["c"] = -1
 
   d[17] = next_arg if num_slots else -1  # the offsets operand
+  d[18:20] = encode_opts(spec.opts)
   slot = 0
   blocks = {"a": spec.a, "b": spec.b, "c": spec.c, "d": spec.d}
   for i, name in enumerate("abcd"):

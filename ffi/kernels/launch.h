@@ -47,10 +47,6 @@ struct GemmLaunch : LaunchCommon {
   // reads the one stride that is not 1 (see the kernel's LayoutA/LayoutB).
   int64_t a_row = 0, a_col = 0, b_row = 0, b_col = 0;
   int64_t ldc = 0, ldd = 0;
-  // Launch with programmatic stream serialization (SM90 kernels only: they
-  // execute griddepcontrol.wait before anything else, so this only lets
-  // their CTAs become resident while the previous kernel finishes).
-  bool pdl = false;
 };
 
 // One dynamic start as the device uses it: read from its XLA buffer (one
@@ -113,7 +109,7 @@ struct DirectLaunch : LaunchCommon {
   DirectWindow a, b, c, d;
   int split_k = 1;  // CTAs per output tile along K (the split-K tile only)
   // The split-K tile's reduction: in a fixed order (the same bits every
-  // run), or as the CTAs arrive (JAX_DYNOFF_SPLITK_NONDETERMINISTIC).
+  // run), or as the CTAs arrive (KernelOptions(deterministic=False)).
   bool deterministic = true;
 };
 

@@ -85,36 +85,15 @@ std::string PrepareSm90Gemm(const char* what,
   return "";
 }
 
-// One SM90 GEMM: PrepareSm90Gemm, then one cudaLaunchKernelEx with the
-// cluster shape and, when `pdl`, programmatic stream serialization (the
-// kernel executes griddepcontrol.wait first).
+// One SM90 GEMM: PrepareSm90Gemm, then its launch.
 template <typename Gemm>
 std::string RunSm90Gemm(const char* what, const typename Gemm::Arguments& args,
-                        void* workspace, cudaStream_t stream, int device,
-                        bool pdl = false) {
+                        void* workspace, cudaStream_t stream, int device) {
   PreparedLaunch l;
   std::string r = PrepareSm90Gemm<Gemm>(what, args, workspace, stream, device,
                                         &l);
-  if (!r.empty()) return r;
-  cudaLaunchAttribute attrs[2];
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = l.cluster.x;
-  attrs[0].val.clusterDim.y = l.cluster.y;
-  attrs[0].val.clusterDim.z = l.cluster.z;
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = l.grid;
-  config.blockDim = l.block;
-  config.dynamicSmemBytes = l.smem;
-  config.stream = stream;
-  config.attrs = attrs;
-  config.numAttrs = pdl ? 2 : 1;
-  void* kernel_params[] = {l.params};
-  cudaError_t e = cudaLaunchKernelExC(&config, l.fn, kernel_params);
-  if (e != cudaSuccess)
-    return std::string(what) + ": launch: " + cudaGetErrorString(e);
-  return "";
+  if (r.empty()) r = LaunchPrepared(l, stream);
+  return r.empty() ? r : std::string(what) + ": " + r;
 }
 
 }  // namespace kernels

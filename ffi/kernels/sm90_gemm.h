@@ -117,23 +117,6 @@ void SetTileOrder(Arguments& args, int64_t m, int64_t n, int64_t batch,
   args.scheduler.raster_order = Raster::AlongM;
 }
 
-// The CUTLASS kernel with griddepcontrol.wait as its first instruction.  The
-// SM90 ptr-array kernels of CUTLASS 4.2 have no grid-dependency wait of their
-// own, so launched with PDL (GemmLaunch::pdl) they could read the pointer
-// arrays before the pointer kernel wrote them; waiting first makes PDL safe
-// and still hides the launch and CTA rasterization behind the pointer kernel.
-// Without PDL the wait returns at once.
-template <class Kernel>
-struct WaitForPriorGrid : Kernel {
-  CUTLASS_DEVICE void operator()(typename Kernel::Params const& params,
-                                 char* smem_buf) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-    Kernel::operator()(params, smem_buf);
-  }
-};
-
 // ElementC_ = void: a sourceless epilogue (beta must be 0, ptr_c unused).
 template <typename Config, typename ElementIn, typename ElementOut,
           typename LayoutA, typename LayoutB, typename ElementC_ = ElementOut>
@@ -168,10 +151,9 @@ struct Sm90Gemm {
               sizeof(typename CollectiveEpilogue::SharedStorage))>,
           typename Config::KernelSchedule>::CollectiveOp;
 
-  using GemmKernel =
-      WaitForPriorGrid<cutlass::gemm::kernel::GemmUniversal<
-          cutlass::gemm::ArrayProblemShape<cute::Shape<int, int, int, int>>,
-          CollectiveMainloop, CollectiveEpilogue>>;
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
+      cutlass::gemm::ArrayProblemShape<cute::Shape<int, int, int, int>>,
+      CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
   using StrideA = typename Gemm::GemmKernel::StrideA;
@@ -222,7 +204,7 @@ struct Sm90Gemm {
 
   static std::string Run(const GemmLaunch& l) {
     return RunSm90Gemm<Gemm>("SM90 GEMM", Args(l), l.workspace, l.stream,
-                             l.device, l.pdl);
+                             l.device);
   }
 };
 

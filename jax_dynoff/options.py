@@ -1,0 +1,91 @@
+"""Kernel options: tuning and test overrides of how a call is planned.
+
+`KernelOptions` is part of a call's static spec (it is hashable and lives
+in the primitive's parameter), so `jax.jit`'s cache sees it and a compiled
+program always launches the kernels its plan chose.  Nothing here is read
+from the environment.  Every default is the planner's own choice; an
+override that cannot run a call (a tile the windows do not suit, an SM90
+kernel on an older GPU) falls back the way the planner's own choices do:
+the result is the same, only the speed differs (`jax_dynoff.explain` says
+what a call runs).
+
+    opts = dyn.KernelOptions(tile="tiny", direct=False)
+    dyn.gemm(a, b, out=w, opts=opts)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+# The choices, named as the planner names them (jax_dynoff/plan.py).
+SM90_TILES = ("large", "medium", "small_m", "tiny")
+DIRECT_TILES = ("large", "wide", "medium", "small_m", "tiny", "split_k")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelOptions:
+  """How `gemm` picks its CUDA kernel (the CPU handler ignores all of it).
+
+  sm90:          False runs 16-bit inputs on the generic kernel (any
+                 alignment, any GPU) instead of the SM90 TMA kernels.
+  tf32:          False runs float32 at default precision on the exact SIMT
+                 kernel instead of TF32 tensor cores.
+  tile:          forces an SM90 tile ("large", "medium", "small_m",
+                 "tiny") where the call takes an SM90 path; None: the
+                 planner's wave model picks.
+  direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
+                 where a direct one-launch kernel would run.
+  direct_tile:   forces one of the planned path's direct tiles ("large" or
+                 "wide" for the large path, else the path's own tile, or
+                 "split_k") where its rules hold.
+  skinny:        False runs the tiny tile where the skinny (m <= 16) kernel
+                 would run.
+  split_k:       True plans split-K for skinny problems (m <= 256) where it
+                 can run: on an H200 it was slower than the unsplit tiles
+                 in loops of stacked layers, so it is off by default.
+  split_k_slices: forces the K slice count of a split-K plan.
+  deterministic: False lets the direct split-K kernel's CTAs add their
+                 partials as they arrive (not bit-reproducible).
+  """
+
+  sm90: bool = True
+  tf32: bool = True
+  tile: Optional[str] = None
+  direct: bool = True
+  direct_tile: Optional[str] = None
+  skinny: bool = True
+  split_k: bool = False
+  split_k_slices: Optional[int] = None
+  deterministic: bool = True
+
+  def __post_init__(self):
+    for name in ("sm90", "tf32", "direct", "skinny", "split_k",
+                 "deterministic"):
+      v = getattr(self, name)
+      if not isinstance(v, bool):
+        raise TypeError(f"KernelOptions.{name} must be a bool, got {v!r}")
+    for name, choices in (("tile", SM90_TILES),
+                          ("direct_tile", DIRECT_TILES)):
+      v = getattr(self, name)
+      if v is not None and v not in choices:
+        raise ValueError(f"KernelOptions.{name}={v!r}: want None or one of "
+                         f"{choices}")
+    s = self.split_k_slices
+    if s is not None and (isinstance(s, bool) or not isinstance(s, int)
+                          or s < 1):
+      raise ValueError(f"KernelOptions.split_k_slices must be None or a "
+                       f"positive int, got {s!r}")
+
+
+DEFAULT = KernelOptions()
+
+
+def check_opts(opts) -> KernelOptions:
+  """`opts` as given to gemm: None (the defaults) or a KernelOptions."""
+  if opts is None:
+    return DEFAULT
+  if not isinstance(opts, KernelOptions):
+    raise TypeError(f"opts must be None or a jax_dynoff.KernelOptions, got "
+                    f"{type(opts).__name__}")
+  return opts
