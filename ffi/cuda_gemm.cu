@@ -77,6 +77,7 @@
 #include "gemm_problem.h"
 #include "handlers.h"
 #include "kernels/launch.h"
+#include "plan.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -96,77 +97,7 @@ using kernels::StartTerm;
 constexpr int kMaxArgs = 64;
 constexpr int kThreads = 256;
 constexpr int kReduceThreads = 128;
-constexpr int64_t kWorkspaceAlign = 256;
 constexpr int64_t kMaxSplitK = 1024;  // a sanity bound on desc's split_k
-
-JAX_DYNOFF_HD int64_t RoundUp(int64_t x, int64_t a) {
-  return (x + a - 1) / a * a;
-}
-
-bool IsSm90Path(Path p) {
-  return p != Path::kGeneric && p != Path::kTf32;
-}
-
-// ---------------------------------------------------------------------------
-// Workspace (ret 1) layout.  jax_dynoff/plan.py (workspace_layout) computes
-// the same numbers at trace time; keep the two in step.
-//   [0, kernel)           CUTLASS's own scratch: kSm90KernelWorkspace for
-//                         an SM90 path (TMA descriptors; the skinny path
-//                         needs none but keeps it for its fallback, the
-//                         tiny tile), else nothing;
-//                         kSm90SplitK adds DirectSplitKWorkspace(m, n)
-//                         (the direct split-K kernel's partial tiles and
-//                         barriers), rounded up to 256 bytes
-//   [ptrs, +8*count)      pointer arrays.  Unsplit: A[batch], B[batch],
-//                         C[batch], D[batch] (count = 4 * batch).  Path
-//                         kSm90SplitK (items = batch * split_k, item
-//                         l = t * split_k + s): A[items], B[items],
-//                         C[items], D[items] of the slice GEMMs (C and D
-//                         both point at the item's partial), then the real
-//                         C[batch] and D[batch] for the reduction
-//                         (count = 4 * items + 2 * batch)
-//   [scratch, +batch*item) copies of C windows (c_mode kFromD, beta != 0):
-//                         one (m-1)*ld + n element region per item, 256-byte
-//                         aligned, same leading dimension as D's array
-//   [partials, +items*pitem) kSm90SplitK only: one float32 m x n row-major
-//                         (ld = n) partial per item, each at a 256-byte
-//                         aligned stride pitem = RoundUp(m*n*4, 256)
-// A split-K plan that falls back to the generic kernel uses the unsplit
-// pointer layout inside the same (larger) workspace.
-struct WorkspaceLayout {
-  int64_t kernel_bytes = 0;
-  int64_t ptrs = 0;
-  int64_t ptr_count = 0;
-  int64_t scratch = 0;
-  int64_t scratch_item = 0;
-  int64_t partials = 0;
-  int64_t partial_item = 0;
-  int64_t total = 0;
-};
-
-WorkspaceLayout Layout(const GemmProblem& p) {
-  WorkspaceLayout w;
-  const bool split = p.path == Path::kSm90SplitK;
-  const int64_t items = split ? p.batch * p.split_k : p.batch;
-  w.kernel_bytes =
-      IsSm90Path(p.path) ? int64_t{kernels::kSm90KernelWorkspace} : 0;
-  if (split)  // the direct split-K kernel's scheduler workspace
-    w.kernel_bytes += RoundUp(kernels::DirectSplitKWorkspace(p.m, p.n),
-                              kWorkspaceAlign);
-  w.ptrs = w.kernel_bytes;
-  w.ptr_count = 4 * items + (split ? 2 * p.batch : 0);
-  w.scratch = RoundUp(w.ptrs + 8 * w.ptr_count, kWorkspaceAlign);
-  if (p.c_mode == CMode::kFromD && p.beta != 0.0 && p.m > 0 && p.n > 0) {
-    const OperandDesc& C = p.op[kC];
-    w.scratch_item = RoundUp(((p.m - 1) * C.ld() + p.n) *
-                                 ElementBytes(p.out_dtype), kWorkspaceAlign);
-  }
-  w.partials = w.scratch + p.batch * w.scratch_item;  // 256-byte aligned
-  if (split && p.m > 0 && p.n > 0)
-    w.partial_item = RoundUp(p.m * p.n * 4, kWorkspaceAlign);
-  w.total = w.partials + items * w.partial_item;
-  return w;
-}
 
 // ---------------------------------------------------------------------------
 // Device side: pointer arrays, C copies, the k == 0 epilogue.

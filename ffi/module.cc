@@ -1,7 +1,15 @@
 // nanobind module: hands the FFI handlers to Python as capsules.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/vector.h>
 
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gemm_problem.h"
 #include "handlers.h"
+#include "plan.h"
 
 namespace nb = nanobind;
 
@@ -48,6 +56,35 @@ NB_MODULE(_jax_dynoff, m) {
 #endif
     return platforms;
   });
+  // The CUDA handler's workspace layout for a desc (jax_dynoff/plan.py
+  // sizes the workspace result with it): the formula lives in plan.h.
+  m.def("workspace_layout", [](const std::vector<int64_t>& desc, double alpha,
+                               double beta) {
+    jax_dynoff::GemmProblem p;
+    const std::string msg = jax_dynoff::DecodeDesc(
+        desc.data(), static_cast<int64_t>(desc.size()), alpha, beta, &p);
+    if (!msg.empty()) throw std::invalid_argument(msg);
+    const jax_dynoff::WorkspaceLayout w = jax_dynoff::Layout(p);
+    nb::dict d;
+    d["kernel_bytes"] = w.kernel_bytes;
+    d["ptrs"] = w.ptrs;
+    d["ptr_count"] = w.ptr_count;
+    d["scratch"] = w.scratch;
+    d["scratch_item"] = w.scratch_item;
+    d["partials"] = w.partials;
+    d["partial_item"] = w.partial_item;
+    d["total"] = w.total;
+    return d;
+  });
+  m.def("skinny_split", [](int64_t n, int64_t k, int sms) {
+    return jax_dynoff::kernels::SkinnySplit(n, k, sms);
+  });
+  m.def("direct_split_k_workspace", [](int64_t m_, int64_t n) {
+    return jax_dynoff::kernels::DirectSplitKWorkspace(m_, n);
+  });
+  m.attr("SM90_KERNEL_WORKSPACE") =
+      static_cast<int64_t>(jax_dynoff::kernels::kSm90KernelWorkspace);
+  m.attr("WORKSPACE_ALIGN") = jax_dynoff::kWorkspaceAlign;
   m.def("cuda_built", []() {
 #ifdef JAX_DYNOFF_WITH_CUDA
     return true;

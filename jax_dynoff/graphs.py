@@ -168,12 +168,16 @@ def check_capture(fn: Callable, *args,
   with tempfile.TemporaryDirectory(prefix="jax_dynoff_dump_") as d:
     opts = {"xla_dump_to": d, **(compiler_options or {})}
     jax.jit(fn).lower(*args, **kwargs).compile(compiler_options=opts)
+    # After XLA's thunk passes (command buffers formed) where it writes
+    # that; else the thunk sequence as emitted.
     files = sorted(glob.glob(os.path.join(
-        d, "*thunk_sequence_after_thunk_passes.txt")))
+        d, "*thunk_sequence_after_thunk_passes.txt"))) or sorted(glob.glob(
+            os.path.join(d, "*thunk_sequence*.txt")))
     if not files:
       raise RuntimeError(
           "XLA wrote no thunk sequence: check_capture needs a CUDA device "
-          f"(default backend: {jax.default_backend()})")
+          f"(default backend: {jax.default_backend()}; dumped: "
+          f"{sorted(os.listdir(d))[:20]})")
     # The largest module is the jitted program (others are tiny helpers).
     text = max((open(f).read() for f in files), key=len)
   return _parse(text)

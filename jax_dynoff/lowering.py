@@ -26,12 +26,7 @@ from jax_dynoff.window import clamp_traced_start
 
 TARGET = "jax_dynoff_gemm"
 
-try:
-  from jax_dynoff import _jax_dynoff as _ext
-except ImportError as e:  # pragma: no cover - a broken install
-  raise ImportError(
-      "jax_dynoff's compiled extension (_jax_dynoff) is missing; reinstall "
-      "the package with `pip install .` so that it is built") from e
+from jax_dynoff.extension import ext as _ext
 
 # The CUDA handler keeps a state per op instance (its plan, made once by
 # the instantiate stage); XLA needs the state's type registered first.

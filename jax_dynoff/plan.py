@@ -86,21 +86,24 @@ handler) makes it print the kernel of every call.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Optional
 
 import numpy as np
 
 from jax_dynoff import options
-from jax_dynoff.spec import GemmSpec, WinSpec
+from jax_dynoff.extension import ext as _ext
+from jax_dynoff.spec import GemmSpec, WinSpec, encode_desc
 
 # Mirrors enum class Path in ffi/gemm_problem.h.
 PATHS = {"generic": 0, "sm90_large": 1, "sm90_small_m": 2, "sm90_split_k": 3,
          "sm90_medium": 4, "sm90_tiny": 5, "tf32": 6, "sm90_skinny": 7}
 
-# Mirrors ffi/cuda_gemm.cu (Layout) and ffi/kernels/launch.h.
-WORKSPACE_ALIGN = 256
-SM90_KERNEL_WORKSPACE = 1 << 19   # kernels::kSm90KernelWorkspace
+# The handler's workspace layout lives in ffi/plan.h; these are its
+# numbers, as the extension reports them.
+WORKSPACE_ALIGN = _ext.WORKSPACE_ALIGN
+SM90_KERNEL_WORKSPACE = _ext.SM90_KERNEL_WORKSPACE  # kSm90KernelWorkspace
 TMA_ALIGN_BYTES = 16
 
 # SM90 kernels built (ffi/kernels/sm90_*.cu), keyed by
@@ -121,8 +124,23 @@ SM90_TILE_SHAPES = {
     "small_m": (64, 128, 550.0),
     "tiny": (64, 64, 420.0),
 }
-# The plan cannot see the device; an H100/H200 has 132 SMs.
+# SMs assumed where no CUDA device is visible (lowering for CUDA on a machine
+# without one): an H100 / H200's.
 ASSUMED_SM_COUNT = 132
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count() -> int:
+  """SMs of the GPU calls are planned for: the first CUDA device's (the
+  handler runs its device's own count through the same rules), else
+  ASSUMED_SM_COUNT."""
+  try:
+    import jax  # pylint: disable=g-import-not-at-top
+    devices = jax.devices("cuda")
+  except RuntimeError:  # no CUDA backend in this process
+    return ASSUMED_SM_COUNT
+  n = getattr(devices[0], "core_count", None) if devices else None
+  return int(n) if n else ASSUMED_SM_COUNT
 
 # Split-K (path sm90_split_k): the direct split-K kernel
 # (ffi/kernels/sm90_direct_splitk_*.cu) where its windows suit it, else the
@@ -134,8 +152,11 @@ SPLITK_TILE = (64, 128)                      # Sm90SplitKConfig (ptr-array)
 DIRECT_SPLITK_TILE = (128, 128)
 SPLITK_CANDIDATES = (2, 4, 8, 16, 32)
 SPLITK_MIN_SLICE_K = 128                     # two 64-deep k-tiles per slice
-# Split until the slice tiles fill about two waves (ceil(1.5) = 2) of SMs.
-SPLITK_TARGET_CTAS = 3 * ASSUMED_SM_COUNT // 2
+
+def splitk_target_ctas() -> int:
+  """Split until the slice tiles fill about two waves (ceil(1.5) = 2) of
+  SMs."""
+  return 3 * sm_count() // 2
 PARTIAL_BYTES = 4                            # float32 partials
 
 
@@ -249,8 +270,9 @@ def sm90_tile_times(spec: GemmSpec) -> dict[str, float]:
   out = {}
   for name, (tm, tn, tflops) in SM90_TILE_SHAPES.items():
     tiles = _tiles(spec, (tm, tn)) * spec.batch
-    waves = math.ceil(tiles / ASSUMED_SM_COUNT)
-    per_tile_us = 2.0 * tm * tn * spec.k * ASSUMED_SM_COUNT / (tflops * 1e6)
+    sms = sm_count()
+    waves = math.ceil(tiles / sms)
+    per_tile_us = 2.0 * tm * tn * spec.k * sms / (tflops * 1e6)
     out[name] = waves * per_tile_us
   return out
 
@@ -324,7 +346,7 @@ def _one_item_nn_reasons(spec: GemmSpec, dtypes, kind: str) -> list[str]:
 
 def _direct_choice(spec: GemmSpec) -> tuple[Optional[str], list[str]]:
   """(the direct tile, None for the ptr-array kernel; the reasons for None).
-  Mirrors ChooseDirect in ffi/cuda_gemm.cu, with ASSUMED_SM_COUNT SMs."""
+  Mirrors ChooseDirect in ffi/cuda_gemm.cu, with sm_count() SMs."""
   return _direct_choice_for(spec, plan(spec).path)
 
 
@@ -365,7 +387,7 @@ def _direct_choice_for(spec: GemmSpec,
   if forced or len(candidates) == 1:
     return (forced or candidates[0]), []
   wide_tiles = _tiles(spec, DIRECT_TILES["wide"])
-  if not stores["wide"] and (wide_tiles <= ASSUMED_SM_COUNT or stores["large"]):
+  if not stores["wide"] and (wide_tiles <= sm_count() or stores["large"]):
     return "wide", []
   return "large", []
 
@@ -398,12 +420,9 @@ def splitk_enabled(spec: GemmSpec) -> bool:
 
 def direct_split_k_workspace(spec: GemmSpec) -> int:
   """The direct split-K kernel's scheduler workspace (DirectSplitKWorkspace
-  in ffi/kernels/launch.h): a float32 accumulator tile per output tile, then
+  in ffi/plan.h): a float32 accumulator tile per output tile, then
   two 32-bit barriers per output tile, each part rounded to 128 bytes."""
-  tm, tn = DIRECT_SPLITK_TILE
-  tiles = _tiles(spec, DIRECT_SPLITK_TILE)
-  return (_round_up(tiles * tm * tn * PARTIAL_BYTES, 128)
-          + _round_up(tiles * 2 * 4, 128))
+  return int(_ext.direct_split_k_workspace(spec.m, spec.n))
 
 
 def split_k_direct(spec: GemmSpec) -> bool:
@@ -473,7 +492,7 @@ def split_k_reasons(spec: GemmSpec) -> list[str]:
   if not split_k_candidates(spec):
     why.append(f"k = {spec.k} does not split into 2..32 equal slices of "
                f">= {SPLITK_MIN_SLICE_K} elements and a multiple of 16 bytes")
-  elif split_k_tiles(spec) >= SPLITK_TARGET_CTAS:
+  elif split_k_tiles(spec) >= splitk_target_ctas():
     why.append(f"{split_k_tiles(spec)} tiles already fill the GPU")
   return why
 
@@ -483,7 +502,7 @@ def choose_split_k(spec: GemmSpec) -> int:
   most whose CTAs (output tiles x slices) fit one wave of 132 SMs, e.g.
   m = 16, n = k = 4096: 32 tiles of 128x128 -> 4 (128 CTAs of 1024-deep K).
   The ptr-array slices: the fewest that bring the slice tiles to
-  SPLITK_TARGET_CTAS (about two waves; fewer slices = less partial
+  `splitk_target_ctas` (about two waves; fewer slices = less partial
   traffic), else the most allowed (m = 16, n = k = 4096: 32 tiles of
   64x128 -> 8 slices).  Either from `split_k_candidates` (equal slices: the
   direct plan may fall back to the ptr-array kernel)."""
@@ -493,11 +512,11 @@ def choose_split_k(spec: GemmSpec) -> int:
   cands = split_k_candidates(spec)
   if split_k_direct(spec):
     tiles = _tiles(spec, DIRECT_SPLITK_TILE) * spec.batch
-    fit = [s for s in cands if tiles * s <= ASSUMED_SM_COUNT]
+    fit = [s for s in cands if tiles * s <= sm_count()]
     return fit[-1] if fit else cands[0]
   tiles = split_k_tiles(spec)
   for s in cands:
-    if tiles * s >= SPLITK_TARGET_CTAS:
+    if tiles * s >= splitk_target_ctas():
       return s
   return cands[-1]
 
@@ -506,8 +525,6 @@ def choose_split_k(spec: GemmSpec) -> int:
 
 SKINNY_MAX_M = 16                       # kSm90Skinny16*: one m16 fragment
 SKINNY_DTYPES = ("bfloat16", "float16")  # kernels built (NN, out = in)
-# kSkinnyTileN / kSkinnyTileK / kSkinnyMaxSplit (ffi/kernels/launch.h).
-SKINNY_TILE_N, SKINNY_TILE_K, SKINNY_MAX_SPLIT = 128, 64, 8
 
 
 def skinny_reasons(spec: GemmSpec) -> list[str]:
@@ -519,18 +536,14 @@ def skinny_reasons(spec: GemmSpec) -> list[str]:
   return why + _one_item_nn_reasons(spec, SKINNY_DTYPES, "skinny")
 
 
-def skinny_split(spec: GemmSpec, sms: int = ASSUMED_SM_COUNT) -> int:
-  """CTAs (one cluster) sharing each 128-column tile's K: the most, a
-  power of two up to 8, whose CTAs (tiles x split) fit one wave of `sms`
-  SMs and each get two or more 64-deep K stages.  Mirrors SkinnySplit
-  (ffi/kernels/launch.h); n = k = 4096 on 132 SMs: 32 tiles x 4 (measured
-  fastest of 2, 4, 8 on an H200)."""
-  tiles = math.ceil(spec.n / SKINNY_TILE_N)
-  k_tiles = math.ceil(spec.k / SKINNY_TILE_K)
-  s = 1
-  while s < SKINNY_MAX_SPLIT and tiles * s * 2 <= sms and k_tiles >= 4 * s:
-    s *= 2
-  return s
+def skinny_split(spec: GemmSpec, sms: Optional[int] = None) -> int:
+  """CTAs (one cluster) sharing each 128-column tile's K, as the handler
+  splits (SkinnySplit in ffi/plan.h): the most, a power of two up to 8,
+  whose CTAs (tiles x split) fit one wave of `sms` SMs (default: the
+  device's) and each get two or more 64-deep K stages; n = k = 4096 on 132
+  SMs: 32 tiles x 4 (measured fastest of 2, 4, 8 on an H200)."""
+  return int(_ext.skinny_split(spec.n, spec.k,
+                               sm_count() if sms is None else sms))
 
 
 # --- Workspace ---------------------------------------------------------------
@@ -550,37 +563,19 @@ class WorkspaceLayout:
 
 def workspace_layout(spec: GemmSpec, path: str,
                      split_k: int = 1) -> WorkspaceLayout:
-  """The handler's workspace layout (ffi/cuda_gemm.cu, Layout).
+  """The handler's workspace layout for `spec` planned for `path`, as the
+  extension computes it (ffi/plan.h, Layout; the one formula).
 
   [0, kernel_bytes) CUTLASS's scratch (SM90 paths; for sm90_split_k also
   the direct split-K kernel's, `direct_split_k_workspace`); pointer arrays;
   the C copies; for sm90_split_k, batch * split_k float32 m x n partials
   (the ptr-array slices').
   """
-  batch = spec.batch
-  split = path == "sm90_split_k"
-  if split and split_k < 1:
+  if path == "sm90_split_k" and split_k < 1:
     raise ValueError(f"split_k must be >= 1, got {split_k}")
-  items = batch * split_k if split else batch
-  kernel = SM90_KERNEL_WORKSPACE if path.startswith("sm90") else 0
-  if split:  # the direct split-K kernel's, at the front
-    kernel += _round_up(direct_split_k_workspace(spec), WORKSPACE_ALIGN)
-  ptrs = kernel
-  count = 4 * items + (2 * batch if split else 0)
-  scratch = _round_up(ptrs + 8 * count, WORKSPACE_ALIGN)
-  item = 0
-  if (spec.c_mode == "from_d" and spec.c is not None and spec.beta != 0
-      and spec.m > 0 and spec.n > 0):
-    item = _round_up(((spec.m - 1) * spec.c.ld + spec.n)
-                     * element_bytes(spec.out_dtype), WORKSPACE_ALIGN)
-  partials = scratch + batch * item
-  pitem = 0
-  if split and spec.m > 0 and spec.n > 0:
-    pitem = _round_up(spec.m * spec.n * PARTIAL_BYTES, WORKSPACE_ALIGN)
-  return WorkspaceLayout(kernel_bytes=kernel, ptrs=ptrs, scratch=scratch,
-                         scratch_item=item, total=partials + items * pitem,
-                         ptr_count=count, partials=partials,
-                         partial_item=pitem)
+  desc = encode_desc(spec, PATHS[path], split_k)
+  return WorkspaceLayout(**_ext.workspace_layout(
+      [int(v) for v in desc], float(spec.alpha), float(spec.beta)))
 
 
 def plan(spec: GemmSpec) -> Plan:
@@ -613,7 +608,7 @@ def explain(spec: GemmSpec) -> str:
     return (f"{p.path} (split_k {p.split_k}, {kind}; workspace "
             f"{p.workspace_bytes} bytes)")
   if p.path == "sm90_skinny":
-    return (f"{p.path} (split {skinny_split(spec)} on {ASSUMED_SM_COUNT} "
+    return (f"{p.path} (split {skinny_split(spec)} on {sm_count()} "
             f"SMs; fallback the tiny tile; workspace {p.workspace_bytes} "
             f"bytes)")
   if p.path in DIRECT_TILE_PATHS.values():

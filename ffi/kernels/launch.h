@@ -20,6 +20,7 @@
 #include <string>
 
 #include "gemm_problem.h"  // ClampStart, kMaxRank
+#include "plan.h"  // kSm90KernelWorkspace, DirectSplitKWorkspace, SkinnySplit
 
 namespace jax_dynoff {
 namespace kernels {
@@ -145,23 +146,6 @@ struct SkinnyKernelEntry {
   std::string (*run)(const SkinnyLaunch&);
 };
 
-// The skinny kernel's column tile and K stage (kernels/sm90_skinny.h), and
-// its split of K: the most CTAs per column tile (a power of two, at most a
-// portable cluster of 8) that keeps the CTAs within one wave of SMs and
-// gives each rank two or more K stages.  n = k = 4096 on 132 SMs: 32 tiles
-// x 4 (12.5 us on an H200; 2: 15.7, 8: 14.3, benchmarks/skinny/probe.cu).
-// jax_dynoff/plan.py mirrors it (skinny_split).
-inline constexpr int kSkinnyTileN = 128, kSkinnyTileK = 64;
-inline constexpr int kSkinnyMaxSplit = 8;
-inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
-  const int64_t tiles = (n + kSkinnyTileN - 1) / kSkinnyTileN;
-  const int64_t k_tiles = (k + kSkinnyTileK - 1) / kSkinnyTileK;
-  int s = 1;
-  while (s < kSkinnyMaxSplit && tiles * s * 2 <= sms && k_tiles >= 4 * s)
-    s *= 2;
-  return s;
-}
-
 // A kernel launch made ready on the host: the function, its launch shape
 // and its parameters as bytes, so that a handler can keep it and launch it
 // again (cudaLaunchKernelExC) for as long as the addresses it was made for
@@ -213,28 +197,6 @@ struct KernelEntry {
   size_t (*workspace)(const GemmLaunch&);
   std::string (*run)(const GemmLaunch&);
 };
-
-// Upper bound on the SMs an SM90 persistent kernel is launched on; the
-// workspace Python reserves for the SM90 paths (jax_dynoff/plan.py,
-// SM90_KERNEL_WORKSPACE) covers the TMA descriptors of this many SMs.
-inline constexpr int kSm90MaxSms = 256;
-inline constexpr size_t kSm90KernelWorkspace = size_t{1} << 19;  // 512 KiB
-
-// The direct split-K kernel's output tile (Sm90DirectSplitKConfig) and its
-// workspace, which the split-K path reserves on top of kSm90KernelWorkspace:
-// CUTLASS's stream-K scheduler in split-K mode keeps one float32 accumulator
-// tile per output tile, then one 32-bit barrier per output tile and consumer
-// warp group, each part rounded to a 128-byte L2 line.  jax_dynoff/plan.py
-// mirrors it (DIRECT_SPLITK_*); the handler checks CUTLASS's own figure
-// against it before every launch.
-inline constexpr int64_t kDirectSplitKTileM = 128, kDirectSplitKTileN = 128;
-inline constexpr int64_t DirectSplitKWorkspace(int64_t m, int64_t n) {
-  const int64_t tiles = (m + kDirectSplitKTileM - 1) / kDirectSplitKTileM *
-                        ((n + kDirectSplitKTileN - 1) / kDirectSplitKTileN);
-  const int64_t reduction = tiles * kDirectSplitKTileM * kDirectSplitKTileN * 4;
-  const int64_t barriers = tiles * 2 * 4;
-  return (reduction + 127) / 128 * 128 + (barriers + 127) / 128 * 128;
-}
 
 // --- Generic path: CUTLASS 2.x GemmUniversal, SIMT, kArray mode, alignment
 // 1 element, AffineRank2 A and B (both strides at run time: one kernel per

@@ -83,12 +83,12 @@ struct Sm90DirectSplitKConfig
                    cutlass::epilogue::TmaWarpSpecializedCooperative> {
   using TileScheduler = cutlass::gemm::StreamKScheduler;
 };
-// launch.h sizes its workspace (host-only code, without CuTe) from these.
+// plan.h sizes its workspace (host-only code, without CuTe) from these.
 static_assert(cute::size<0>(Sm90DirectSplitKConfig::TileShape{}) ==
                       kDirectSplitKTileM &&
                   cute::size<1>(Sm90DirectSplitKConfig::TileShape{}) ==
                       kDirectSplitKTileN,
-              "kDirectSplitKTileM/N (launch.h) must be the split-K tile");
+              "kDirectSplitKTileM/N (plan.h) must be the split-K tile");
 
 // A config's tile scheduler: its TileScheduler where it names one, else
 // CUTLASS's default (persistent, data-parallel).
@@ -245,7 +245,7 @@ struct Sm90DirectGemm {
     SetTileOrder<typename Config::TileShape>(args, l.m, l.n, 1, l.sm_count);
     if constexpr (kSplitK) {
       // No swizzle: its rounding of the tile grid would grow the workspace
-      // past what the plan reserved (DirectSplitKWorkspace in launch.h).
+      // past what the plan reserved (DirectSplitKWorkspace in plan.h).
       args.scheduler.max_swizzle_size = 1;
       args.scheduler.splits = l.split_k;
       using Mode = decltype(args.scheduler.decomposition_mode);
