@@ -74,6 +74,9 @@ class Row:
   flops: float
   bytes: float = 0.0            # the fewest bytes the work must move
   ideal_ms: Optional[float] = None  # e.g. one big GEMM of the same size
+  # With --host: per GEMM call, each side's host time and device events
+  # from one profiler trace (`host_profile`).
+  host: Optional[dict] = None
 
   @property
   def ratio(self) -> float:
@@ -172,19 +175,81 @@ def sustained(once: Callable[[], float], window_s: float) -> float:
   return statistics.median(times[len(times) // 2:])
 
 
-def time_loops(loops: Sequence[Loop], iters: int, repeats: int) -> list[float]:
+# --host: profile each timed pair of loops once (`host_profile`); the
+# scenario's Row picks the figures up through `_last_host`.
+HOST = False
+_last_host: Optional[dict] = None
+
+
+def _host_events(fn, args):
+  """Host and device events of one traced call of the compiled `fn`: (host
+  [(name, dur_us)], device event count)."""
+  import glob  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  from jax.profiler import ProfileData  # pylint: disable=g-import-not-at-top
+  jax.block_until_ready(fn(*args))
+  d = tempfile.mkdtemp(prefix="jax_dynoff_trace_")
+  jax.profiler.start_trace(d)
+  jax.block_until_ready(fn(*args))
+  jax.profiler.stop_trace()
+  path = glob.glob(f"{d}/**/*.xplane.pb", recursive=True)[0]
+  host, device = [], 0
+  for plane in ProfileData.from_file(path).planes:
+    for line in plane.lines:
+      if plane.name.startswith("/device:GPU") and line.name.startswith(
+          "Stream"):
+        device += sum(1 for _ in line.events)
+      elif plane.name.startswith("/host"):
+        host += [(e.name, e.duration_ns / 1e3) for e in line.events]
+  return host, device
+
+
+def host_profile(loop: Loop, iters: int, calls: int, ours: bool) -> dict:
+  """One profiler trace of the compiled loop: per GEMM call (`calls` per
+  iteration), the device events (kernels and copies) and the host time of
+  the GEMM's thunk: ours, the `jax_dynoff_gemm` custom call's (handler
+  included); XLA's, its loop body's command buffer where XLA made one (one
+  per iteration: all of the body's host time), else its GEMM thunks'."""
+  f, args = compile_loop(loop, iters)
+  host, device = _host_events(f, args)
+  n = iters * calls
+  if ours:
+    what = "jax_dynoff_gemm"
+    times = [d for name, d in host if name.startswith(what)]
+  else:
+    what = "command_buffer"
+    times = [d for name, d in host
+             if name.startswith("command_buffer_") and "::" not in name]
+    if len(times) < iters:
+      what = "gemm/cublas thunks"
+      times = [d for name, d in host
+               if ("gemm" in name or "cublas" in name) and "::" not in name]
+  return {"device_events_per_call": device / n,
+          "host_us_median": statistics.median(times) if times else None,
+          "host_events_per_call": len(times) / n, "host_of": what}
+
+
+def time_loops(loops: Sequence[Loop], iters: int, repeats: int,
+               calls: int = 1, profile: tuple[int, int] = (0, 1)) -> list[float]:
   """Milliseconds per iteration of each loop, on device: the loops take
   turns, one window (`sustained`, WINDOW_S) each, `repeats` rounds, median
   per loop.  Interleaving puts every side of a comparison under the same
   conditions (an H200's clock drifts with its temperature by several
   percent within a minute); the order reverses every other round, so no
-  side always follows the same one."""
+  side always follows the same one.  With --host (HOST), the loops at the
+  indices `profile` (ours, XLA's) are traced once each as well: `calls`
+  GEMM calls per iteration."""
   runners = [_runner(l, iters) for l in loops]
   times = [[] for _ in runners]
   for r in range(repeats):
     turns = list(zip(times, runners))
     for t, run in (turns if r % 2 == 0 else turns[::-1]):
       t.append(sustained(run, WINDOW_S))
+  global _last_host
+  _last_host = None
+  if HOST and jax.default_backend() == "gpu":
+    _last_host = {"ours": host_profile(loops[profile[0]], iters, calls, True),
+                  "xla": host_profile(loops[profile[1]], iters, calls, False)}
   return [statistics.median(t) / iters * 1e3 for t in times]
 
 
@@ -272,7 +337,8 @@ def slices(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
 
   t_ours, t_xla, t_ideal = time_loops(
       [Loop(ours, (buf, rows), (x, w)), Loop(xla, (buf, rows), (x, w)),
-       Loop(ideal, jnp.zeros((L * m, n), dtype), (x, w))], iters, repeats)
+       Loop(ideal, jnp.zeros((L * m, n), dtype), (x, w))], iters, repeats,
+      calls=L)
   e = _esize(dtype)
   return Row("slices", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float((2 * L * m * n + n * n) * e),
@@ -303,7 +369,8 @@ def stacked_loops(L: int, m: int, n: int, dtype) -> dict[str, Loop]:
 def stacked(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
   """`x = x @ W[i]` over L stacked weight matrices read in place."""
   loops = stacked_loops(L, m, n, dtype)
-  t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats)
+  t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats,
+                              calls=L)
   return Row("stacked", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float(L * n * n * _esize(dtype)))
 
@@ -351,7 +418,8 @@ def cond_loops(L: int, m: int, n: int, dtype) -> dict[str, Loop]:
 def cond(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
   """Per step, lax.cond picks one of two GEMMs writing at other offsets."""
   loops = cond_loops(L, m, n, dtype)
-  t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats)
+  t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats,
+                              calls=L)
   e = _esize(dtype)
   return Row("cond", f"L{L}_m{m}_{n}x{n}", jnp.dtype(dtype).name, t_ours,
              t_xla, 2.0 * L * m * n * n, float(L * (n * n + m * n) * e))
@@ -384,7 +452,7 @@ def kv(layers: int, steps: int, t: int, n: int, dtype, iters: int,
 
   t_ours, t_xla = time_loops(
       [Loop(ours, cache, (x, w, pos)), Loop(xla, cache, (x, w, pos))],
-      iters, repeats)
+      iters, repeats, calls=steps * layers)
   calls = steps * layers
   e = _esize(dtype)
   return Row("kv", f"layers{layers}_steps{steps}_t{t}_{n}", jnp.dtype(dtype).name,
@@ -439,15 +507,19 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
   """Issue 4's loop (small_loop_loops), every variant against XLA's loop."""
   loops = small_loop_loops(L, m, n)
   names = ("ours", "ours_unroll8", "ours_bodygraph", "ours_nograph", "xla")
-  times = dict(zip(names, time_loops([loops[k] for k in names], 20, repeats)))
+  times = dict(zip(names, time_loops([loops[k] for k in names], 20, repeats,
+                                     calls=L, profile=(0, len(names) - 1))))
   flops = 2.0 * L * m * n * n
   nbytes = float(L * (n * n + 2 * m * n) * 2)
   case = f"L{L}_{m}x{n}x{n}"
   scenario = {"ours": "loop_graph", "ours_unroll8": "loop_graph_unroll8",
               "ours_bodygraph": "loop_bodygraph",
               "ours_nograph": "loop_nograph"}
+  # --host profiles the first and last loops: ours (the process's flags)
+  # and XLA's.
   return [Row(scenario[k], case, "bfloat16", times[k], times["xla"], flops,
-              nbytes) for k in names[:-1]]
+              nbytes, host=_last_host if k == "ours" else None)
+          for k in names[:-1]]
 
 
 # ---------------------------------------------------------------------------
@@ -512,6 +584,7 @@ def run(out_dir: Optional[str], quick: bool = False,
       continue
     for fn, args in cases[name]:
       rows.append(fn(*args, _iters(_flops_of(fn, args), gpu), repeats))
+      rows[-1].host = _last_host
       print_row(rows[-1])
   if out_dir:
     os.makedirs(out_dir, exist_ok=True)
@@ -566,6 +639,14 @@ def print_row(r: Row):
         f"xla {r.xla_ms:8.4f} ms{extra}  ratio {r.ratio:5.2f}  "
         f"{r.tflops:7.1f} TFLOP/s {r.tbps:5.2f} TB/s  "
         f"({100 * r.floor_ms / r.ours_ms:4.1f}% of roofline)", flush=True)
+  if r.host:
+    o, x = r.host["ours"], r.host["xla"]
+    fmt = lambda v: "-" if v is None else f"{v:.2f}"
+    print(f"{'':<12} host per call: ours {fmt(o['host_us_median'])} us "
+          f"({o['host_of']}), xla {fmt(x['host_us_median'])} us "
+          f"({x['host_of']}, {x['host_events_per_call']:.2f} per call); "
+          f"device events per call: ours {o['device_events_per_call']:.2f}, "
+          f"xla {x['device_events_per_call']:.2f}", flush=True)
 
 
 def main(argv=None):
@@ -578,6 +659,10 @@ def main(argv=None):
   p.add_argument("--graphs", action="store_true",
                  help="run with jax_dynoff.cuda_graph_flags() in XLA_FLAGS: "
                  "every timed loop, ours and XLA's, becomes one CUDA graph")
+  p.add_argument("--host", action="store_true",
+                 help="also trace each loop once (GPU): host time per call of "
+                 "our custom call and of XLA's GEMM thunk or loop-body "
+                 "command buffer, device events per call")
   p.add_argument("--scenarios", default=",".join(SCENARIOS),
                  help=f"comma-separated subset of {SCENARIOS}")
   args = p.parse_args(argv)
@@ -588,6 +673,8 @@ def main(argv=None):
   unknown = set(scenarios) - set(SCENARIOS)
   if unknown:
     p.error(f"unknown scenarios {sorted(unknown)}; choose from {SCENARIOS}")
+  global HOST
+  HOST = args.host
   print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}")
   run(args.out_dir, args.quick, scenarios)
 
