@@ -2,10 +2,9 @@
 
 For each (m, n): the stacked-weights loop (`x = x @ W[i]`, n = k, L layers,
 bench.stacked_loops, as many calls of it per jitted loop as the bench
-would run) compiled with the unsplit tile's plan (JAX_DYNOFF_SPLITK
-unset), with split-K at S slices (JAX_DYNOFF_SPLITK=1,
-JAX_DYNOFF_SPLITK_SLICES=S: the direct split-K kernel where it can run),
-and XLA's loop; all timed as the bench times (sustained windows, sides
+would run) compiled with the unsplit tile's plan (the default options),
+with split-K at S slices (KernelOptions(split_k=True, split_k_slices=S):
+the direct split-K kernel where it can run), and XLA's loop; all timed as the bench times (sustained windows, sides
 taking turns).  Prints us per GEMM and B's TB/s.  Under XLA's default
 flags a loop of skinny layers is bound by the host's launches, so run it
 with XLA_FLAGS from jax_dynoff.cuda_graph_flags() too to see the kernels.
@@ -15,11 +14,13 @@ with XLA_FLAGS from jax_dynoff.cuda_graph_flags() too to see the kernels.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 
 import jax
 import jax.numpy as jnp
 
+import jax_dynoff as dyn
 from jax_dynoff import bench, plan
 
 SHAPES = ["16:4096", "128:4096", "256:4096", "16:2048", "16:8192"]
@@ -33,18 +34,19 @@ def variants(m, n, iters):
   ours = loops["ours"]
   spec = plan.first_spec(lambda x, w: ours.body(0, x, w), ours.carry,
                          *ours.consts)
-  with bench.scoped_env(JAX_DYNOFF_SPLITK=None, JAX_DYNOFF_SPLITK_SLICES=None):
-    out["tile " + plan.plan(spec).path.removeprefix("sm90_")] = \
-        bench._runner(ours, iters)
+  out["tile " + plan.plan(spec).path.removeprefix("sm90_")] = \
+      bench._runner(ours, iters)
   for s in SLICES:
-    with bench.scoped_env(JAX_DYNOFF_SPLITK="1", JAX_DYNOFF_SPLITK_SLICES=str(s)):
-      try:
-        kind = "direct" if plan.split_k_direct(spec) else "ptr-array"
-        if not plan._slice_ok(spec, s) or n // s < 64:
-          continue
-        out[f"split S={s} {kind}"] = bench._runner(ours, iters)
-      except ValueError:
+    opts = dyn.KernelOptions(split_k=True, split_k_slices=s)
+    split = dataclasses.replace(spec, opts=opts)
+    try:
+      kind = "direct" if plan.split_k_direct(split) else "ptr-array"
+      if not plan._slice_ok(split, s) or n // s < 64:
         continue
+      split_loop = bench.stacked_loops(LAYERS, m, n, jnp.bfloat16, opts)
+      out[f"split S={s} {kind}"] = bench._runner(split_loop["ours"], iters)
+    except ValueError:
+      continue
   out["xla"] = bench._runner(loops["xla"], iters)
   return out
 

@@ -10,8 +10,9 @@ different clocks; this runs each side's compiled loop back to back for
 
     python benchmarks/sustained.py [--seconds S] [--rounds R] plain M N K | loop
 
-plain: ours (the planner's direct tile), ours_large / ours_wide (the tile
-forced through JAX_DYNOFF_DIRECT_TILE, read per call), xla (jnp.dot).
+plain: ours (the planner's direct tile), ours_large / ours_wide (the same
+loop with the tile forced, KernelOptions(direct_tile=...), each compiled
+apart), xla (jnp.dot).
 loop: the bench's 64 small GEMMs, ours and xla, each also compiled with
 `xla_gpu_graph_min_graph_size=1` (*_mgs1): XLA forms no command buffer of
 fewer thunks than that (default 5), and our loop body has four.
@@ -32,6 +33,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+import jax_dynoff as dyn
 from jax_dynoff import bench
 
 
@@ -68,7 +70,7 @@ def window_stats(samples, t0, t1):
   return tuple(statistics.median(s[i] for s in inside) for i in (1, 2, 3))
 
 
-def run_for(f, args, seconds, iters, env=None):
+def run_for(f, args, seconds, iters):
   """The bench's sustained window (`bench.sustained`) of the compiled loop:
   (us per iteration, (start, end) of the window's second half)."""
   stamps = []
@@ -79,29 +81,36 @@ def run_for(f, args, seconds, iters, env=None):
     stamps.append((t0, time.monotonic()))
     return stamps[-1][1] - t0
 
-  with bench.scoped_env(**(env or {})):
-    us = bench.sustained(once, seconds) / iters * 1e6
+  us = bench.sustained(once, seconds) / iters * 1e6
   half = stamps[len(stamps) // 2:]
   return us, (half[0][0], half[-1][1])
 
 
-def plain_sides(m, n, k, iters):
+def plain_side_loops(m, n, k):
+  """The plain sides' loops: bench.plain_loops' two, and its `ours` with the
+  direct tile forced to large / wide (on the same operands: each call of
+  plain_loops draws the same ones)."""
   loops = bench.plain_loops(m, n, k, jnp.bfloat16)
-  ours = bench.compile_loop(loops["ours"], iters)
-  return {"ours": (ours, None),
-          "ours_large": (ours, {"JAX_DYNOFF_DIRECT_TILE": "large"}),
-          "ours_wide": (ours, {"JAX_DYNOFF_DIRECT_TILE": "wide"}),
-          "xla": (bench.compile_loop(loops["xla"], iters), None)}
+  forced = {tile: bench.plain_loops(m, n, k, jnp.bfloat16,
+                                    dyn.KernelOptions(direct_tile=tile))["ours"]
+            for tile in ("large", "wide")}
+  return {"ours": loops["ours"], "ours_large": forced["large"],
+          "ours_wide": forced["wide"], "xla": loops["xla"]}
+
+
+def plain_sides(m, n, k, iters):
+  return {side: bench.compile_loop(loop, iters)
+          for side, loop in plain_side_loops(m, n, k).items()}
 
 
 def loop_sides(iters=4, L=64, m=128, n=1024):
   loops = bench.small_loop_loops(L, m, n)
   sides = {}
   for side in ("ours", "xla"):
-    sides[side] = (bench.compile_loop(loops[side], iters), None)
+    sides[side] = bench.compile_loop(loops[side], iters)
     mgs1 = bench.Loop(loops[side].body, loops[side].carry, loops[side].consts,
                       {"xla_gpu_graph_min_graph_size": "1"})
-    sides[side + "_mgs1"] = (bench.compile_loop(mgs1, iters), None)
+    sides[side + "_mgs1"] = bench.compile_loop(mgs1, iters)
   return sides
 
 
@@ -129,9 +138,9 @@ def main(argv):
     for label, sides, iters in cases:
       per_side = {s: [] for s in sides}
       for r in range(rounds):
-        for side, ((f, args), env) in sides.items():
+        for side, (f, args) in sides.items():
           jax.block_until_ready(f(*args))  # first-call costs outside
-          us, (t0, t1) = run_for(f, args, seconds, iters, env)
+          us, (t0, t1) = run_for(f, args, seconds, iters)
           clock, power, temp = window_stats(sampler.samples, t0, t1)
           per_side[side].append(us)
           print(f"{label} round {r} {side:12s} {us:9.2f} us/iter  "

@@ -182,7 +182,7 @@ def plain(m, n, k, iters=20):
 
 
 def loop(L=64, m=128, n=1024, iters=4):
-  """Issue 4's loop: GEMM calls per iteration of the outer loop = L."""
+  """The bench's `loop` scenario: GEMM calls per iteration of the outer loop = L."""
   loops = bench.small_loop_loops(L, m, n)
   return ({side: bench.compile_loop(loops[side], iters)
            for side in ("ours", "xla")},

@@ -8,7 +8,7 @@ take turns, window by window, and each side's figure is the median over
 `repeats` windows.  An H200 under dense GEMMs sits at its power limit: a
 loop's clocks settle at its own equilibrium within a second, and a short
 call inherits the clocks its predecessor left (benchmarks/sustained.py and
-benchmarks/NOTES.md, session 6), so short alternating calls favour whichever
+benchmarks/NOTES.md), so short alternating calls favour whichever
 side draws more power; a sustained window measures what a program that
 runs continuously gets.
 Loop bodies depend on the loop index (through `lax.optimization_barrier`
@@ -40,7 +40,6 @@ OUT_DIR/bench.png (bench_graphs.png).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -125,25 +124,6 @@ def compile_loop(loop: Loop, iters: int):
   f = jax.jit(run_loop).lower(loop.carry, loop.consts).compile(
       compiler_options=loop.compiler_options)
   return f, (loop.carry, loop.consts)
-
-
-@contextlib.contextmanager
-def scoped_env(**values: Optional[str]):
-  """Environment variables set (None: unset) for the `with` block, then
-  restored: the planner reads its switches when a call is traced."""
-  def put(vals):
-    for k, v in vals.items():
-      if v is None:
-        os.environ.pop(k, None)
-      else:
-        os.environ[k] = v
-
-  old = {k: os.environ.get(k) for k in values}
-  try:
-    put(values)
-    yield
-  finally:
-    put(old)
 
 
 # Seconds each side runs back to back per round (`run` sets it: 1 s on a
@@ -271,9 +251,10 @@ def _iters(flops: float, gpu: bool) -> int:
 # Scenarios
 
 
-def plain_loops(m: int, n: int, k: int, dtype) -> dict[str, Loop]:
+def plain_loops(m: int, n: int, k: int, dtype,
+                opts: Optional[dyn.KernelOptions] = None) -> dict[str, Loop]:
   """The `plain` scenario's two loops: A and D at non-zero device offsets
-  (ours) and jnp.dot on the same shapes (xla)."""
+  (ours, its calls with `opts`) and jnp.dot on the same shapes (xla)."""
   ka, kb, kd = jax.random.split(jax.random.key(m * 7 + n), 3)
   pad = 128
   a_big = _rand(ka, (m + pad, k), dtype)
@@ -286,7 +267,7 @@ def plain_loops(m: int, n: int, k: int, dtype) -> dict[str, Loop]:
     d, offs = carry
     off = offs[i % 2]
     d = dyn.gemm(dyn.window(a_big, (off, 0), (m, k)), b,
-                 out=dyn.window(d, (offs[1 - i % 2], 0), (m, n)))
+                 out=dyn.window(d, (offs[1 - i % 2], 0), (m, n)), opts=opts)
     return d, offs
 
   def xla(i, d, a, b):
@@ -345,16 +326,18 @@ def slices(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
              t_ideal)
 
 
-def stacked_loops(L: int, m: int, n: int, dtype) -> dict[str, Loop]:
+def stacked_loops(L: int, m: int, n: int, dtype,
+                  opts: Optional[dyn.KernelOptions] = None) -> dict[str, Loop]:
   """The `stacked` scenario's two loops: `x = x @ W[i]` over L stacked
-  weight matrices, read in place (ours) or sliced by XLA (xla)."""
+  weight matrices, read in place (ours, its calls with `opts`) or sliced by
+  XLA (xla)."""
   kx, kw = jax.random.split(jax.random.key(L + m), 2)
   x0 = _rand(kx, (m, n), dtype)
   w = _rand(kw, (L, n, n), dtype, 1.0 / np.sqrt(n))
 
   def ours(j, x, w):
     def body(i, x):
-      return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)))
+      return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)), opts=opts)
     return lax.fori_loop(0, L, body, x)
 
   def xla(j, x, w):
@@ -461,7 +444,7 @@ def kv(layers: int, steps: int, t: int, n: int, dtype, iters: int,
 
 
 def small_loop_loops(L: int, m: int, n: int) -> dict[str, Loop]:
-  """Issue 4's loop: L GEMMs (m x n x n) into row slices of one buffer at
+  """The `loop` scenario: L GEMMs (m x n x n) into row slices of one buffer at
   offsets from a device table, in one fori_loop.  ours: as the process's
   flags compile it (one graph for the whole loop under --graphs);
   ours_unroll8: the same unrolled by 8; ours_bodygraph: the body as a graph
@@ -504,7 +487,7 @@ def small_loop_loops(L: int, m: int, n: int) -> dict[str, Loop]:
 
 
 def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
-  """Issue 4's loop (small_loop_loops), every variant against XLA's loop."""
+  """The `loop` scenario (small_loop_loops), every variant against XLA's loop."""
   loops = small_loop_loops(L, m, n)
   names = ("ours", "ours_unroll8", "ours_bodygraph", "ours_nograph", "xla")
   times = dict(zip(names, time_loops([loops[k] for k in names], 20, repeats,

@@ -59,7 +59,7 @@ def cuda_graph_flags(min_graph_size: int = 1, whole_loops: bool = True) -> str:
   setting, since a whole-loop graph spends ~3 us of device time per
   iteration on loop control (H200, 64 GEMMs 128x1024x1024 in a fori_loop:
   13.8 us per call with body graphs, 15 us as one graph, 21-28 us with
-  XLA's defaults, XLA's own loop 12.4 us; benchmarks/NOTES.md, session 6).
+  XLA's defaults, XLA's own loop 12.4 us; benchmarks/NOTES.md).
   """
   size = f"--xla_gpu_graph_min_graph_size={min_graph_size}"
   return f"--xla_gpu_enable_command_buffer=+WHILE {size}" if whole_loops else size

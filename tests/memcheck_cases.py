@@ -15,7 +15,6 @@ import numpy as np
 
 import jax_dynoff as dyn
 from jax_dynoff import plan
-from jax_dynoff.bench import scoped_env
 
 BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
 
@@ -25,14 +24,16 @@ def rand(seed, shape, dtype):
                             1).astype(dtype)
 
 
-def check(name, f, *args, env=None):
-  """Runs f(dyn, *args) (traced with `env` set) against the reference."""
-  with scoped_env(**(env or {})):
-    paths = plan.traced_paths(lambda *a: f(dyn, *a), *args)
-    got = jax.jit(lambda *a: f(dyn, *a))(*args)
-    got.block_until_ready()
+def check(name, f, *args, opts=None):
+  """Runs f(dyn, *args) against the reference, f(dyn.reference, *args);
+  with `opts` (a KernelOptions) f takes them, f(mod, *args, opts=opts), and
+  passes them to its gemm calls."""
+  kw = {} if opts is None else {"opts": opts}
+  paths = plan.traced_paths(lambda *a: f(dyn, *a, **kw), *args)
+  got = jax.jit(lambda *a: f(dyn, *a, **kw))(*args)
+  got.block_until_ready()
   with jax.default_matmul_precision("highest"):
-    want = jax.jit(lambda *a: f(dyn.reference, *a))(*args)
+    want = jax.jit(lambda *a: f(dyn.reference, *a, **kw))(*args)
   g = np.asarray(got.astype(F32))
   w = np.asarray(want.astype(F32))
   same_nan = np.isnan(g) == np.isnan(w)
@@ -48,15 +49,15 @@ def main():
   w = rand(2, (3, k, n), BF16)
   out = jnp.full((m + 24, n + 16), jnp.nan, BF16)
 
-  def windowed(mod, x, w, out, r, i, o):
+  def windowed(mod, x, w, out, r, i, o, opts=None):
     return mod.gemm(dyn.window(x, (r, 8), (m, k)),
                     dyn.window(w, (i, 0, 0), (k, n)),
-                    out=dyn.window(out, (o, 8), (m, n)))
+                    out=dyn.window(out, (o, 8), (m, n)), opts=opts)
 
   args = (x, w, out, jnp.int32(8), jnp.int32(2), jnp.int32(16))
   for tile in plan.SM90_TILES:
     ok &= check("sm90_" + tile, windowed, *args,
-                env={plan.SM90_TILE_ENV: tile})
+                opts=dyn.KernelOptions(tile=tile))
   # Clamped (out-of-range and negative) starts.
   ok &= check("clamped", windowed, x, w, out, jnp.int32(10 ** 6),
               jnp.int32(-5), jnp.int32(2 ** 31 - 1))
@@ -68,24 +69,26 @@ def main():
   wd = rand(8, (3, 128, 128), BF16)
   cache = jnp.full((2, 600, 128), jnp.nan, BF16)
 
-  def direct(mod, x, w, cache, r, i, l, p):
+  def direct(mod, x, w, cache, r, i, l, p, opts=None):
     return mod.gemm(dyn.window(x, (r, 0), (256, 128)),
                     dyn.window(w, (i, 0, 0), (128, 128)),
-                    out=dyn.window(cache, (l, p, 0), (256, 128)))
+                    out=dyn.window(cache, (l, p, 0), (256, 128)), opts=opts)
 
   xe, we = rand(9, (m, k), BF16), rand(10, (k, n), BF16)
   for tile in plan.DIRECT_TILES:
     if tile == "split_k":  # K split in two: 64- and 40-deep slices
-      env = {plan.SPLITK_ENV: "1", plan.SPLITK_SLICES_ENV: "2",
-             plan.DIRECT_TILE_ENV: tile}
+      opts = dyn.KernelOptions(split_k=True, split_k_slices=2,
+                               direct_tile=tile)
     else:
-      env = {plan.SM90_TILE_ENV:
-             plan.DIRECT_TILE_PATHS[tile].removeprefix("sm90_"),
-             plan.DIRECT_TILE_ENV: tile}
+      opts = dyn.KernelOptions(
+          tile=plan.DIRECT_TILE_PATHS[tile].removeprefix("sm90_"),
+          direct_tile=tile)
     ok &= check("direct_" + tile, direct, xd, wd, cache, jnp.int32(10 ** 6),
-                jnp.int32(-1), jnp.int32(7), jnp.int32(2 ** 31 - 1), env=env)
-    ok &= check("direct_edges_" + tile, lambda mod, a, b: mod.gemm(a, b), xe,
-                we, env=env)
+                jnp.int32(-1), jnp.int32(7), jnp.int32(2 ** 31 - 1),
+                opts=opts)
+    ok &= check("direct_edges_" + tile,
+                lambda mod, a, b, opts: mod.gemm(a, b, opts=opts), xe, we,
+                opts=opts)
 
   # The skinny kernel (m <= 16): a cluster of 8 CTAs per column tile
   # (n = 136: two tiles, the second mostly past n; k = 1024), C its own
@@ -135,9 +138,9 @@ def main():
   xs = rand(5, (16, 1024), BF16)
   ws = rand(6, (1024, 256), BF16)
   cs = rand(7, (16, 256), F32)
-  ok &= check("split_k", lambda mod, x, w, c: mod.gemm(x, w, c, beta=2.0,
-                                                        preferred_element_type=F32),
-              xs, ws, cs, env={plan.SPLITK_ENV: "1"})
+  ok &= check("split_k", lambda mod, x, w, c, opts: mod.gemm(
+      x, w, c, beta=2.0, preferred_element_type=F32, opts=opts),
+              xs, ws, cs, opts=dyn.KernelOptions(split_k=True))
 
   # A batch (vmap) and k = 0.
   xb = rand(8, (4, m, k), BF16)

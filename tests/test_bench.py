@@ -167,30 +167,32 @@ def test_sustained_window_stats():
   assert st.window_stats(samples, 1.0, 3.0) == (1650.0, 698.0, 61.0)
   assert st.window_stats(samples, 4.0, 5.0) == (None, None, None)
   # run_for: the bench's window (with no time to run, two calls), the
-  # forced environment only while it runs, the second half's span.
-  import os
-  before = os.environ.get("JAX_DYNOFF_DIRECT_TILE")
+  # second half's span.
   seen = []
 
   def f(x):
-    seen.append(os.environ.get("JAX_DYNOFF_DIRECT_TILE"))
+    seen.append(x)
     return x
 
-  us, (t0, t1) = st.run_for(f, (np.float32(1),), 0.0, 4,
-                            env={"JAX_DYNOFF_DIRECT_TILE": "wide"})
-  assert seen == ["wide", "wide"] and us > 0 and t0 <= t1
-  assert os.environ.get("JAX_DYNOFF_DIRECT_TILE") == before
+  us, (t0, t1) = st.run_for(f, (np.float32(1),), 0.0, 4)
+  assert seen == [1.0, 1.0] and us > 0 and t0 <= t1
+  # The plain sides: the forced direct tile reaches the gemm call of its
+  # side's loop (compiled apart: the tile is part of the call's static
+  # spec), which is the bench's own `ours` loop otherwise.
+  import dataclasses
+  from jax_dynoff import plan
+  loops = st.plain_side_loops(64, 128, 64)
+  assert sorted(loops) == ["ours", "ours_large", "ours_wide", "xla"]
 
+  def spec_of(loop):
+    return plan.first_spec(lambda c, *k: loop.body(0, c, *k), loop.carry,
+                           *loop.consts)
 
-def test_scoped_env_sets_unsets_and_restores(monkeypatch):
-  import os
-  monkeypatch.setenv("JDO_TEST_A", "a")
-  monkeypatch.delenv("JDO_TEST_B", raising=False)
-  with bench.scoped_env(JDO_TEST_A=None, JDO_TEST_B="b"):
-    assert "JDO_TEST_A" not in os.environ
-    assert os.environ["JDO_TEST_B"] == "b"
-  assert os.environ["JDO_TEST_A"] == "a" and "JDO_TEST_B" not in os.environ
-  with pytest.raises(RuntimeError):
-    with bench.scoped_env(JDO_TEST_A="x"):
-      raise RuntimeError
-  assert os.environ["JDO_TEST_A"] == "a"
+  ours = spec_of(loops["ours"])
+  assert ours.opts == dyn.KernelOptions()
+  for side, tile in (("ours_large", "large"), ("ours_wide", "wide")):
+    forced = spec_of(loops[side])
+    assert forced.opts == dyn.KernelOptions(direct_tile=tile)
+    assert dataclasses.replace(forced, opts=ours.opts) == ours, side
+    assert loops[side].carry is loops["ours"].carry
+    assert loops[side].consts is loops["ours"].consts

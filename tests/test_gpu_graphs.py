@@ -5,10 +5,12 @@ loop capture needs XLA_FLAGS at backend start, so those checks run
 tests/graph_cases.py in a subprocess with `jax_dynoff.cuda_graph_flags()`.
 """
 
+import functools
 import json
 import os
 import subprocess
 import sys
+import types
 
 import jax
 import jax.numpy as jnp
@@ -92,37 +94,39 @@ def _rel(a, b):
   return np.linalg.norm(a - b) / np.linalg.norm(b)
 
 
-def _split_k(monkeypatch):
-  """Plans every call of the cases (K = 192, out slices of 128 x 256) for
-  the direct split-K kernel, K in two slices: its scheduler's barriers are
-  zeroed by a memset before each launch, which the graph must capture."""
+def _split_k():
+  """A module for the cases' builders (their `mod`) whose gemm plans every
+  call of the cases (K = 192, out slices of 128 x 256) for the direct
+  split-K kernel, K in two slices: its scheduler's barriers are zeroed by a
+  memset before each launch, which the graph must capture."""
   from jax_dynoff import plan
-  monkeypatch.setenv(plan.SPLITK_ENV, "1")
-  monkeypatch.setenv(plan.SPLITK_SLICES_ENV, "2")
+  opts = dyn.KernelOptions(split_k=True, split_k_slices=2)
+  mod = types.SimpleNamespace(gemm=functools.partial(dyn.gemm, opts=opts))
   for case in ("fori", "cond"):
     build, args = gc.cases()[case]
-    specs = plan.traced_specs(build(dyn), *args)
+    specs = plan.traced_specs(build(mod), *args)
+    assert {s.opts for s in specs} == {opts}
     assert {plan.plan(s).path for s in specs} == {"sm90_split_k"}
     assert {plan.direct_kernel(s) for s in specs} == {"split_k"}
+  return mod
 
 
-def test_split_k_loop_with_its_conditional_is_captured(monkeypatch):
-  _split_k(monkeypatch)
+def test_split_k_loop_with_its_conditional_is_captured():
+  mod = _split_k()
   build, args = gc.cases()["cond"]
-  rep = dyn.check_capture(build(dyn), *args,
+  rep = dyn.check_capture(build(mod), *args,
                           compiler_options=dyn.cuda_graph_options())
   assert rep.all_captured and rep.whole_program, rep.thunks
 
 
 @pytest.mark.parametrize("split_k", [False, True], ids=["tiles", "split_k"])
 @pytest.mark.parametrize("case", ["fori", "cond", "scan_switch"])
-def test_replay_with_new_offsets_and_buffers(monkeypatch, case, split_k):
+def test_replay_with_new_offsets_and_buffers(case, split_k):
   """One compiled, graph-captured loop, run with fresh tables and buffers:
   no address or offset of an earlier run may stick."""
-  if split_k:
-    _split_k(monkeypatch)
+  mod = _split_k() if split_k else dyn
   build, args = gc.cases()[case]
-  compiled = jax.jit(build(dyn)).lower(*args).compile(
+  compiled = jax.jit(build(mod)).lower(*args).compile(
       compiler_options=dyn.cuda_graph_options())
   ref = jax.jit(build(dyn.reference))
   for seed in range(6):

@@ -7,15 +7,16 @@ poisoned (NaN) before each call, so an unwritten window never passes.
 
 Run on a GPU machine:  pytest -v tests/test_gpu_kernels.py
 Which kernel ran:      JAX_DYNOFF_LOG=1 (the handler prints one line a call)
-Split-K (opt-in, planned only with JAX_DYNOFF_SPLITK=1: the direct split-K
-kernel where its windows suit it, else the ptr-array slices): the
-test_*split_k* tests set the variable themselves (monkeypatch / subprocess
-env).
+Kernel overrides (a forced tile, split-K, a kernel switched off) are
+`KernelOptions` passed to the gemm calls a test traces (or set on the specs
+it plans).  Split-K is opt-in, planned only with `split_k=True`: the direct
+split-K kernel where its windows suit it, else the ptr-array slices.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from jax import lax
 
 import jax_dynoff as dyn
 from jax_dynoff import plan as plan_lib
+from jax_dynoff.options import KernelOptions
 from jax_dynoff.spec import GemmSpec, WinSpec
 
 on_gpu = pytest.mark.skipif(jax.default_backend() != "gpu",
@@ -50,15 +52,30 @@ def _is_sm90() -> bool:
 
 def _spec(m=512, n=4096, k=4096, a=None, b=None, c=None, d=None,
           dt=np.dtype(BF16), out_dt=None, ta=False, tb=False, c_mode="none",
-          beta=0.0, batch_shape=()):
+          beta=0.0, batch_shape=(), opts=KernelOptions()):
   out_dt = dt if out_dt is None else out_dt
   a = a or WinSpec((k, m) if ta else (m, k), (k, m) if ta else (m, k), (0, 0))
   b = b or WinSpec((n, k) if tb else (k, n), (n, k) if tb else (k, n), (0, 0))
-  d = d or WinSpec((m, n), (m, n), (0, 0))
+  # D carries every batch dim (A and B default to one matrix for all items).
+  d = d or WinSpec((m, n), (m, n), (0, 0), (True,) * len(batch_shape))
   return GemmSpec(m=m, n=n, k=k, a=a, b=b, c=c, d=d, in_dtype=np.dtype(dt),
                   out_dtype=np.dtype(out_dt), trans_a=ta, trans_b=tb,
                   c_mode=c_mode, has_out=False, alpha=1.0, beta=beta,
-                  precision="default", batch_shape=batch_shape)
+                  precision="default", batch_shape=batch_shape, opts=opts)
+
+
+def _opts(spec, **options):
+  """`spec` with KernelOptions(**options) in place of its options."""
+  return dataclasses.replace(spec, opts=KernelOptions(**options))
+
+
+def _split_k(slices=None, **options):
+  """Options that plan split-K with `slices` slices (None: the plan's
+  choice), and `options` besides."""
+  return KernelOptions(split_k=True, split_k_slices=slices, **options)
+
+
+SPLITK = _split_k()
 
 
 def _unsplit_sm90(path):
@@ -89,15 +106,14 @@ def test_plan_aligned_bf16_takes_sm90():
                              batch_shape=(64,))).path == "sm90_large"
 
 
-def test_plan_forced_tile(monkeypatch):
+def test_plan_forced_tile():
   for tile in plan_lib.SM90_TILES:
-    monkeypatch.setenv(plan_lib.SM90_TILE_ENV, tile)
-    assert plan_lib.plan(_spec(m=4096)).path == "sm90_" + tile
-  # Forcing never makes an uncovered call take SM90.
-  assert plan_lib.plan(_spec(ta=True, tb=True)).path == "generic"
-  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "huge")
-  with pytest.raises(ValueError, match="JAX_DYNOFF_SM90_TILE"):
-    plan_lib.plan(_spec())
+    opts = KernelOptions(tile=tile)
+    assert plan_lib.plan(_spec(m=4096, opts=opts)).path == "sm90_" + tile
+    # Forcing never makes an uncovered call take SM90.
+    assert plan_lib.plan(_spec(ta=True, tb=True, opts=opts)).path == "generic"
+  with pytest.raises(ValueError, match="KernelOptions.tile"):
+    KernelOptions(tile="huge")
 
 
 def test_plan_uncovered_combinations_are_generic():
@@ -108,9 +124,11 @@ def test_plan_uncovered_combinations_are_generic():
 def test_plan_float32_tf32_unless_highest():
   f32 = np.dtype(F32)
   assert plan_lib.plan(_spec(dt=f32)).path == "tf32"
-  # Any alignment and transpose: the TF32 kernels take 4-byte alignment.
+  # Any alignment and transpose: the TF32 kernels take 4-byte alignment
+  # (A transposed: its window is k x m).
   a = WinSpec((512, 4099), (512, 4096), (None, 3))
-  assert plan_lib.plan(_spec(dt=f32, a=a, ta=True, tb=True)).path == "tf32"
+  assert plan_lib.plan(_spec(m=4096, k=512, dt=f32, a=a, ta=True,
+                             tb=True)).path == "tf32"
   s = dataclasses.replace(_spec(dt=f32), precision="highest")
   assert plan_lib.plan(s).path == "generic"
   assert "highest" in plan_lib.explain(s)
@@ -163,38 +181,28 @@ def test_workspace_layout():
 
 
 # ---------------------------------------------------------------------------
-# Static: the split-K plan (opt-in: only with JAX_DYNOFF_SPLITK=1).
+# Static: the split-K plan (opt-in: only with KernelOptions(split_k=True)).
 
-@pytest.fixture
-def splitk(monkeypatch):
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
-  monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
-  return monkeypatch
-
-
-def test_split_k_only_with_env(monkeypatch):
+def test_split_k_only_when_asked():
   # D inside a taller buffer (16 rows: no multiple of 128): the direct
   # split-K kernel cannot store it; the ptr-array slices' rule applies.
   d = WinSpec((48, 4096), (16, 4096), (None, 0))
   s = _spec(m=16, d=d)
-  monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
-  monkeypatch.delenv(plan_lib.SPLITK_ENV, raising=False)
+  assert s.opts == KernelOptions() and not s.opts.split_k  # the default
   assert not plan_lib.split_k_direct(s)
   assert _unsplit_sm90(plan_lib.plan(s).path)
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "0")
-  assert _unsplit_sm90(plan_lib.plan(s).path)
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
+  assert _unsplit_sm90(plan_lib.plan(_opts(s, split_k=False)).path)
+  s = _opts(s, split_k=True)
   assert plan_lib.plan(s) == plan_lib.Plan(
       "sm90_split_k", 8, plan_lib.workspace_layout(s, "sm90_split_k", 8).total)
   assert "ptr-array slices + reduction: out: m = 16" in plan_lib.explain(s)
   # The whole output (x @ W[i] into a new array): the direct kernel.
-  s = _spec(m=16)
+  s = _spec(m=16, opts=SPLITK)
   assert plan_lib.split_k_direct(s) and plan_lib.direct_kernel(s) == "split_k"
   assert plan_lib.plan(s) == plan_lib.Plan(
       "sm90_split_k", 4, plan_lib.workspace_layout(s, "sm90_split_k", 4).total)
   assert "split_k 4, direct kernel" in plan_lib.explain(s)
-  monkeypatch.delenv(plan_lib.SPLITK_ENV)
-  assert plan_lib.plan(s).path == "sm90_skinny"
+  assert plan_lib.plan(_opts(s)).path == "sm90_skinny"
 
 
 # The direct kernel's slices: the most whose CTAs (128x128 output tiles x
@@ -210,15 +218,15 @@ def test_split_k_only_with_env(monkeypatch):
     (16, 8448, 4096, 2),      # 66 tiles x 2 = 132
     (16, 8576, 4096, 2),      # 67 tiles: none fits, the fewest
 ])
-def test_direct_split_k_slices(splitk, m, n, k, want):
-  s = _spec(m=m, n=n, k=k)
+def test_direct_split_k_slices(m, n, k, want):
+  s = _spec(m=m, n=n, k=k, opts=SPLITK)
   assert plan_lib.split_k_direct(s)
   p = plan_lib.plan(s)
   assert (p.path, p.split_k) == ("sm90_split_k", want)
 
 
 @pytest.mark.parametrize("m,n,k,batch,want", [
-    # The issue-5 shape: 32 tiles of 64x128 -> 8 slices of 512 (256 CTAs).
+    # The stacked-layer shape (m = 16, n = k = 4096): 32 tiles of 64x128 -> 8 slices of 512 (256 CTAs).
     (16, 4096, 4096, (), 8),
     (64, 4096, 4096, (), 8),
     (1, 4096, 4096, (), 8),
@@ -235,11 +243,11 @@ def test_direct_split_k_slices(splitk, m, n, k, want):
     (16, 1024, 2048, (3,), 16),
     (16, 4096, 4096, (2,), 4),
 ])
-def test_split_k_choice(splitk, m, n, k, batch, want):
+def test_split_k_choice(m, n, k, batch, want):
   # The ptr-array slices' rule: D inside a taller buffer (m rows: no
   # multiple of the direct split-K tile's 128), as in a KV cache.
   s = _spec(m=m, n=n, k=k, batch_shape=batch, d=WinSpec(
-      (m + 8, n), (m, n), (0, 0), (True,) * len(batch)))
+      (m + 8, n), (m, n), (0, 0), (True,) * len(batch)), opts=SPLITK)
   assert not plan_lib.split_k_direct(s)
   p = plan_lib.plan(s)
   assert (p.path, p.split_k) == ("sm90_split_k", want), \
@@ -248,9 +256,9 @@ def test_split_k_choice(splitk, m, n, k, batch, want):
   assert plan_lib.explain(s).startswith(f"sm90_split_k (split_k {want},")
 
 
-def test_split_k_not_planned(splitk):
+def test_split_k_not_planned():
   def path(**kw):
-    return plan_lib.plan(_spec(**kw)).path
+    return plan_lib.plan(_spec(opts=SPLITK, **kw)).path
   assert _unsplit_sm90(path(m=257))                   # not skinny
   assert _unsplit_sm90(path(m=16, n=4096 * 8))        # 256 tiles fill the GPU
   assert _unsplit_sm90(path(m=16, k=1000))            # no equal 16-byte slices
@@ -262,49 +270,48 @@ def test_split_k_not_planned(splitk):
   # A not provably aligned: neither SM90 path.
   a = WinSpec((16, 8192), (16, 4096), (0, None))
   assert path(m=16, a=a) == "generic"
-  reasons = plan_lib.split_k_reasons(_spec(m=16, a=a))
+  reasons = plan_lib.split_k_reasons(_spec(m=16, a=a, opts=SPLITK))
   assert any(r.startswith("a: ") for r in reasons), reasons
 
 
-def test_split_k_ignores_c_and_d_alignment(splitk):
+def test_split_k_ignores_c_and_d_alignment():
   # D and C are only touched by the reduction kernel: any alignment, and any
   # output dtype (bf16 -> f32 has no unsplit SM90 kernel).
   d = WinSpec((40, 4100), (16, 4096), (None, 3))
-  s = _spec(m=16, d=d)
+  s = _spec(m=16, d=d, opts=SPLITK)
   assert plan_lib.alignment_proof(s).get("d")
   assert plan_lib.plan(s).path == "sm90_split_k"
   # ... though not the direct split-K kernel, which stores D with TMA.
   assert not plan_lib.split_k_direct(s)
   assert any(r.startswith("d: ") for r in plan_lib.direct_reasons(s))
-  assert plan_lib.plan(_spec(m=16, out_dt=np.dtype(F32))).path == \
-      "sm90_split_k"
+  assert plan_lib.plan(_spec(m=16, out_dt=np.dtype(F32),
+                             opts=SPLITK)).path == "sm90_split_k"
   c = WinSpec((40, 4100), (16, 4096), (None, 1))
-  s = _spec(m=16, c=c, d=d, c_mode="from_d", beta=0.5)
+  s = _spec(m=16, c=c, d=d, c_mode="from_d", beta=0.5, opts=SPLITK)
   assert plan_lib.plan(s).path == "sm90_split_k"
 
 
-def test_split_k_forced_slices(splitk):
-  s = _spec(m=16)
-  splitk.setenv(plan_lib.SPLITK_SLICES_ENV, "16")
+def test_split_k_forced_slices():
+  s = _spec(m=16, opts=_split_k(16))
   assert plan_lib.plan(s).split_k == 16
-  splitk.setenv(plan_lib.SPLITK_SLICES_ENV, "64")   # 64 slices of 64
+  s = _opts(s, split_k=True, split_k_slices=64)   # 64 slices of 64
   assert plan_lib.plan(s).split_k == 64
   # Forced even when the tiles would fill the GPU.
-  assert plan_lib.plan(_spec(m=16, n=4096 * 8)).split_k == 64
-  splitk.setenv(plan_lib.SPLITK_SLICES_ENV, "3")    # 4096 / 3: not equal
-  with pytest.raises(ValueError, match="JAX_DYNOFF_SPLITK_SLICES"):
+  assert plan_lib.plan(_spec(m=16, n=4096 * 8, opts=_split_k(64))).split_k == 64
+  s = _opts(s, split_k=True, split_k_slices=3)    # 4096 / 3: not equal
+  with pytest.raises(ValueError, match="split_k_slices=3: k = 4096 "):
     plan_lib.plan(s)
-  splitk.setenv(plan_lib.SPLITK_SLICES_ENV, "x")
-  with pytest.raises(ValueError, match="positive integer"):
-    plan_lib.plan(s)
+  for bad in ("x", "8", 0, -2, 2.0, True):
+    with pytest.raises(ValueError, match="KernelOptions.split_k_slices"):
+      _split_k(bad)
 
 
-def test_split_k_workspace_layout(splitk):
+def test_split_k_workspace_layout():
   # m = 16, n = k = 4096, 8 slices: 512 KiB of CUTLASS scratch plus the
   # direct split-K kernel's (32 float32 tiles of 128 x 128, 32 x 2 barriers
   # of 4 bytes rounded to 128), 4 * 8 + 2 pointers (rounded to 256 bytes),
   # 8 float32 partials of 16 x 4096.
-  s = _spec(m=16)
+  s = _spec(m=16, opts=SPLITK)
   assert plan_lib.direct_split_k_workspace(s) == 32 * 128 * 128 * 4 + 256
   kernel = plan_lib.SM90_KERNEL_WORKSPACE + 32 * 128 * 128 * 4 + 256
   lay = plan_lib.workspace_layout(s, "sm90_split_k", 8)
@@ -314,13 +321,13 @@ def test_split_k_workspace_layout(splitk):
   assert lay.scratch_item == 0 and lay.partials == lay.scratch
   assert lay.partial_item == 16 * 4096 * 4
   assert lay.total == kernel + 512 + 8 * 16 * 4096 * 4
-  splitk.setenv(plan_lib.SPLITK_SLICES_ENV, "8")
-  assert plan_lib.plan(s).workspace_bytes == lay.total
+  assert plan_lib.plan(_opts(s, split_k=True, split_k_slices=8)
+                       ).workspace_bytes == lay.total
   # Batched, C copied from D's buffer, partials rounded to 256 bytes:
   # m = 3, n = 20 -> 240 bytes -> 256.
   c = WinSpec((64, 24), (3, 20), (None, 0), (True,))
   s = _spec(m=3, n=20, k=256, c=c, d=c, c_mode="from_d", beta=2.0,
-            batch_shape=(5,))
+            batch_shape=(5,), opts=SPLITK)
   lay = plan_lib.workspace_layout(s, "sm90_split_k", 2)
   items = 5 * 2
   # One direct split-K tile: 65536 + 128 bytes, rounded to 256.
@@ -341,7 +348,7 @@ def test_split_k_workspace_layout(splitk):
     plan_lib.workspace_layout(s, "sm90_split_k", 0)
 
 
-def test_split_k_lowering_for_cuda(splitk):
+def test_split_k_lowering_for_cuda():
   """Lowered for CUDA (on any machine): the desc carries path 3 and the
   slice count, and the workspace result has the planned size."""
   import re
@@ -349,13 +356,12 @@ def test_split_k_lowering_for_cuda(splitk):
   x = np.zeros((m, k), BF16)
   w = np.zeros((3, k, n), BF16)
 
-  def f(x, w, i):
-    return dyn.gemm(x, dyn.window(w, (i, 0, 0), (k, n)))
+  def call(opts):
+    return lambda x, w, i: dyn.gemm(x, dyn.window(w, (i, 0, 0), (k, n)),
+                                    opts=opts)
 
-  def lower_cuda():
-    # A new function object each time: jit's caches would otherwise hand
-    # back the first lowering (the variable is read when lowering).
-    return jax.jit(lambda *a: f(*a)).trace(*args).lower(
+  def lower_cuda(f):
+    return jax.jit(f).trace(*args).lower(
         lowering_platforms=("cuda",)).as_text()
 
   def desc_of(text):
@@ -368,18 +374,21 @@ def test_split_k_lowering_for_cuda(splitk):
     return [int(v) for v in found.group(1).split(",")]
 
   args = (x, w, np.int32(1))
-  (s,) = plan_lib.traced_specs(f, *args)
+  (s,) = plan_lib.traced_specs(call(SPLITK), *args)
+  assert s.opts == SPLITK
   p = plan_lib.plan(s)
   assert (p.path, p.split_k) == ("sm90_split_k", 4)   # the direct kernel's
-  text = lower_cuda()
+  text = lower_cuda(call(SPLITK))
   assert f"tensor<{p.workspace_bytes}xui8>" in text, text
   d = desc_of(text)
   assert (d[10], d[11]) == (plan_lib.PATHS["sm90_split_k"], 4), d
-  # With the variable at 0 the same function plans the unsplit kernel.
-  splitk.setenv(plan_lib.SPLITK_ENV, "0")
-  unsplit = plan_lib.plan(s)
+  # With split_k=False the same call plans the unsplit kernel.
+  unsplit_opts = KernelOptions(split_k=False)
+  (s0,) = plan_lib.traced_specs(call(unsplit_opts), *args)
+  assert s0 == _opts(s, split_k=False)
+  unsplit = plan_lib.plan(s0)
   assert _unsplit_sm90(unsplit.path)
-  text = lower_cuda()
+  text = lower_cuda(call(unsplit_opts))
   assert f"tensor<{p.workspace_bytes}xui8>" not in text
   d = desc_of(text)
   assert (d[10], d[11]) == (plan_lib.PATHS[unsplit.path], 1), d
@@ -493,13 +502,13 @@ def test_sm90_tiles_large_problems(shape, path, dt):
 @pytest.mark.parametrize("key", sorted(plan_lib.SM90_KERNELS))
 @pytest.mark.gpu
 @on_gpu
-def test_every_sm90_kernel(monkeypatch, tile, key):
+def test_every_sm90_kernel(tile, key):
   """Each tile x (dtypes, transposes) kernel, forced: a shape that is no
   multiple of any tile, operands and output inside bigger buffers at device
   offsets, alpha/beta with C, NaN-poisoned output kept outside the window."""
   in_name, out_name, ta, tb = key
   in_dt, out_dt = jnp.dtype(in_name), jnp.dtype(out_name)
-  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, tile)
+  opts = KernelOptions(tile=tile)
   m, n, k = 200, 328, 136    # multiples of 8 (TMA), not of any tile
   a, b, wa, wb = _operands(jax.random.key(5), m, n, k, in_dt, ta, tb, 8)
   c = _rand(jax.random.key(6), (m, n), out_dt)
@@ -508,7 +517,7 @@ def test_every_sm90_kernel(monkeypatch, tile, key):
   def f(mod, a, b, c, out, ia, ib, io):
     return mod.gemm(dyn.window(a, (ia, 8), wa), dyn.window(b, (ib, 0), wb),
                     c, out=dyn.window(out, (io, 8), (m, n)), transpose_a=ta,
-                    transpose_b=tb, alpha=0.5, beta=-2.0)
+                    transpose_b=tb, alpha=0.5, beta=-2.0, opts=opts)
 
   args = (a, b, c, out, jnp.int32(8), jnp.int32(24), jnp.int32(16))
   assert plan_lib.traced_paths(lambda *x: f(dyn, *x), *args) == \
@@ -678,7 +687,7 @@ def test_in_place_accumulate_loop():
 # The skinny kernel (path sm90_skinny: m <= 16): the plan, then the kernel
 # against the reference.
 
-def test_skinny_plan(monkeypatch):
+def test_skinny_plan():
   for m in (1, 13, 16):
     assert plan_lib.plan(_spec(m=m)).path == "sm90_skinny", m
     assert plan_lib.skinny_reasons(_spec(m=m)) == []
@@ -713,11 +722,8 @@ def test_skinny_plan(monkeypatch):
       "planned sm90_skinny: no direct kernel"]
   assert "sm90_skinny (split 4 on 132 SMs" in plan_lib.explain(s)
   # A forced SM90 tile or split-K comes first.
-  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "tiny")
-  assert plan_lib.plan(s).path == "sm90_tiny"
-  monkeypatch.delenv(plan_lib.SM90_TILE_ENV)
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
-  assert plan_lib.plan(s).path == "sm90_split_k"
+  assert plan_lib.plan(_opts(s, tile="tiny")).path == "sm90_tiny"
+  assert plan_lib.plan(_opts(s, split_k=True)).path == "sm90_split_k"
 
 
 @pytest.mark.parametrize("m,n,k,want", [
@@ -785,16 +791,18 @@ def test_skinny_matches_reference(case, dt):
 
 def _layer_script(m):
   """A script: x (m x 4096) @ layer 1 of two 4096 x 4096 weights, checked
-  against the reference."""
+  against the reference (for `_run_script`: its gemm calls take `opts`)."""
   return textwrap.dedent(f"""
+      import json, sys
       import jax, jax.numpy as jnp
       import jax_dynoff as dyn
       from jax_dynoff import plan
+      opts = dyn.KernelOptions(**json.loads(sys.argv[1]))
       m, n, k = {m}, 4096, 4096
       ks = jax.random.split(jax.random.key(0), 2)
       x = jax.random.uniform(ks[0], (m, k), jnp.float32, -1, 1).astype(jnp.bfloat16)
       w = jax.random.uniform(ks[1], (2, k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
-      f = lambda mod, x, w, i: mod.gemm(x, dyn.window(w, (i, 0, 0), (k, n)))
+      f = lambda mod, x, w, i: mod.gemm(x, dyn.window(w, (i, 0, 0), (k, n)), opts=opts)
       print("PLANNED", plan.traced_paths(lambda x, w, i: f(dyn, x, w, i), x, w, jnp.int32(1)))
       got = jax.jit(lambda x, w, i: f(dyn, x, w, i))(x, w, jnp.int32(1)).astype(jnp.float32)
       with jax.default_matmul_precision("highest"):
@@ -812,9 +820,8 @@ _SKINNY_SCRIPT = _layer_script(13)
 @on_gpu
 def test_skinny_kernel_ran():
   """The skinny kernel runs where planned (sm_90, split 4 at n = k = 4096);
-  JAX_DYNOFF_DISABLE_SKINNY runs the tiny tile's direct twin, and with
-  JAX_DYNOFF_DISABLE_DIRECT too its ptr-array kernel; not sm_90 or
-  JAX_DYNOFF_DISABLE_SM90: the generic kernel."""
+  skinny=False runs the tiny tile's direct twin, and with direct=False too
+  its ptr-array kernel; not sm_90 or sm90=False: the generic kernel."""
   out, lines = _run_script(_SKINNY_SCRIPT)
   assert "['sm90_skinny']" in out, out
   assert all("planned=sm90_skinny" in l for l in lines), lines
@@ -823,19 +830,18 @@ def test_skinny_kernel_ran():
                for l in lines), lines
   else:
     assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
-  _, lines = _run_script(_SKINNY_SCRIPT, JAX_DYNOFF_DISABLE_SKINNY="1")
+  _, lines = _run_script(_SKINNY_SCRIPT, skinny=False)
   if _is_sm90():
     assert all("kernel=kSm90DirectTinyBf16NN" in l for l in lines), lines
-  _, lines = _run_script(_SKINNY_SCRIPT, JAX_DYNOFF_DISABLE_SKINNY="1",
-                         JAX_DYNOFF_DISABLE_DIRECT="1")
+  _, lines = _run_script(_SKINNY_SCRIPT, skinny=False, direct=False)
   if _is_sm90():
     assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines
-  _, lines = _run_script(_SKINNY_SCRIPT, JAX_DYNOFF_DISABLE_SM90="1")
+  _, lines = _run_script(_SKINNY_SCRIPT, sm90=False)
   assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
 
 
 # ---------------------------------------------------------------------------
-# GPU: split-K (JAX_DYNOFF_SPLITK=1) against the reference.
+# GPU: split-K (KernelOptions(split_k=True)) against the reference.
 
 def _bits(x):
   x = np.asarray(x)
@@ -853,7 +859,7 @@ SPLITK_DTYPES = [(BF16, BF16), (F16, F16), (BF16, F32)]
                                  (512, 1000)])
 @pytest.mark.gpu
 @on_gpu
-def test_split_k_matches_reference(splitk, in_dt, out_dt, m, n, k):
+def test_split_k_matches_reference(in_dt, out_dt, m, n, k):
   """x @ W[i] into a NaN-poisoned window of a bigger buffer: k = 4096 splits
   into slices of a multiple of 64, k = 4160 into slices of 520 (the last
   k-tile of every slice partly zero-filled), k = 1000 cannot split (the plan
@@ -866,14 +872,14 @@ def test_split_k_matches_reference(splitk, in_dt, out_dt, m, n, k):
   def f(mod, x, w, out, r, i, o):
     return mod.gemm(dyn.window(x, (r, 0), (m, k)),
                     dyn.window(w, (i, 0, 0), (k, n)),
-                    out=dyn.window(out, (o, 8), (m, n)))
+                    out=dyn.window(out, (o, 8), (m, n)), opts=SPLITK)
 
   args = (x, w, out, jnp.int32(8), jnp.int32(2), jnp.int32(17))
   (spec,) = plan_lib.traced_specs(lambda *a: f(dyn, *a), *args)
+  assert spec.opts == SPLITK
   p = plan_lib.plan(spec)
   if k == 1000:  # the plan without split-K (for bf16 -> f32: generic)
-    splitk.delenv(plan_lib.SPLITK_ENV)
-    assert p == plan_lib.plan(spec)
+    assert p == plan_lib.plan(_opts(spec))
   else:
     assert p.path == "sm90_split_k", plan_lib.split_k_reasons(spec)
   if p.path == "sm90_split_k":
@@ -891,7 +897,7 @@ def test_split_k_matches_reference(splitk, in_dt, out_dt, m, n, k):
                                    "overlap_cols", "disjoint"])
 @pytest.mark.gpu
 @on_gpu
-def test_split_k_beta_c(splitk, dt, out_dt, c_win):
+def test_split_k_beta_c(dt, out_dt, c_win):
   """alpha * x @ W + beta * C with C its own array, or a window of out's
   buffer: the same window (in place), partly overlapping ones (copied to
   scratch before the reduction writes D), a disjoint one.  Everything
@@ -910,7 +916,7 @@ def test_split_k_beta_c(splitk, dt, out_dt, c_win):
   def f(mod, x, w, buf, own, cr, cc, dr, dc):
     c = own if c_at is None else dyn.window(buf, (cr, cc), (m, n))
     return mod.gemm(x, w, c, out=dyn.window(buf, (dr, dc), (m, n)),
-                    alpha=0.75, beta=-1.5)
+                    alpha=0.75, beta=-1.5, opts=SPLITK)
 
   cr, cc = c_at or (0, 0)
   args = (x, w, buf, own, jnp.int32(cr), jnp.int32(cc), jnp.int32(d_at[0]),
@@ -928,7 +934,7 @@ def test_split_k_beta_c(splitk, dt, out_dt, c_win):
 
 @pytest.mark.gpu
 @on_gpu
-def test_split_k_unaligned_d(splitk):
+def test_split_k_unaligned_d():
   """D at an odd column (2-byte aligned only): the reduction's scalar
   stores; the GEMM itself only needs A and B aligned."""
   m, n, k = 16, 512, 2048
@@ -937,7 +943,7 @@ def test_split_k_unaligned_d(splitk):
   out = jnp.full((40, n + 8), jnp.nan, BF16)
 
   def f(mod, x, w, out, r):
-    return mod.gemm(x, w, out=dyn.window(out, (r, 3), (m, n)))
+    return mod.gemm(x, w, out=dyn.window(out, (r, 3), (m, n)), opts=SPLITK)
 
   args = (x, w, out, jnp.int32(5))
   assert plan_lib.traced_paths(lambda *a: f(dyn, *a), *args) == \
@@ -953,8 +959,8 @@ def test_split_k_unaligned_d(splitk):
 @pytest.mark.parametrize("dt", [BF16, F16])
 @pytest.mark.gpu
 @on_gpu
-def test_split_k_stacked_weights_loop(splitk, dt):
-  """Issue 5's workload: layers of x @ W[i] in a fori_loop, m = 16,
+def test_split_k_stacked_weights_loop(dt):
+  """The stacked-weights workload: layers of x @ W[i] in a fori_loop, m = 16,
   n = k = 4096, offsets from a device table, twice with different tables
   through the same compiled loop."""
   m, n, k, layers = 16, 4096, 4096, 3
@@ -966,7 +972,7 @@ def test_split_k_stacked_weights_loop(splitk, dt):
   def f(mod, x, w, buf, table):
     def body(i, buf):
       return mod.gemm(x, dyn.window(w, (table[i], 0, 0), (k, n)),
-                      out=dyn.window(buf, (i * m, 0), (m, n)))
+                      out=dyn.window(buf, (i * m, 0), (m, n)), opts=SPLITK)
     return lax.fori_loop(0, layers, body, buf)
 
   table = jnp.asarray([2, 0, 1], jnp.int32)
@@ -981,7 +987,7 @@ def test_split_k_stacked_weights_loop(splitk, dt):
 
 @pytest.mark.gpu
 @on_gpu
-def test_split_k_vmap(splitk):
+def test_split_k_vmap():
   """Batched offsets: batch * split_k ptr-array items, one reduction."""
   m, n, k, nb = 16, 1024, 2048, 3
   ks = jax.random.split(jax.random.key(15), 2)
@@ -990,7 +996,7 @@ def test_split_k_vmap(splitk):
   rows = jnp.asarray([0, 40, 1000], jnp.int32)
 
   def f(mod, a, b, r):
-    return mod.gemm(dyn.window(a, (r, 0), (m, k)), b)
+    return mod.gemm(dyn.window(a, (r, 0), (m, k)), b, opts=SPLITK)
 
   g = jax.vmap(lambda b, r: f(dyn, a, b, r))
   (spec,) = plan_lib.traced_specs(g, b, rows)
@@ -1006,14 +1012,16 @@ def test_split_k_vmap(splitk):
 # GPU: the SM90 -> generic fallback rule and the kernel actually run.
 
 _SCRIPT = textwrap.dedent("""
+    import json, sys
     import jax, jax.numpy as jnp, numpy as np
     import jax_dynoff as dyn
     from jax_dynoff import plan
+    opts = dyn.KernelOptions(**json.loads(sys.argv[1]))
     m, n, k = 256, 512, 256
     ks = jax.random.split(jax.random.key(0), 2)
     a = jax.random.uniform(ks[0], (2 * m, k), jnp.float32, -1, 1).astype(jnp.bfloat16)
     b = jax.random.uniform(ks[1], (k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
-    f = lambda mod, a, b, r: mod.gemm(dyn.window(a, (r, 0), (m, k)), b)
+    f = lambda mod, a, b, r: mod.gemm(dyn.window(a, (r, 0), (m, k)), b, opts=opts)
     print("PLANNED", plan.traced_paths(lambda a, b, r: f(dyn, a, b, r), a, b, jnp.int32(m)))
     got = jax.jit(lambda a, b, r: f(dyn, a, b, r))(a, b, jnp.int32(m)).astype(jnp.float32)
     with jax.default_matmul_precision("highest"):
@@ -1024,12 +1032,15 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run_script(script=_SCRIPT, **env):
-  """Runs `script` in a fresh process with JAX_DYNOFF_LOG=1 (and `env`);
-  returns its stdout and the handler's per-call kernel lines."""
-  e = dict(os.environ, JAX_DYNOFF_LOG="1", **env)
-  r = subprocess.run([sys.executable, "-c", script], env=e,
-                     capture_output=True, text=True, timeout=600)
+def _run_script(script=_SCRIPT, **options):
+  """Runs `script` in a fresh process with JAX_DYNOFF_LOG=1 (the kernel log,
+  read once per process), its gemm calls given KernelOptions(**options)
+  (the script reads them as JSON from its argv); returns its stdout and the
+  handler's per-call kernel lines."""
+  KernelOptions(**options)   # a misspelt or invalid option fails here
+  e = dict(os.environ, JAX_DYNOFF_LOG="1")
+  r = subprocess.run([sys.executable, "-c", script, json.dumps(options)],
+                     env=e, capture_output=True, text=True, timeout=600)
   assert r.returncode == 0, r.stdout + r.stderr
   kernels = [l for l in r.stderr.splitlines() if l.startswith("jax_dynoff: ")]
   assert kernels, r.stderr
@@ -1046,21 +1057,23 @@ def test_fallback_rule():
     assert all("kernel=kSm90DirectTinyBf16NN" in l for l in lines), lines
   else:  # not sm_90: the handler must fall back by itself
     assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
-  _, lines = _run_script(JAX_DYNOFF_DISABLE_DIRECT="1")
+  _, lines = _run_script(direct=False)
   if _is_sm90():
     assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines
-  out, lines = _run_script(JAX_DYNOFF_DISABLE_SM90="1")
+  out, lines = _run_script(sm90=False)
   assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
 
 
 _TF32_SCRIPT = textwrap.dedent("""
+    import json, sys
     import jax, jax.numpy as jnp
     import jax_dynoff as dyn
     from jax_dynoff import plan
+    opts = dyn.KernelOptions(**json.loads(sys.argv[1]))
     ks = jax.random.split(jax.random.key(0), 2)
     a = jax.random.uniform(ks[0], (300, 257), jnp.float32, -1, 1)
     b = jax.random.uniform(ks[1], (257, 130), jnp.float32, -1, 1)
-    f = lambda mod, a, b, r: mod.gemm(dyn.window(a, (r, 1), (200, 256)), b[:256])
+    f = lambda mod, a, b, r: mod.gemm(dyn.window(a, (r, 1), (200, 256)), b[:256], opts=opts)
     print("PLANNED", plan.traced_paths(lambda a, b, r: f(dyn, a, b, r), a, b, jnp.int32(3)))
     got = jax.jit(lambda a, b, r: f(dyn, a, b, r))(a, b, jnp.int32(3))
     with jax.default_matmul_precision("highest"):
@@ -1076,13 +1089,13 @@ _TF32_SCRIPT = textwrap.dedent("""
 def test_tf32_kernel_ran():
   """float32 at default precision runs the TF32 tensor-op kernel (a window
   at an odd column: 4-byte alignment), within TF32 error of the exact
-  product; JAX_DYNOFF_DISABLE_TF32 runs the exact SIMT kernel instead."""
+  product; tf32=False runs the exact SIMT kernel instead."""
   out, lines = _run_script(_TF32_SCRIPT)
   assert "['tf32']" in out, out
   assert all("planned=tf32 kernel=kTf32NN" in l for l in lines), lines
   err = float(out.split("ERR")[1].split()[0])
   assert err > 0   # TF32 rounding is visible: not the exact kernel
-  out, lines = _run_script(_TF32_SCRIPT, JAX_DYNOFF_DISABLE_TF32="1")
+  out, lines = _run_script(_TF32_SCRIPT, tf32=False)
   assert all("kernel=kGenericF32F32" in l for l in lines), lines
   assert float(out.split("ERR")[1].split()[0]) < 1e-5
 
@@ -1090,17 +1103,16 @@ def test_tf32_kernel_ran():
 _SPLITK_SCRIPT = _layer_script(16)
 
 
-def _run_splitk_script(**env):
-  return _run_script(_SPLITK_SCRIPT, JAX_DYNOFF_SPLITK="1", **env)
+def _run_splitk_script(**options):
+  return _run_script(_SPLITK_SCRIPT, split_k=True, **options)
 
 
 @pytest.mark.gpu
 @on_gpu
 def test_split_k_kernel_ran():
   """The direct split-K kernel really runs (sm_90), 4 slices; the unsplit
-  kernel without the variable; the ptr-array slices without direct kernels;
-  the generic kernel (unsplit) when SM90 is disabled or the GPU is not
-  sm_90."""
+  kernel without split_k; the ptr-array slices without direct kernels; the
+  generic kernel (unsplit) when SM90 is disabled or the GPU is not sm_90."""
   out, lines = _run_splitk_script()
   assert "['sm90_split_k']" in out, out
   assert all("planned=sm90_split_k" in l for l in lines), lines
@@ -1109,17 +1121,17 @@ def test_split_k_kernel_ran():
                for l in lines), lines
   else:
     assert all("kernel=kGenericBf16Bf16 split_k=1" in l for l in lines), lines
-  # Without the variable: the skinny kernel (m = 16).
+  # Without split_k: the skinny kernel (m = 16).
   out, lines = _run_script(_SPLITK_SCRIPT)
   assert "['sm90_skinny']" in out, out
   if _is_sm90():
     assert all("kernel=kSm90Skinny16Bf16NN split_k=4" in l
                for l in lines), lines
   # Without direct kernels: the ptr-array slices, as many.
-  out, lines = _run_splitk_script(JAX_DYNOFF_DISABLE_DIRECT="1")
+  out, lines = _run_splitk_script(direct=False)
   if _is_sm90():
     assert all("kernel=kSm90SplitKBf16NN split_k=4" in l for l in lines), lines
-  out, lines = _run_splitk_script(JAX_DYNOFF_DISABLE_SM90="1")
+  out, lines = _run_splitk_script(sm90=False)
   assert all("kernel=kGenericBf16Bf16 split_k=1" in l for l in lines), lines
 
 
@@ -1139,7 +1151,7 @@ def test_build_info():
 # The direct kernel (ffi/kernels/sm90_direct.h): which calls take it, and
 # every way its windows can sit in their buffers, against the reference.
 
-def test_direct_reasons(monkeypatch):
+def test_direct_reasons():
   # Tile multiples at dynamic row / layer offsets: direct, the large tile
   # (512 wide tiles: several waves).
   a = WinSpec((8192, 4096), (4096, 4096), (None, 0))
@@ -1158,25 +1170,25 @@ def test_direct_reasons(monkeypatch):
       _spec(m=2048, n=2048, k=200))
   # Only one tile's store rule holds: that tile, whatever the waves say
   # (the SM90 tile forced: the wave model plans smaller ones here).
-  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
+  large = KernelOptions(tile="large")
   d = WinSpec((9000, 4096), (4224, 4096), (None, 0))   # 4224 = 33 * 128
-  assert plan_lib.direct_kernel(_spec(m=4224, n=4096, d=d)) == "wide"
+  assert plan_lib.direct_kernel(_spec(m=4224, n=4096, d=d,
+                                      opts=large)) == "wide"
   d = WinSpec((4096, 1024), (2048, 128), (None, 0))    # n = 128 < 256
-  assert plan_lib.direct_kernel(_spec(m=2048, n=128, d=d)) == "large"
-  monkeypatch.delenv(plan_lib.SM90_TILE_ENV)
-  # JAX_DYNOFF_DIRECT_TILE forces a tile where its rules hold.
-  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, "large")
-  assert plan_lib.direct_kernel(_spec(m=2048, n=2048, k=200)) == "large"
-  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, "wide")
-  assert plan_lib.direct_kernel(s) == "wide"
+  assert plan_lib.direct_kernel(_spec(m=2048, n=128, d=d,
+                                      opts=large)) == "large"
+  # KernelOptions.direct_tile forces a tile where its rules hold.
+  assert plan_lib.direct_kernel(_spec(
+      m=2048, n=2048, k=200, opts=KernelOptions(direct_tile="large"))) == \
+      "large"
+  wide = KernelOptions(direct_tile="wide")
+  assert plan_lib.direct_kernel(dataclasses.replace(s, opts=wide)) == "wide"
   d = WinSpec((9000, 4096), (4096, 3968), (None, 0))   # 3968 = 31 * 128
-  why = plan_lib.direct_reasons(_spec(m=4096, n=3968, d=d))
+  why = plan_lib.direct_reasons(_spec(m=4096, n=3968, d=d, opts=wide))
   assert why == ["out: n = 3968 neither a multiple of 256 nor the array's "
                  "width (wide tile)"], why
-  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, "huge")
-  with pytest.raises(ValueError, match="JAX_DYNOFF_DIRECT_TILE"):
-    plan_lib.direct_kernel(s)
-  monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV)
+  with pytest.raises(ValueError, match="KernelOptions.direct_tile"):
+    KernelOptions(direct_tile="huge")
   # ... inside a wider A: not.
   a = WinSpec((2048, 264), (2048, 200), (None, 0))
   why = plan_lib.direct_reasons(_spec(m=2048, n=2048, k=200, a=a))
@@ -1211,12 +1223,11 @@ def test_direct_reasons(monkeypatch):
       "out: m = 100 neither a multiple of 64 nor the array's height "
       "(tiny tile)"]
   # A forced tile of another path: the ptr-array kernel.
-  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, "large")
-  assert plan_lib.direct_reasons(_spec(m=128)) == [
-      "JAX_DYNOFF_DIRECT_TILE=large: not a tile of sm90_tiny"]
-  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, "tiny")
-  assert plan_lib.direct_kernel(_spec(m=128)) == "tiny"
-  monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV)
+  assert plan_lib.direct_reasons(_spec(
+      m=128, opts=KernelOptions(direct_tile="large"))) == [
+          "direct_tile=large: not a tile of sm90_tiny"]
+  assert plan_lib.direct_kernel(_spec(
+      m=128, opts=KernelOptions(direct_tile="tiny"))) == "tiny"
   # Not an SM90 tile plan at all.
   assert plan_lib.direct_reasons(_spec(m=128, dt=np.dtype(F32))) == [
       "planned tf32: no direct kernel"]
@@ -1242,7 +1253,9 @@ DIRECT_CASES = [
 ]
 
 
-def _direct_case(case, dt, int64=False):
+def _direct_case(case, dt, int64=False, opts=None):
+  """(f, args) of a DIRECT_CASES-style case: f(mod, *args) runs it, its gemm
+  call given `opts`."""
   name, m, n, k, ash, ast, bsh, bst, osh, ost, cmode = case
   ks = jax.random.split(jax.random.key(11), 4)
   a = _rand(ks[0], ash, dt)
@@ -1258,6 +1271,7 @@ def _direct_case(case, dt, int64=False):
     aw = dyn.window(a, (*sa, 8 if name == "column_c" else 0), (m, k))
     bw = dyn.window(b, (*sb, 0), (k, n))
     kw = dict(alpha=0.5, beta=-2.0) if c is not None else {}
+    kw["opts"] = opts
     if out is None:
       return mod.gemm(aw, bw, c, **kw)
     return mod.gemm(aw, bw, c, out=dyn.window(out, (*so, 0), (m, n)), **kw)
@@ -1270,45 +1284,31 @@ def _direct_case(case, dt, int64=False):
 @pytest.mark.parametrize("tile", list(plan_lib.DIRECT_TILES))
 @pytest.mark.gpu
 @on_gpu
-def test_direct_kernel_matches_reference(monkeypatch, case, dt, tile):
+def test_direct_kernel_matches_reference(case, dt, tile):
   if tile == "split_k" and case[0] != "layers":
     pytest.skip("m > 256 or k without equal 16-byte halves: no split-K "
                 "(test_direct_split_k_matches_reference covers that tile)")
-  _force_direct(monkeypatch, tile)
-  _check_direct(case, dt, tile)
+  _check_direct(case, dt, tile, _force_direct(tile))
 
 
-def _split_k_env(monkeypatch, slices=None):
-  """Split-K forced (no SM90 tile forced), `slices` slices (None: the
-  plan's choice)."""
-  monkeypatch.delenv(plan_lib.SM90_TILE_ENV, raising=False)
-  monkeypatch.setenv(plan_lib.SPLITK_ENV, "1")
-  if slices is None:
-    monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
-  else:
-    monkeypatch.setenv(plan_lib.SPLITK_SLICES_ENV, str(slices))
-
-
-def _force_direct(monkeypatch, tile):
-  """Plans the path `tile` stands in for (the wave model would pick another
-  at these small shapes) and forces `tile` (the handler reads
-  JAX_DYNOFF_DIRECT_TILE per call).  The split-K tile: split-K forced, K
-  in two slices."""
-  path = plan_lib.DIRECT_TILE_PATHS[tile]
+def _force_direct(tile):
+  """Options that plan the path `tile` stands in for (the wave model would
+  pick another at these small shapes) and force `tile` (the handler takes
+  it from the call's desc).  The split-K tile: split-K, K in two slices
+  (no SM90 tile forced)."""
   if tile == "split_k":
-    _split_k_env(monkeypatch, 2)
-  else:
-    monkeypatch.setenv(plan_lib.SM90_TILE_ENV, path.removeprefix("sm90_"))
-    monkeypatch.delenv(plan_lib.SPLITK_SLICES_ENV, raising=False)
-    monkeypatch.setenv(plan_lib.SPLITK_ENV, "0")
-  monkeypatch.setenv(plan_lib.DIRECT_TILE_ENV, tile)
+    return _split_k(2, direct_tile=tile)
+  path = plan_lib.DIRECT_TILE_PATHS[tile]
+  return KernelOptions(tile=path.removeprefix("sm90_"), direct_tile=tile)
 
 
-def _check_direct(case, dt, tile):
-  """Runs a DIRECT_CASES-style case on the direct kernel `tile` against the
-  reference; the output's elements outside the window stay the poison."""
-  f, args = _direct_case(case, dt)
+def _check_direct(case, dt, tile, opts):
+  """Runs a DIRECT_CASES-style case, its gemm call given `opts`, on the
+  direct kernel `tile` against the reference; the output's elements outside
+  the window stay the poison."""
+  f, args = _direct_case(case, dt, opts=opts)
   specs = plan_lib.traced_specs(lambda *x: f(dyn, *x), *args)
+  assert [s.opts for s in specs] == [opts]
   assert [plan_lib.plan(s).path for s in specs] == [
       plan_lib.DIRECT_TILE_PATHS[tile]]
   assert plan_lib.direct_reasons(specs[0]) == []
@@ -1357,16 +1357,15 @@ DIRECT_PHANTOM_CASES = [
     ids=[f"{c[0]}-{t}" for c, tiles in DIRECT_PHANTOM_CASES for t in tiles])
 @pytest.mark.gpu
 @on_gpu
-def test_direct_kernel_tiles_past_the_window(monkeypatch, case, tile):
-  _force_direct(monkeypatch, tile)
-  _check_direct(case, BF16, tile)
+def test_direct_kernel_tiles_past_the_window(case, tile):
+  _check_direct(case, BF16, tile, _force_direct(tile))
 
 
 # The direct split-K kernel (Sm90DirectSplitKConfig: 128x128 cooperative,
 # CUTLASS's stream-K scheduler in split-K mode): cases as DIRECT_CASES,
 # with the slices to force (None: the plan's choice).
 DIRECT_SPLITK_CASES = [
-    # Issue 5's layer: x @ W[i] into a new array, 4 slices.
+    # A stacked-weights layer: x @ W[i] into a new array, 4 slices.
     (("layer", 16, 4096, 4096, (16, 4096), (0,), (3, 4096, 4096), (2, 0),
       None, None, None), None),
     # One row at a dynamic offset, 16 slices of 256.
@@ -1393,20 +1392,17 @@ DIRECT_SPLITK_CASES = [
 @pytest.mark.parametrize("dt", [BF16, F16])
 @pytest.mark.gpu
 @on_gpu
-def test_direct_split_k_matches_reference(monkeypatch, case, slices, dt):
-  monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV, raising=False)
-  _split_k_env(monkeypatch, slices)
-  _check_direct(case, dt, "split_k")
+def test_direct_split_k_matches_reference(case, slices, dt):
+  _check_direct(case, dt, "split_k", _split_k(slices))
 
 
 @pytest.mark.gpu
 @on_gpu
-def test_direct_split_k_is_deterministic(monkeypatch):
+def test_direct_split_k_is_deterministic():
   """The CTAs sharing a tile add their partials in a fixed order: the same
   bits on every run."""
-  _split_k_env(monkeypatch)
   case = DIRECT_SPLITK_CASES[0][0]
-  f, args = _direct_case(case, BF16)
+  f, args = _direct_case(case, BF16, opts=_split_k())
   spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
   assert plan_lib.direct_kernel(spec) == "split_k"
   run = jax.jit(lambda *x: f(dyn, *x))
@@ -1417,21 +1413,18 @@ def test_direct_split_k_is_deterministic(monkeypatch):
 
 @pytest.mark.gpu
 @on_gpu
-def test_direct_split_k_nondeterministic(monkeypatch):
-  """JAX_DYNOFF_SPLITK_NONDETERMINISTIC (read per call): the CTAs add their
-  partials as they arrive; the result still matches the reference."""
-  _split_k_env(monkeypatch, 8)
-  monkeypatch.setenv("JAX_DYNOFF_SPLITK_NONDETERMINISTIC", "1")
-  _check_direct(DIRECT_SPLITK_CASES[3][0], BF16, "split_k")
+def test_direct_split_k_nondeterministic():
+  """deterministic=False: the CTAs add their partials as they arrive; the
+  result still matches the reference."""
+  _check_direct(DIRECT_SPLITK_CASES[3][0], BF16, "split_k",
+                _split_k(8, deterministic=False))
 
 
-def test_direct_split_k_cases_plan(monkeypatch):
+def test_direct_split_k_cases_plan():
   """The cases above take the direct split-K kernel (CPU: the plan only),
   those without forced slices with the ones `choose_split_k` gives them."""
-  monkeypatch.delenv(plan_lib.DIRECT_TILE_ENV, raising=False)
   for case, slices in DIRECT_SPLITK_CASES:
-    _split_k_env(monkeypatch, slices)
-    f, args = _direct_case(case, BF16)
+    f, args = _direct_case(case, BF16, opts=_split_k(slices))
     spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
     p = plan_lib.plan(spec)
     assert p.path == "sm90_split_k", (case[0], plan_lib.split_k_reasons(spec))
@@ -1440,21 +1433,22 @@ def test_direct_split_k_cases_plan(monkeypatch):
     assert p.split_k == (slices or {"layer": 4, "row": 16}[case[0]])
 
 
-def test_direct_phantom_cases_plan(monkeypatch):
+def test_direct_phantom_cases_plan():
   """The cases above take the direct tiles they are meant for (CPU: the
   plan only)."""
   for case, tiles in DIRECT_PHANTOM_CASES:
-    f, args = _direct_case(case, BF16)
     for tile in plan_lib.DIRECT_TILES:
-      _force_direct(monkeypatch, tile)
+      f, args = _direct_case(case, BF16, opts=_force_direct(tile))
       spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
       assert (plan_lib.direct_kernel(spec) == tile) == (tile in tiles), (
           case[0], tile, plan_lib.direct_reasons(spec))
 
 
 _DIRECT_SCRIPT = textwrap.dedent("""
+    import json, sys
     import jax, jax.numpy as jnp
     import jax_dynoff as dyn
+    opts = dyn.KernelOptions(**json.loads(sys.argv[1]))
     ks = jax.random.split(jax.random.key(0), 3)
     x = jax.random.uniform(ks[0], (2048, 1024), jnp.float32).astype(jnp.bfloat16)
     w = jax.random.uniform(ks[1], (2, 1024, 2048), jnp.float32).astype(jnp.bfloat16)
@@ -1462,7 +1456,7 @@ _DIRECT_SCRIPT = textwrap.dedent("""
     # Eligible: tile multiples at dynamic offsets (128 wide tiles: one wave).
     f = jax.jit(lambda x, w, buf, i, r: dyn.gemm(
         x, dyn.window(w, (i, 0, 0), (1024, 2048)),
-        out=dyn.window(buf, (r, 0), (2048, 2048))))
+        out=dyn.window(buf, (r, 0), (2048, 2048)), opts=opts))
     f(x, w, buf, jnp.int32(1), jnp.int32(2048)).block_until_ready()
     from jax_dynoff import plan
     print(plan.direct_kernel(plan.first_spec(
@@ -1470,7 +1464,7 @@ _DIRECT_SCRIPT = textwrap.dedent("""
     # Not: 2000 output rows inside a bigger buffer.
     g = jax.jit(lambda x, w, buf, i, r: dyn.gemm(
         x[:2000], dyn.window(w, (i, 0, 0), (1024, 2048)),
-        out=dyn.window(buf, (r, 0), (2000, 2048))))
+        out=dyn.window(buf, (r, 0), (2000, 2048)), opts=opts))
     g(x, w, buf, jnp.int32(1), jnp.int32(5)).block_until_ready()
 """)
 
@@ -1479,7 +1473,8 @@ _DIRECT_SCRIPT = textwrap.dedent("""
 @on_gpu
 def test_direct_kernel_ran():
   """The handler takes the direct kernel exactly where plan.direct_reasons
-  says, and JAX_DYNOFF_DISABLE_DIRECT keeps the ptr-array kernel."""
+  says (and forces the tile KernelOptions.direct_tile names), and
+  direct=False keeps the ptr-array kernel."""
   out, lines = _run_script(_DIRECT_SCRIPT)
   assert out.split() == ["wide"], out
   assert len(lines) == 2, lines
@@ -1487,23 +1482,21 @@ def test_direct_kernel_ran():
   if _is_sm90():
     assert "kernel=kSm90DirectWideBf16NN" in lines[0], lines
     assert "kernel=kSm90LargeBf16Bf16NN" in lines[1], lines
-  out, lines = _run_script(_DIRECT_SCRIPT,
-                           **{plan_lib.DIRECT_TILE_ENV: "large"})
+  out, lines = _run_script(_DIRECT_SCRIPT, direct_tile="large")
   assert out.split() == ["large"], out
   if _is_sm90():
     assert "kernel=kSm90DirectLargeBf16NN" in lines[0], lines
     assert "kernel=kSm90LargeBf16Bf16NN" in lines[1], lines
-  _, lines = _run_script(_DIRECT_SCRIPT,
-                         **{plan_lib.DIRECT_DISABLE_ENV: "1"})
+  _, lines = _run_script(_DIRECT_SCRIPT, direct=False)
   if _is_sm90():
     assert all("kernel=kSm90LargeBf16Bf16NN" in l for l in lines), lines
 
 
 @pytest.mark.gpu
 @on_gpu
-def test_direct_kernel_int64_starts(monkeypatch):
-  monkeypatch.setenv(plan_lib.SM90_TILE_ENV, "large")
-  f, args = _direct_case(DIRECT_CASES[1], BF16, int64=True)
+def test_direct_kernel_int64_starts():
+  f, args = _direct_case(DIRECT_CASES[1], BF16, int64=True,
+                         opts=KernelOptions(tile="large"))
   assert plan_lib.direct_reasons(
       plan_lib.first_spec(lambda *x: f(dyn, *x), *args)) == []
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
