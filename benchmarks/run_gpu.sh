@@ -6,7 +6,8 @@
 # Needs: python3 with jax[cuda], nanobind, scikit-build-core, pytest and
 # hypothesis; the nvidia-cutlass wheel in ./.whl (pip download --no-deps -d
 # .whl nvidia-cutlass==4.2.0.0 on a machine with network).
-# Env: JOBS (build parallelism); TESTS (test paths relative to the repo: one
+# Env: JOBS (build parallelism); WHEEL (install this wheel, built from the
+# same source, instead of building); TESTS (test paths relative to the repo: one
 # pytest run; default: the whole suite in 6 parallel shards on the one GPU,
 # which mostly overlaps XLA compile time); PYTEST_ARGS (extra pytest args);
 # SKIP_TESTS, SKIP_BENCH; BENCH_ARGS (e.g. "--scenarios plain,stacked");
@@ -42,12 +43,17 @@ if [ -n "${DIAG:-}" ]; then  # needs only the headers: overlaps the build
      >> "$res/vs_regular_build.log" 2>&1) & diag_build=$!
 fi
 t0=$(date +%s)
-CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)} JAX_DYNOFF_CUDA=ON \
-  python3 -m pip install --no-build-isolation --no-deps -v \
-  -C build-dir=build/gpu . > "$res/build.log" 2>&1 \
-  || { tail -60 "$res/build.log"; exit 1; }
-echo "build took $(( $(date +%s) - t0 )) s"
-grep -E "ptxas|warning" "$res/build.log" | head -20
+if [ -n "${WHEEL:-}" ]; then  # a wheel this source built earlier
+  python3 -m pip install -q --no-deps --force-reinstall "$WHEEL" || exit 1
+  echo "installed $WHEEL"
+else
+  CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)} JAX_DYNOFF_CUDA=ON \
+    python3 -m pip install --no-build-isolation --no-deps -v \
+    -C build-dir=build/gpu . > "$res/build.log" 2>&1 \
+    || { tail -60 "$res/build.log"; exit 1; }
+  echo "build took $(( $(date +%s) - t0 )) s"
+  grep -E "ptxas|warning" "$res/build.log" | head -20
+fi
 
 run_pytest() {  # name, then pytest arguments (paths relative to the repo)
   local name=$1; shift
