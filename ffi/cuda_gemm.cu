@@ -94,7 +94,6 @@ using kernels::KernelEntry;
 using kernels::SkinnyKernelEntry;
 using kernels::StartTerm;
 
-constexpr int kMaxArgs = 64;
 constexpr int kThreads = 256;
 constexpr int kReduceThreads = 128;
 constexpr int64_t kMaxSplitK = 1024;  // a sanity bound on desc's split_k
