@@ -12,9 +12,10 @@ from jax_dynoff.graphs import (NO_GRAPHS, CaptureReport, check_capture,
 from jax_dynoff.lowering import cuda_available
 from jax_dynoff.ops import gemm
 from jax_dynoff.options import KernelOptions
+from jax_dynoff.plan import explain_calls as explain
 from jax_dynoff.window import Window, window
 
-__all__ = ["gemm", "window", "Window", "KernelOptions", "reference",
+__all__ = ["gemm", "window", "Window", "KernelOptions", "explain", "reference",
            "cuda_available",
            "cuda_graph_flags", "cuda_graph_options", "check_capture",
            "CaptureReport", "NO_GRAPHS"]

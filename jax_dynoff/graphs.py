@@ -149,11 +149,60 @@ def _parse(text: str) -> CaptureReport:
         "need WHILE among the command kinds (cuda_graph_flags() or "
         "cuda_graph_options())")
   if uncaptured:
+    sizes = sorted(set(_uncaptured_run_sizes(text)))
+    where = (f"; the sequence around them has {'/'.join(map(str, sizes))} "
+             "top-level thunk(s) (those inside a cond's branches do not "
+             "count)") if sizes else ""
     hints.append(
         f"{uncaptured} jax_dynoff call(s) outside any command buffer: XLA "
-        "forms no graph smaller than --xla_gpu_graph_min_graph_size "
-        "(cuda_graph_flags(min_graph_size=1))")
+        "forms no graph of fewer thunks than --xla_gpu_graph_min_graph_size "
+        f"(default 5){where}: set it to 1 (cuda_graph_flags(min_graph_size=1)"
+        ", or per compile cuda_graph_options()), or unroll the loop "
+        "(fori_loop(..., unroll=k))")
   return CaptureReport(text, captured, uncaptured, whole, hints)
+
+
+def _uncaptured_run_sizes(text: str) -> list[int]:
+  """For each jax_dynoff call outside any command buffer, the number of
+  top-level thunks of the sequence it runs in: its loop body's (the
+  nearest enclosing `body:`; a call inside a cond's branch belongs to the
+  body holding the cond), or the program's.  XLA compares that number
+  with min_graph_size."""
+  lines = [(len(l) - len(l.lstrip()), l.strip()) for l in text.splitlines()
+           if l.strip()]
+  thunk = re.compile(r"^\d+: k[A-Z]")
+  sizes = []
+  for i, (indent, body) in enumerate(lines):
+    if not (thunk.match(body) and "kCustomCall" in body):
+      continue
+    # The enclosing thunks (each shallower than the last) and the nearest
+    # enclosing body label.
+    cur, start, cb = indent, None, False
+    for j in range(i - 1, -1, -1):
+      ind, txt = lines[j]
+      if thunk.match(txt) and ind < cur:
+        cur = ind
+        cb = cb or "kCommandBuffer" in txt
+      elif txt == "body:" and ind < cur and start is None:
+        start = j
+    if cb:
+      continue  # captured
+    if start is None:  # the program's top level
+      top = min(ind for ind, txt in lines if thunk.match(txt))
+      sizes.append(sum(1 for ind, txt in lines
+                       if thunk.match(txt) and ind == top))
+      continue
+    label = lines[start][0]
+    first = None
+    n = 0
+    for ind, txt in lines[start + 1:]:
+      if ind <= label:
+        break
+      if thunk.match(txt):
+        first = ind if first is None else first
+        n += ind == first
+    sizes.append(n)
+  return sizes
 
 
 def check_capture(fn: Callable, *args,

@@ -658,6 +658,14 @@ def traced_paths(fn, *args, **kwargs) -> list[str]:
   return [plan(s).path for s in traced_specs(fn, *args, **kwargs)]
 
 
+def explain_calls(fn, *args, **kwargs) -> list[str]:
+  """One line per jax_dynoff GEMM in fn(*args, **kwargs), in program order:
+  the CUDA kernel path its plan picks on this process's GPU (or an
+  H100 / H200 where none is visible) and why (`explain`).  Public as
+  `jax_dynoff.explain`."""
+  return [explain(s) for s in traced_specs(fn, *args, **kwargs)]
+
+
 def first_spec(fn, *args, **kwargs) -> Optional[GemmSpec]:
   specs = traced_specs(fn, *args, **kwargs)
   return specs[0] if specs else None

@@ -114,6 +114,42 @@ def test_parser_says_why_a_loop_is_split():
   assert any("min_graph_size" in h for h in hints), hints
 
 
+# What XLA (jax 0.11.2, H200, default flags) dumped for the bench's cond
+# loop: the body (3 top-level thunks, the calls inside the branches) runs
+# thunk by thunk.
+DUMP_SHORT_BODY = """\
+001: kCopy  [source       | next=003 (2)] kCopy
+003: kWhile [prev=002 (1) | sink        ]   
+condition:
+    004: kCustomKernel [source | sink] loop_compare_fusion grid: [1, 1, 1]
+  body:
+    009: kCustomKernel [source       | next=014 (1)] loop_compare_fusion_2
+    014: kConditional  [prev=009 (1) | next=015 (1)]           
+      false_branch:
+        010: kCustomKernel [source       | next=011 (1)] input_concatenate_fusion_1
+        011: kCustomCall   [prev=010 (1) | sink        ] kCustomCall
+      true_branch:
+        012: kCustomKernel [source       | next=013 (1)] input_concatenate_fusion_1
+        013: kCustomCall   [prev=012 (1) | sink        ] kCustomCall
+    015: kCustomKernel [prev=014 (1) | sink        ] loop_add_fusion_1
+"""
+
+
+def test_parser_counts_the_thunks_around_an_uncaptured_call():
+  """The hint names the size XLA compares with min_graph_size: the loop
+  body's top-level thunks (a cond's branches do not count)."""
+  rep = graphs._parse(DUMP_SHORT_BODY)
+  assert (rep.captured, rep.uncaptured) == (0, 2)
+  assert graphs._uncaptured_run_sizes(DUMP_SHORT_BODY) == [3, 3]
+  assert any("3 top-level thunk" in h and "unroll" in h for h in rep.hints), (
+      rep.hints)
+  # At the program's top level: the program's own thunks.
+  top = "000: kCopy [source] kCopy\n001: kCustomCall [sink] kCustomCall\n"
+  assert graphs._uncaptured_run_sizes(top) == [2]
+  # Captured calls are not counted.
+  assert graphs._uncaptured_run_sizes(DUMP_COND) == []
+
+
 @pytest.mark.parametrize("case", ["plain", "fori", "cond", "scan_switch",
                                   "scan_xs_switch"])
 def test_graph_case_programs_match_the_reference(case):

@@ -399,3 +399,19 @@ def test_loop_counter_start_reaches_the_call_as_it_is(platform):
                np.ones((4, 4), np.float32), platform=platform)
   name, op, func = _offsets_definition(text)
   assert op == "", (name, op, func)  # a block argument: defined by nothing
+
+
+def test_explain_names_each_calls_kernel_and_why():
+  """jax_dynoff.explain: one line per call, the planned path and why."""
+  def f(x, w, a, b):
+    y = dyn.gemm(x, dyn.window(w, (1, 0, 0), (4096, 4096)))      # m = 16
+    z = dyn.gemm(a, b, opts=dyn.KernelOptions(tile="tiny"))
+    return y, z, dyn.gemm(a.astype(np.float32), b.astype(np.float32),
+                          precision=lax.Precision.HIGHEST)
+  lines = dyn.explain(f, np.ones((16, 4096), BF16),
+                      np.ones((2, 4096, 4096), BF16),
+                      np.ones((512, 512), BF16), np.ones((512, 512), BF16))
+  assert len(lines) == 3, lines
+  assert lines[0].startswith("sm90_skinny"), lines
+  assert lines[1].startswith("sm90_tiny (direct kernel, tiny tile"), lines
+  assert lines[2].startswith("generic: float32 at precision highest"), lines
