@@ -65,6 +65,13 @@ class Window:
   start: tuple[Start, ...]
   shape: tuple[int, int]
 
+  def __post_init__(self):
+    # Built directly or through `window`: the same checks either way.
+    x, start, shape = _checked(self.x, self.start, self.shape)
+    object.__setattr__(self, "x", x)
+    object.__setattr__(self, "start", start)
+    object.__setattr__(self, "shape", shape)
+
   @property
   def dtype(self):
     return self.x.dtype
@@ -96,8 +103,13 @@ class Window:
 
   @classmethod
   def tree_unflatten(cls, shape, children):
+    # No checks: JAX rebuilds pytrees with placeholder leaves too.
     x, start = children
-    return cls(x, tuple(start), shape)
+    w = object.__new__(cls)
+    object.__setattr__(w, "x", x)
+    object.__setattr__(w, "start", tuple(start))
+    object.__setattr__(w, "shape", shape)
+    return w
 
 
 def _is_array(x: Any) -> bool:
@@ -129,7 +141,8 @@ def _check_start(arg: str, i: int, s: Any) -> Start:
   return s
 
 
-def window(x: jax.Array, start: Sequence[Start], shape: Sequence[int]) -> Window:
+def window(x: jax.Array, start: Sequence[Start],
+           shape: Sequence[int]) -> Window:
   """A window of `x` for `gemm`: `shape = (rows, cols)` in the trailing dims.
 
   `start` has one entry per dim of `x`; each is a Python int or an int32 /
@@ -137,6 +150,13 @@ def window(x: jax.Array, start: Sequence[Start], shape: Sequence[int]) -> Window
   table).  Starts follow `lax.dynamic_slice`: negative ones count from the
   end, then every start is clamped so the window lies inside `x`.
   """
+  return Window(x, start, shape)
+
+
+def _checked(x: Any, start: Any, shape: Any):
+  """(x, start, shape) of a window, checked and normalised (starts: Python
+  ints or integer scalar arrays); a TypeError / ValueError names what is
+  wrong."""
   if not _is_array(x):
     x = jnp.asarray(x)
   if x.ndim < 2:
@@ -166,7 +186,7 @@ def window(x: jax.Array, start: Sequence[Start], shape: Sequence[int]) -> Window
     raise ValueError(
         f"window: shape {shape} is larger than the trailing dims of x "
         f"{x.shape[-2:]} (x has shape {x.shape})")
-  return Window(x, start, shape)
+  return x, start, shape
 
 
 def as_window(arg: str, v: Any) -> Window:

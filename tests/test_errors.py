@@ -12,6 +12,7 @@ import re
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jax_dynoff as dyn
@@ -286,3 +287,18 @@ def test_errors_raise_before_anything_runs(gemm):
     gemm(jnp.ones((3, 4)), jnp.ones((5, 6)))
   assert names_argument(str(info.value), "a") or names_argument(
       str(info.value), "b")
+
+
+def test_window_built_directly_is_checked_like_window():
+  """`jax_dynoff.Window(...)` runs the checks `window` runs: a float or
+  short start, or a window past its array, is a clear error at once, not
+  a crash or a failure inside the handler."""
+  x = np.ones((4, 6), np.float32)
+  with pytest.raises(TypeError, match=r"start\[0\] must be an integer"):
+    dyn.Window(x, (1.5, 0), (2, 2))
+  with pytest.raises(ValueError, match="start must have 2 entries"):
+    dyn.Window(x, (1,), (2, 2))
+  with pytest.raises(ValueError, match="larger than the trailing dims"):
+    dyn.Window(x, (0, 0), (5, 2))
+  w = dyn.Window(x, (np.int32(1), 2), (2, 2))
+  assert w.start == (1, 2) and w.shape == (2, 2)
