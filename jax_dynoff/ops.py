@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any, Optional, Union
+
+import jax
+
 from jax_dynoff import lowering  # noqa: F401  (registers the FFI lowering)
+from jax_dynoff.options import KernelOptions
 from jax_dynoff.primitive import Operands, bind
 from jax_dynoff.signature import GemmCall, check_call
 from jax_dynoff.spec import GemmSpec, WinSpec
 from jax_dynoff.window import Window
+
+# An operand: a rank-2 array (the whole array) or a Window of any array.
+Operand = Union[jax.Array, Window]
 
 
 def _winspec(w: Window) -> WinSpec:
@@ -33,9 +41,12 @@ def make_spec(call: GemmCall) -> GemmSpec:
       precision=call.precision, opts=call.opts)
 
 
-def gemm(a, b, c=None, *, out=None, alpha=1.0, beta=1.0, transpose_a=False,
-         transpose_b=False, precision=None, preferred_element_type=None,
-         opts=None):
+def gemm(a: Operand, b: Operand, c: Optional[Operand] = None, *,
+         out: Optional[Operand] = None, alpha: float = 1.0,
+         beta: float = 1.0, transpose_a: bool = False,
+         transpose_b: bool = False, precision: Any = None,
+         preferred_element_type: Any = None,
+         opts: Optional[KernelOptions] = None) -> jax.Array:
   """`alpha * op(a) @ op(b) + beta * c`, at offsets that may live on device.
 
   a, b, c, out: arrays (rank 2: the whole array) or `jax_dynoff.window`s.

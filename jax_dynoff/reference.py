@@ -15,6 +15,8 @@ so their starts are clamped exactly as those clamp them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -46,9 +48,10 @@ def write_window(w: Window, value: jax.Array) -> jax.Array:
       w.x, value.astype(w.x.dtype).reshape(w.win), _starts(w))
 
 
-def gemm(a, b, c=None, *, out=None, alpha=1.0, beta=1.0, transpose_a=False,
-         transpose_b=False, precision=None, preferred_element_type=None,
-         opts=None):
+def gemm(a: Any, b: Any, c: Any = None, *, out: Any = None,
+         alpha: float = 1.0, beta: float = 1.0, transpose_a: bool = False,
+         transpose_b: bool = False, precision: Any = None,
+         preferred_element_type: Any = None, opts: Any = None) -> jax.Array:
   """Same signature and meaning as `jax_dynoff.gemm`, in pure jax.lax
   (`opts`, which only picks kernels, is checked and changes nothing)."""
   call = check_call(a, b, c, out=out, alpha=alpha, beta=beta,
