@@ -20,13 +20,12 @@ from jax._src.lib import xla_client
 from jax._src.lib.mlir import ir
 
 from jax_dynoff import plan as plan_lib
+from jax_dynoff.extension import ext as _ext
 from jax_dynoff.primitive import gemm_p
 from jax_dynoff.spec import GemmSpec, encode_desc
 from jax_dynoff.window import clamp_traced_start
 
 TARGET = "jax_dynoff_gemm"
-
-from jax_dynoff.extension import ext as _ext
 
 # The CUDA handler keeps a state per op instance (its plan, made once by
 # the instantiate stage); XLA needs the state's type registered first.
@@ -65,11 +64,7 @@ def _attrs(spec: GemmSpec, plan: plan_lib.Plan):
 def _is_plain(value) -> bool:
   """Whether an IR value is an argument of its block (a function parameter,
   a loop carry such as a `fori_loop` counter) rather than computed here."""
-  try:
-    return isinstance(value, ir.BlockArgument) or ir.BlockArgument.isinstance(
-        value)
-  except AttributeError:  # MLIR bindings without the static isinstance
-    return isinstance(value, ir.BlockArgument)
+  return isinstance(value, ir.BlockArgument)
 
 
 def _slot_bounds(spec: GemmSpec) -> list[tuple[int, int]]:
