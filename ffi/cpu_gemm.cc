@@ -1,15 +1,23 @@
 // CPU handler: the full jax_dynoff.gemm semantics on the host.
 //
-// It is what CI (no GPU) runs under every test, so it favours being obviously
-// right over being fast: each window is first gathered into a float32 panel
-// in op() orientation, the product is a cache-blocked i-k-j loop whose inner
-// loop the compiler vectorises, and the whole result (C included) is formed
-// in a scratch tile before D is written, which makes C and D windows of one
-// buffer correct however they overlap.
+// The product runs on OpenBLAS's sgemm when the package loaded one
+// (SetCpuBlas: the scipy-openblas32 wheel's library, the OpenBLAS numpy and
+// scipy are built with; loaded at run time, so the build needs no BLAS):
+// float32 windows are passed in place with their leading dimensions and
+// transposes, 16-bit ones gathered into float32 panels first (exact).
+// Without one, a cache-blocked i-k-j loop over the panels does it.  Either
+// way the whole result (C included) is formed in a scratch tile before D is
+// written, which makes C and D windows of one buffer correct however they
+// overlap.
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "ffi_problem.h"
@@ -18,6 +26,15 @@
 
 namespace jax_dynoff {
 namespace {
+
+// cblas_sgemm (row major: order 101; no transpose 111, transpose 112) of the
+// loaded BLAS, or nullptr.
+using Sgemm = void (*)(int order, int trans_a, int trans_b, int m, int n,
+                       int k, float alpha, const float* a, int lda,
+                       const float* b, int ldb, float beta, float* c, int ldc);
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+std::atomic<Sgemm> g_sgemm{nullptr};
+std::string g_blas_name;  // written once, before g_sgemm is published
 
 // ---- 16-bit float conversions (round to nearest even, NaN preserved) ----
 
@@ -150,17 +167,46 @@ ffi::Error CpuGemm(ffi::RemainingArgs args, ffi::RemainingRets rets,
   auto load_start = [&](int64_t i) { return LoadOffset(offsets, offsets64, i); };
   const OperandDesc &A = p.op[kA], &B = p.op[kB], &C = p.op[kC], &D = p.op[kD];
   const bool has_c = C.present;
-  std::vector<float> pa(static_cast<size_t>(m * k)), pb(static_cast<size_t>(k * n)),
+  const Sgemm sgemm = g_sgemm.load(std::memory_order_acquire);
+  // In place (float32 windows): every extent and leading dim within BLAS's
+  // 32-bit ints.
+  const bool in_place =
+      sgemm != nullptr && p.in_dtype == DType::kF32 && m <= INT_MAX &&
+      n <= INT_MAX && k <= INT_MAX && A.ld() <= INT_MAX && B.ld() <= INT_MAX;
+  const bool panels = !in_place && sgemm != nullptr && m <= INT_MAX &&
+                      n <= INT_MAX && k <= INT_MAX;
+  std::vector<float> pa(in_place ? 0 : static_cast<size_t>(m * k)),
+      pb(in_place ? 0 : static_cast<size_t>(k * n)),
       acc(static_cast<size_t>(m * n));
   const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
   for (int64_t t = 0; t < p.batch; ++t) {
     const int64_t a_off = WindowOffset(p, A, t, load_start);
     const int64_t b_off = WindowOffset(p, B, t, load_start);
     const int64_t d_off = WindowOffset(p, D, t, load_start);
-    Gather(base(A), p.in_dtype, a_off, A.ld(), p.trans_a, m, k, pa.data());
-    Gather(base(B), p.in_dtype, b_off, B.ld(), p.trans_b, k, n, pb.data());
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    MatMulAdd(pa.data(), pb.data(), acc.data(), m, n, k);
+    const bool product = m > 0 && n > 0 && k > 0;
+    if (in_place) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      if (product)
+        sgemm(kRowMajor, p.trans_a ? kTrans : kNoTrans,
+              p.trans_b ? kTrans : kNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f,
+              static_cast<const float*>(base(A)) + a_off,
+              static_cast<int>(A.ld()),
+              static_cast<const float*>(base(B)) + b_off,
+              static_cast<int>(B.ld()), 0.0f, acc.data(),
+              static_cast<int>(n));
+    } else {
+      Gather(base(A), p.in_dtype, a_off, A.ld(), p.trans_a, m, k, pa.data());
+      Gather(base(B), p.in_dtype, b_off, B.ld(), p.trans_b, k, n, pb.data());
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      if (panels && product)
+        sgemm(kRowMajor, kNoTrans, kNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, pa.data(),
+              static_cast<int>(k), pb.data(), static_cast<int>(n), 0.0f,
+              acc.data(), static_cast<int>(n));
+      else
+        MatMulAdd(pa.data(), pb.data(), acc.data(), m, n, k);
+    }
     if (has_c) {
       // Read all of C before D is touched: C may be D's own buffer.
       const int64_t c_off = WindowOffset(p, C, t, load_start);
@@ -191,5 +237,24 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kCpuGemm, CpuGemm,
                                   .Attr<double>("beta"));
 
 XLA_FFI_Handler* CpuGemmHandler() { return kCpuGemm; }
+
+std::string SetCpuBlas(const std::string& path) {
+  if (g_sgemm.load(std::memory_order_acquire) != nullptr) return "";
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return std::string("dlopen: ") + dlerror();
+  for (const char* name : {"scipy_cblas_sgemm", "cblas_sgemm"}) {
+    if (void* f = dlsym(lib, name)) {
+      g_blas_name = path + ":" + name;
+      g_sgemm.store(reinterpret_cast<Sgemm>(f), std::memory_order_release);
+      return "";
+    }
+  }
+  return "no cblas_sgemm in " + path;
+}
+
+const char* CpuBlas() {
+  return g_sgemm.load(std::memory_order_acquire) != nullptr
+             ? g_blas_name.c_str() : "";
+}
 
 }  // namespace jax_dynoff

@@ -3,6 +3,8 @@
 #ifndef JAX_DYNOFF_HANDLERS_H_
 #define JAX_DYNOFF_HANDLERS_H_
 
+#include <string>
+
 #include "xla/ffi/api/c_api.h"
 
 namespace jax_dynoff {
@@ -11,6 +13,11 @@ namespace jax_dynoff {
 inline constexpr const char kTargetName[] = "jax_dynoff_gemm";
 
 XLA_FFI_Handler* CpuGemmHandler();
+// The CPU handler's BLAS: loads cblas_sgemm from the shared library at
+// `path` (once per process; "" or why not), and names the one in use ("":
+// none, the handler's own loops).
+std::string SetCpuBlas(const std::string& path);
+const char* CpuBlas();
 
 #ifdef JAX_DYNOFF_WITH_CUDA
 // The CUDA handler's two stages, and its state's FFI type (XLA_FFI_TypeId

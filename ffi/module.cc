@@ -1,5 +1,6 @@
 // nanobind module: hands the FFI handlers to Python as capsules.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
@@ -85,6 +86,10 @@ NB_MODULE(_jax_dynoff, m) {
   m.attr("SM90_KERNEL_WORKSPACE") =
       static_cast<int64_t>(jax_dynoff::kernels::kSm90KernelWorkspace);
   m.attr("WORKSPACE_ALIGN") = jax_dynoff::kWorkspaceAlign;
+  m.def("use_cpu_blas", [](const std::string& path) {
+    return jax_dynoff::SetCpuBlas(path);
+  });
+  m.def("cpu_blas", []() { return std::string(jax_dynoff::CpuBlas()); });
   m.def("cuda_built", []() {
 #ifdef JAX_DYNOFF_WITH_CUDA
     return true;

@@ -10,6 +10,9 @@ workspace, sized here at trace time so the handler never allocates.
 
 from __future__ import annotations
 
+import os
+import warnings
+
 import jax
 import jax.ffi
 import jax.numpy as jnp
@@ -43,6 +46,30 @@ for _platform, _targets in _ext.registrations().items():
     jax.ffi.register_ffi_target(
         _name, _handler, platform=_platform,
         **({} if _traits is None else {"traits": _traits}))
+
+
+def _load_cpu_blas() -> None:
+  """Hands the CPU handler OpenBLAS from the scipy-openblas32 wheel (a
+  dependency: the OpenBLAS numpy and scipy ship), loaded at run time; without
+  it the handler multiplies with its own loops (same results, slower)."""
+  try:
+    import scipy_openblas32  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return
+  path = os.path.join(scipy_openblas32.get_lib_dir(),
+                      scipy_openblas32.get_library(fullname=True))
+  why = _ext.use_cpu_blas(path)
+  if why:
+    warnings.warn(f"jax_dynoff: the CPU handler runs without BLAS ({why})")
+
+
+_load_cpu_blas()
+
+
+def cpu_blas() -> str:
+  """The BLAS the CPU handler multiplies with ("library:symbol"), or "" for
+  its own loops."""
+  return str(_ext.cpu_blas())
 
 
 def cuda_available() -> bool:

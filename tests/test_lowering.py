@@ -415,3 +415,12 @@ def test_explain_names_each_calls_kernel_and_why():
   assert lines[0].startswith("sm90_skinny"), lines
   assert lines[1].startswith("sm90_tiny (direct kernel, tiny tile"), lines
   assert lines[2].startswith("generic: float32 at precision highest"), lines
+
+
+def test_cpu_handler_multiplies_with_openblas():
+  """With the scipy-openblas32 wheel installed (a dependency), the CPU
+  handler runs the product on its sgemm; results are the reference's
+  (tests/test_semantics.py)."""
+  pytest.importorskip("scipy_openblas32")
+  from jax_dynoff import lowering
+  assert "sgemm" in lowering.cpu_blas(), lowering.cpu_blas()
