@@ -148,16 +148,17 @@ def sm_count() -> int:
 SPLITK_IN_DTYPES = ("bfloat16", "float16")   # kernels built (NN only)
 SPLITK_MAX_M = 256
 SPLITK_TILE = (64, 128)                      # Sm90SplitKConfig (ptr-array)
-# kDirectSplitKTileM/N (ffi/kernels/launch.h): Sm90DirectSplitKConfig.
+# kDirectSplitKTileM/N (ffi/plan.h): Sm90DirectSplitKConfig.
 DIRECT_SPLITK_TILE = (128, 128)
 SPLITK_CANDIDATES = (2, 4, 8, 16, 32)
 SPLITK_MIN_SLICE_K = 128                     # two 64-deep k-tiles per slice
+PARTIAL_BYTES = 4                            # float32 partials
+
 
 def splitk_target_ctas() -> int:
   """Split until the slice tiles fill about two waves (ceil(1.5) = 2) of
   SMs."""
   return 3 * sm_count() // 2
-PARTIAL_BYTES = 4                            # float32 partials
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,10 +171,6 @@ class Plan:
 def _tiles(spec: GemmSpec, tile: tuple[int, ...]) -> int:
   """Output tiles of (tile m, tile n, ...) covering one item's m x n."""
   return math.ceil(spec.m / tile[0]) * math.ceil(spec.n / tile[1])
-
-
-def _round_up(x: int, a: int) -> int:
-  return (x + a - 1) // a * a
 
 
 def element_bytes(dtype) -> int:
