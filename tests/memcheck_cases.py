@@ -4,7 +4,8 @@ handler machinery (pointer prep, clamping, C copies, split-K reduction,
 k = 0, batches), each small so that the instrumented run stays short.
 
 Run as a script; prints "CASE name err" per case and exits non-zero if a
-result is off (the sanitizer's own exit code reports memory errors).
+result is off (the sanitizer's own exit code reports memory errors).  With
+the argument `skinny`, runs the skinny kernel's cases alone (racecheck).
 """
 
 import sys
@@ -42,7 +43,40 @@ def check(name, f, *args, opts=None):
   return same_nan.all() and err < 2 ** -5
 
 
-def main():
+def skinny_cases() -> bool:
+  """The skinny kernel's cases: the only kernel we wrote that shares data
+  through (distributed) shared memory, so racecheck runs these alone."""
+  ok = True
+  rows = jnp.asarray([10 ** 6, -(2 ** 31), 2 ** 31 - 1, 5], jnp.int32)
+  # The skinny kernel (m <= 16): a cluster of 8 CTAs per column tile
+  # (n = 136: two tiles, the second mostly past n; k = 1024), C its own
+  # array, clamped starts; then k = 72 (one CTA per tile, a K tail).
+  xk = rand(11, (20, 1024 + 8), BF16)
+  wk = rand(12, (2, 1024, 136), BF16)
+  ck = rand(13, (13, 136), BF16)
+  outk = jnp.full((40, 144), jnp.nan, BF16)
+
+  def skinny(mod, x, w, c, out, r, i, o):
+    return mod.gemm(dyn.window(x, (r, 8), (13, 1024)),
+                    dyn.window(w, (i, 0, 0), (1024, 136)), c, beta=0.5,
+                    out=dyn.window(out, (o, 8), (13, 136)))
+
+  ok &= check("skinny", skinny, xk, wk, ck, outk, jnp.int32(-1),
+              jnp.int32(10 ** 6), jnp.int32(2 ** 31 - 1))
+  ok &= check("skinny_k72", lambda mod, a, b: mod.gemm(a, b), xk[:5, :72],
+              wk[0, :72])
+  ok &= check("lookup_skinny", lambda mod, x, w, rows, i: mod.gemm(
+      dyn.window(x, (rows[i], 8), (13, 1024)),
+      dyn.window(w, (i, 0, 0), (1024, 136))), xk, wk, rows, jnp.int32(-3))
+  return ok
+
+
+def main(argv):
+  if argv == ["skinny"]:
+    ok = skinny_cases()
+    print("ALL_OK" if ok else "MISMATCH", flush=True)
+    return 0 if ok else 1
+
   ok = True
   m, n, k = 72, 136, 80
   x = rand(1, (m + 16, k + 8), BF16)
@@ -90,23 +124,7 @@ def main():
                 lambda mod, a, b, opts: mod.gemm(a, b, opts=opts), xe, we,
                 opts=opts)
 
-  # The skinny kernel (m <= 16): a cluster of 8 CTAs per column tile
-  # (n = 136: two tiles, the second mostly past n; k = 1024), C its own
-  # array, clamped starts; then k = 72 (one CTA per tile, a K tail).
-  xk = rand(11, (20, 1024 + 8), BF16)
-  wk = rand(12, (2, 1024, 136), BF16)
-  ck = rand(13, (13, 136), BF16)
-  outk = jnp.full((40, 144), jnp.nan, BF16)
-
-  def skinny(mod, x, w, c, out, r, i, o):
-    return mod.gemm(dyn.window(x, (r, 8), (13, 1024)),
-                    dyn.window(w, (i, 0, 0), (1024, 136)), c, beta=0.5,
-                    out=dyn.window(out, (o, 8), (13, 136)))
-
-  ok &= check("skinny", skinny, xk, wk, ck, outk, jnp.int32(-1),
-              jnp.int32(10 ** 6), jnp.int32(2 ** 31 - 1))
-  ok &= check("skinny_k72", lambda mod, a, b: mod.gemm(a, b), xk[:5, :72],
-              wk[0, :72])
+  ok &= skinny_cases()
 
   # Generic kernel: odd static column start, every transpose.
   def odd(mod, a, b, out, r, o, ta, tb):
@@ -168,9 +186,6 @@ def main():
               lambda mod, *a: lookup(mod, *a, ta=True),
               rand(16, (k, 200), BF16), wl, outl, rows, jnp.int32(2),
               jnp.int32(-1))
-  ok &= check("lookup_skinny", lambda mod, x, w, rows, i: mod.gemm(
-      dyn.window(x, (rows[i], 8), (13, 1024)),
-      dyn.window(w, (i, 0, 0), (1024, 136))), xk, wk, rows, jnp.int32(-3))
 
   # A batch (vmap) and k = 0.
   xb = rand(8, (4, m, k), BF16)
@@ -184,4 +199,4 @@ def main():
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(main(sys.argv[1:]))
