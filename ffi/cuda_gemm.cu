@@ -520,7 +520,7 @@ const SkinnyKernelEntry* SkinnyKernel(const GemmProblem& p, bool c_read) {
   const SkinnyKernelEntry* k = p.in_dtype == DType::kBF16 ? &kSm90Skinny16Bf16NN
                                : p.in_dtype == DType::kF16 ? &kSm90Skinny16F16NN
                                                            : nullptr;
-  return k != nullptr && p.m >= 1 && p.m <= k->max_m ? k : nullptr;
+  return k != nullptr && p.m >= 1 && p.m <= k->block_rows ? k : nullptr;
 #else
   (void)p; (void)c_read;
   return nullptr;
