@@ -19,7 +19,7 @@ from jax_dynoff.options import DIRECT_TILES, KernelOptions
 DESC_VERSION = 2
 MAX_RANK = 8
 MAX_BATCH_RANK = 4
-HEADER_SIZE = 20
+HEADER_SIZE = 21
 BLOCK_SIZE = 4 + 4 * MAX_RANK
 DESC_SIZE = HEADER_SIZE + 4 * BLOCK_SIZE
 
@@ -127,8 +127,10 @@ class GemmSpec:
     return out
 
 
-def encode_desc(spec: GemmSpec, path: int, split_k: int) -> np.ndarray:
+def encode_desc(spec: GemmSpec, path: int, split_k: int,
+                kernel: int = 0) -> np.ndarray:
   """The int64 `desc` attribute (layout: ffi/gemm_problem.h, namespace desc).
+  `path`, `split_k` and `kernel` are the planner's answer (jax_dynoff/plan.py).
 
   FFI args are laid out as: a, b, [c if c_mode == "own"], [out if has_out],
   then, when any start is dynamic, the offsets operand: one integer vector
@@ -159,6 +161,7 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int) -> np.ndarray:
 
   d[17] = next_arg if num_slots else -1  # the offsets operand
   d[18:20] = encode_opts(spec.opts)
+  d[20] = kernel
   slot = 0
   blocks = {"a": spec.a, "b": spec.b, "c": spec.c, "d": spec.d}
   for i, name in enumerate("abcd"):

@@ -1,12 +1,12 @@
 """Random GemmSpecs for the planner's equivalence test, and their compact
 JSON form.
 
-`tests/data/planner_golden.json` holds a few thousand of them with the
-decisions the Python planner made for them before the planner moved to C++
+`tests/data/planner_golden.json` holds 3,000 of them with the decisions
+the Python planner made for them before the planner moved to C++
 (jax_dynoff/plan.py at 52e3f0c), on 132, 114 and 78 SMs;
 test_planner.py checks that the C++ planner reproduces every one.
-Regenerate (only when a rule changes on purpose) with
-`python -m tests.planner_cases`.
+Regenerate (only when a rule changes on purpose, and say so in the commit)
+with `python -m tests.planner_cases`.
 """
 
 from __future__ import annotations
@@ -182,10 +182,14 @@ def decision(plan_mod, spec: GemmSpec) -> list:
 
 
 def decision_on(plan_mod, spec: GemmSpec, sms: int) -> list:
-  """`decision` with the planner planning for `sms` SMs."""
-  plan_mod.sm_count.cache_clear()
-  plan_mod.ASSUMED_SM_COUNT = sms
-  return decision(plan_mod, spec)
+  """`decision` with the planner planning for `sms` SMs of compute
+  capability 9.0."""
+  device = plan_mod.device
+  plan_mod.device = lambda: (sms, 9, 0)
+  try:
+    return decision(plan_mod, spec)
+  finally:
+    plan_mod.device = device
 
 
 def main(count: int = 3000, seed: int = 20261202) -> None:
