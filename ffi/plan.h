@@ -1,8 +1,8 @@
-// What the CUDA handler decides from static facts alone, in plain C++ (no
-// CUDA) so that the nanobind module hands Python the very same numbers: the
-// workspace (result 1) layout, which Python sizes the workspace result with
-// at trace time, and the skinny kernel's split of K.  Each formula lives
-// here only.
+// Formulas the planner (planner.h) and the CUDA handler share, in plain
+// C++ (no CUDA) so that the nanobind module hands Python the very same
+// numbers: the workspace (result 1) layout, which Python sizes the
+// workspace result with at trace time, and the skinny kernel's split of K.
+// Each formula lives here only.
 #ifndef JAX_DYNOFF_PLAN_H_
 #define JAX_DYNOFF_PLAN_H_
 

@@ -152,9 +152,9 @@ def sm_count() -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _answer(spec: GemmSpec, dev: tuple[int, int, int]) -> dict:
-  desc = encode_desc(spec, 0, 1)
+  asked = encode_desc(spec, 0, 1)  # the call; path and kernel: the answer
   o = spec.opts
-  return _ext.plan([int(v) for v in desc], float(spec.alpha),
+  return _ext.plan([int(v) for v in asked], float(spec.alpha),
                    float(spec.beta), *dev, o.tile or "", bool(o.split_k),
                    int(o.split_k_slices or 0))
 
