@@ -158,13 +158,8 @@ ffi::Error CpuGemm(ffi::RemainingArgs args, ffi::RemainingRets rets,
     return op.arg < 0 ? d_buf.untyped_data()
                       : (*args.get<ffi::AnyBuffer>(op.arg)).untyped_data();
   };
-  const void* offsets = p.num_slots > 0
-      ? (*args.get<ffi::AnyBuffer>(p.offsets_arg)).untyped_data() : nullptr;
-  const bool offsets64 =
-      p.num_slots > 0 &&
-      (*args.get<ffi::AnyBuffer>(p.offsets_arg)).element_type() ==
-          ffi::DataType::S64;
-  auto load_start = [&](int64_t i) { return LoadOffset(offsets, offsets64, i); };
+  SlotRef slots[kMaxSlots];
+  ResolveCallSlots(p, args, slots);
   const OperandDesc &A = p.op[kA], &B = p.op[kB], &C = p.op[kC], &D = p.op[kD];
   const bool has_c = C.present;
   const Sgemm sgemm = g_sgemm.load(std::memory_order_acquire);
@@ -180,9 +175,9 @@ ffi::Error CpuGemm(ffi::RemainingArgs args, ffi::RemainingRets rets,
       acc(static_cast<size_t>(m * n));
   const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
   for (int64_t t = 0; t < p.batch; ++t) {
-    const int64_t a_off = WindowOffset(p, A, t, load_start);
-    const int64_t b_off = WindowOffset(p, B, t, load_start);
-    const int64_t d_off = WindowOffset(p, D, t, load_start);
+    const int64_t a_off = WindowOffset(p, A, t, slots);
+    const int64_t b_off = WindowOffset(p, B, t, slots);
+    const int64_t d_off = WindowOffset(p, D, t, slots);
     const bool product = m > 0 && n > 0 && k > 0;
     if (in_place) {
       std::fill(acc.begin(), acc.end(), 0.0f);
@@ -209,7 +204,7 @@ ffi::Error CpuGemm(ffi::RemainingArgs args, ffi::RemainingRets rets,
     }
     if (has_c) {
       // Read all of C before D is touched: C may be D's own buffer.
-      const int64_t c_off = WindowOffset(p, C, t, load_start);
+      const int64_t c_off = WindowOffset(p, C, t, slots);
       const void* cb = base(C);
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j)

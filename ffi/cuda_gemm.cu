@@ -57,6 +57,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -97,8 +98,7 @@ constexpr int64_t kMaxSplitK = 1024;  // a sanity bound on desc's split_k
 
 struct PrepParams {
   GemmProblem p;
-  const void* offsets;  // the offsets operand (nullptr: no dynamic start)
-  bool offsets64;       // its element type: int64 (else int32)
+  SlotRef slots[kMaxSlots];  // the dynamic starts (ResolveCallSlots)
   const char* base[kNumOperands];  // bytes; C's is D's for kFromD / kNone
   int elt[kNumOperands];           // element bytes
   const void** ptrs;               // WorkspaceLayout::ptr_count entries
@@ -113,23 +113,16 @@ struct PrepParams {
   int64_t partial_item;    // bytes per partial
 };
 
-// Element i of the offsets operand (see SlotIndex).
-__device__ __forceinline__ int64_t LoadOffset(const PrepParams& P, int64_t i) {
-  return P.offsets64 ? static_cast<const int64_t*>(P.offsets)[i]
-                     : static_cast<const int32_t*>(P.offsets)[i];
-}
-
 __device__ int64_t Offset(const PrepParams& P, int o, int64_t t) {
-  return WindowOffset(P.p, P.p.op[o], t,
-                      [&](int64_t i) { return LoadOffset(P, i); });
+  return WindowOffset(P.p, P.p.op[o], t, P.slots);
 }
 
 // Clamped start of operand o along dim i for batch item t.
 __device__ int64_t Start(const PrepParams& P, int o, int i, int64_t t) {
   const OperandDesc& op = P.p.op[o];
   if (op.start_arg[i] < 0) return op.start[i];
-  return ClampStart(LoadOffset(P, SlotIndex(P.p, op.start_arg[i], t)),
-                    op.dims[i], op.win[i]);
+  return ClampStart(P.slots[op.start_arg[i]].Load(t), op.dims[i],
+                    op.win[i]);
 }
 
 // Whether item t's C window (read from D's buffer) must be copied first:
@@ -531,11 +524,7 @@ int64_t Layers(const OperandDesc& op) {
 StartTerm DynamicStart(const PrepParams& P, const OperandDesc& op, int i,
                        int64_t scale) {
   StartTerm t;
-  // One-item calls only: item 0 of the slot.
-  const int64_t elt = P.offsets64 ? 8 : 4;
-  t.start = static_cast<const char*>(P.offsets) +
-            SlotIndex(P.p, op.start_arg[i], 0) * elt;
-  t.is64 = P.offsets64;
+  t.slot = P.slots[op.start_arg[i]];  // one-item calls only: item 0
   t.dim = op.dims[i];
   t.win = op.win[i];
   t.scale = scale;
@@ -691,10 +680,14 @@ struct GemmState {
   struct Key {
     const void* kernel = nullptr;
     int device = -1;
-    const void* addr[6] = {};  // A, B, C, D, offsets, workspace
+    // A, B, C, D, the workspace, then each slot's value and table.
+    static constexpr int kMaxAddrs = 5 + 2 * kMaxSlots;
+    const void* addr[kMaxAddrs] = {};
+    int addrs = 0;
     bool operator==(const Key& o) const {
-      if (kernel != o.kernel || device != o.device) return false;
-      for (int i = 0; i < 6; ++i)
+      if (kernel != o.kernel || device != o.device || addrs != o.addrs)
+        return false;
+      for (int i = 0; i < addrs; ++i)
         if (addr[i] != o.addr[i]) return false;
       return true;
     }
@@ -712,7 +705,10 @@ struct GemmState {
     std::lock_guard<std::mutex> lock(mu);
     for (int i = 0; i < kSlots; ++i)
       if (keys[i].kernel != nullptr && keys[i] == k) {
-        std::memcpy(out, &launches[i], sizeof(*out));
+        // The parameters in use, not the whole 4 KiB buffer.
+        std::memcpy(out, &launches[i],
+                    offsetof(kernels::PreparedLaunch, params) +
+                        launches[i].param_bytes);
         return true;
       }
     return false;
@@ -790,10 +786,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   // --- Prep parameters.
   PrepParams P;
   P.p = p;
-  P.offsets = p.num_slots > 0 ? arg_data(p.offsets_arg) : nullptr;
-  P.offsets64 =
-      p.num_slots > 0 && (*args.get<ffi::AnyBuffer>(p.offsets_arg))
-                                 .element_type() == ffi::DataType::S64;
+  ResolveCallSlots(p, args, P.slots);
   char* d_base = static_cast<char*>(d_buf.untyped_data());
   char* ws = static_cast<char*>(ws_buf.untyped_data());
   P.base[kA] = arg_data(p.op[kA].arg);
@@ -972,8 +965,16 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
       GemmState::Key key;
       key.kernel = direct;
       key.device = device;
-      const void* addr[6] = {a, b, c, d, P.offsets, ws};
-      std::memcpy(key.addr, addr, sizeof(addr));
+      for (const void* x : {static_cast<const void*>(a),
+                            static_cast<const void*>(b),
+                            static_cast<const void*>(c),
+                            static_cast<const void*>(d),
+                            static_cast<const void*>(ws)})
+        key.addr[key.addrs++] = x;
+      for (int64_t j = 0; j < p.num_slots; ++j) {
+        key.addr[key.addrs++] = P.slots[j].value;
+        key.addr[key.addrs++] = P.slots[j].table;
+      }
       kernels::PreparedLaunch ready;
       if (!state->Find(key, &ready)) {
         if (direct->workspace(l) > l.workspace_bytes)

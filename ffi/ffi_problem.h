@@ -67,10 +67,19 @@ inline ffi::Error DecodeCall(const ffi::RemainingArgs& args,
   return CheckCall(args, rets, p);
 }
 
-// Element i of the offsets operand (host memory: the CPU handler).
-inline int64_t LoadOffset(const void* offsets, bool is64, int64_t i) {
-  return is64 ? static_cast<const int64_t*>(offsets)[i]
-              : static_cast<const int32_t*>(offsets)[i];
+// Each slot's SlotRef for one call, from its FFI args (after CheckCall):
+// host addresses for the CPU handler, device addresses for the CUDA one.
+inline void ResolveCallSlots(const GemmProblem& p,
+                             const ffi::RemainingArgs& args, SlotRef* out) {
+  ResolveSlots(
+      p,
+      [&](int64_t i) {
+        const ffi::AnyBuffer b = *args.get<ffi::AnyBuffer>(i);
+        return ArgData{b.untyped_data(),
+                       b.element_type() == ffi::DataType::S64,
+                       static_cast<int64_t>(b.element_count())};
+      },
+      out);
 }
 
 }  // namespace jax_dynoff

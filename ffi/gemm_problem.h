@@ -18,11 +18,18 @@
 // FFI layout of one call (target "jax_dynoff_gemm"):
 //   args:  the arrays named by the operand blocks (A, B, C when c_mode is
 //          kOwn, the caller's `out` when there is one: only there for the
-//          input/output alias, never read), then, when any start is
-//          dynamic, the offsets operand: one S32 or S64 vector holding every
-//          dynamic start of the call (slot j of S; unbatched: S elements,
-//          slot j at j; batched: S x batch, item t of slot j at j * batch +
-//          t), made by one XLA fusion or passed straight through.
+//          input/output alias, never read), then the integer operands the
+//          dynamic starts come from.  Each dynamic start is a slot, and
+//          desc's slot section says where its value comes from
+//          (SlotSource): an element of the offsets vector (one S32 or S64
+//          vector made by one XLA fusion: V vector slots; unbatched: V
+//          elements, vector slot v at v; batched: V x batch, item t of
+//          vector slot v at v * batch + t); an integer scalar operand taken
+//          as it is (a loop counter, a function argument: no XLA op at
+//          all); or an element of an integer table operand at a scalar
+//          operand's index (`table[i]`, looked up on the device with
+//          lax.dynamic_slice's clamping, so that a loop body needs no XLA
+//          op to compute its starts).
 //   rets:  ret 0 is D (aliased to `out` when the call has one, so it already
 //          holds out's contents); on CUDA, ret 1 is a U8 workspace whose size
 //          the Python side fixed at trace time.
@@ -41,10 +48,11 @@
 
 namespace jax_dynoff {
 
-inline constexpr int64_t kDescVersion = 2;
+inline constexpr int64_t kDescVersion = 3;
 inline constexpr int kMaxRank = 8;       // rank of one operand's array
 inline constexpr int kMaxBatchRank = 4;  // nested vmaps
 inline constexpr int kNumOperands = 4;   // A, B, C, D
+inline constexpr int kMaxSlots = kNumOperands * kMaxRank;  // dynamic starts
 
 enum class DType : int64_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
 enum Operand : int { kA = 0, kB = 1, kC = 2, kD = 3 };
@@ -84,8 +92,26 @@ inline constexpr int kPresent = 0, kArg = 1, kRank = 2, kBatchedMask = 3,
                      kDims = 4, kWin = kDims + kMaxRank,
                      kStart = kWin + kMaxRank, kStartArg = kStart + kMaxRank;
 inline constexpr int kBlockSize = kStartArg + kMaxRank;  // 36
-inline constexpr int kSize = kHeaderSize + kNumOperands * kBlockSize;
+// After the blocks, one entry per possible slot: kind, arg, table
+// (SlotSource).
+inline constexpr int kSlots = kHeaderSize + kNumOperands * kBlockSize;
+inline constexpr int kSlotEntry = 3;
+inline constexpr int kSize = kSlots + kMaxSlots * kSlotEntry;
 }  // namespace desc
+
+// Where one dynamic start (a slot) comes from.
+enum class SlotKind : int64_t {
+  kVector = 0,  // element `arg` of the offsets vector (desc kOffsetsArg)
+  kScalar = 1,  // FFI arg `arg`: an S32 / S64 scalar, the start itself
+  kLookup = 2,  // FFI arg `table` (an S32 / S64 vector of L >= 1 entries) at
+                // index ClampStart(FFI arg `arg`, L, 1): lax.dynamic_slice's
+                // clamping of table[i]
+};
+struct SlotSource {
+  SlotKind kind = SlotKind::kVector;
+  int64_t arg = -1;
+  int64_t table = -1;
+};
 
 // The caller's kernel options (jax_dynoff.KernelOptions) that the CUDA
 // handler applies itself; the planner applied the rest before the path was
@@ -145,11 +171,13 @@ struct GemmProblem {
   int64_t batch = 1;  // product of batch_shape
   double alpha = 1.0, beta = 0.0;
   OperandDesc op[kNumOperands];
-  // The offsets operand: its FFI arg (-1 when every start is static), its
-  // slot count, and (set by CheckBuffers) whether it holds one value per
-  // batch item.
-  int64_t offsets_arg = -1;
+  // The dynamic starts: their count and sources; the offsets vector's FFI
+  // arg (-1 when no slot reads it), its slot count, and (set by
+  // CheckBuffers) whether it holds one value per batch item.
   int64_t num_slots = 0;
+  SlotSource slot[kMaxSlots];
+  int64_t offsets_arg = -1;
+  int64_t num_vector_slots = 0;
   bool offsets_batched = false;
   int64_t options = 0;       // namespace opt bits
   int64_t direct_tile = 0;   // desc[kDirectTile]
@@ -289,9 +317,41 @@ inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
       }
     }
   }
-  // Every slot in [0, num_slots) is named by exactly one dynamic start.
-  if (p->num_slots > 0 && p->offsets_arg < 0)
-    return err("dynamic starts without an offsets operand");
+  // Every slot in [0, num_slots) is named by exactly one dynamic start and
+  // has a source; the vector slots name distinct elements of the vector.
+  p->num_vector_slots = 0;
+  uint32_t vector_seen = 0;
+  static_assert(kMaxSlots <= 32, "vector_seen is a 32-bit mask");
+  for (int64_t j = 0; j < kMaxSlots; ++j) {
+    const int64_t* e = d + kSlots + j * kSlotEntry;
+    if (j >= p->num_slots) {
+      if (e[0] != 0 || e[1] != -1 || e[2] != -1)
+        return err("source of unused slot " + std::to_string(j));
+      continue;
+    }
+    SlotSource& src = p->slot[j];
+    if (e[0] < 0 || e[0] > 2) return err("bad slot kind");
+    src.kind = static_cast<SlotKind>(e[0]);
+    src.arg = e[1];
+    src.table = e[2];
+    if (src.kind == SlotKind::kVector) {
+      if (src.arg < 0 || src.arg >= kMaxSlots || src.table != -1 ||
+          (vector_seen >> src.arg) & 1u)
+        return err("bad vector slot " + std::to_string(j));
+      vector_seen |= 1u << src.arg;
+      ++p->num_vector_slots;
+    } else if (src.arg < 0 ||
+               (src.kind == SlotKind::kLookup) != (src.table >= 0)) {
+      return err("bad source of slot " + std::to_string(j));
+    }
+  }
+  if (vector_seen != (p->num_vector_slots == 32
+                          ? ~0u
+                          : (1u << p->num_vector_slots) - 1u))
+    return err("the vector slots must name elements 0.." +
+               std::to_string(p->num_vector_slots - 1));
+  if (p->num_vector_slots > 0 && p->offsets_arg < 0)
+    return err("vector slots without an offsets operand");
   uint64_t seen[(kNumOperands * kMaxRank + 63) / 64] = {};
   for (const OperandDesc& op : p->op)
     for (int i = 0; op.present && i < op.rank; ++i) {
@@ -350,17 +410,32 @@ std::string CheckBuffers(GemmProblem* p, int64_t num_args, ArgInfoFn arg_info,
       if (info.dims[i] != expect[i]) return err(who + ": buffer shape mismatch");
   }
   p->offsets_batched = false;
-  if (p->num_slots == 0) return "";
+  for (int64_t j = 0; j < p->num_slots; ++j) {
+    const SlotSource& src = p->slot[j];
+    if (src.kind == SlotKind::kVector) continue;
+    const std::string who = "start slot " + std::to_string(j);
+    if (src.arg >= num_args || src.table >= num_args)
+      return err(who + ": bad arg");
+    const BufferInfo v = arg_info(src.arg);
+    if ((!v.is_s32 && !v.is_s64) || v.elements() != 1)
+      return err(who + ": want an int32 or int64 scalar");
+    if (src.kind == SlotKind::kLookup) {
+      const BufferInfo t = arg_info(src.table);
+      if ((!t.is_s32 && !t.is_s64) || t.rank != 1 || t.elements() < 1)
+        return err(who + ": want a non-empty int32 or int64 vector table");
+    }
+  }
+  if (p->num_vector_slots == 0) return "";
   if (p->offsets_arg >= num_args) return err("bad offsets arg");
   const BufferInfo si = arg_info(p->offsets_arg);
   if (!si.is_s32 && !si.is_s64)
     return err("the offsets operand must be int32 or int64");
-  const int64_t e = si.elements();
-  if (e != p->num_slots && e != p->num_slots * p->batch)
+  const int64_t e = si.elements(), v = p->num_vector_slots;
+  if (e != v && e != v * p->batch)
     return err("the offsets operand has " + std::to_string(e) +
-               " elements, expected " + std::to_string(p->num_slots) +
-               " or " + std::to_string(p->num_slots) + " x the batch size");
-  p->offsets_batched = e != p->num_slots;
+               " elements, expected " + std::to_string(v) + " or " +
+               std::to_string(v) + " x the batch size");
+  p->offsets_batched = e != v;
   return "";
 }
 
@@ -374,23 +449,76 @@ std::string Decode(const int64_t* d, int64_t len, double alpha, double beta,
   return msg;
 }
 
-// Index into the offsets operand of slot `slot`'s value for batch item t.
-JAX_DYNOFF_HD int64_t SlotIndex(const GemmProblem& p, int64_t slot,
-                                int64_t t) {
-  return p.offsets_batched ? slot * p.batch + t : slot;
+// One slot made concrete for a call: where its value lies in memory (host
+// memory for the CPU handler, device memory for the CUDA kernels, which
+// read it themselves) and how to read it.  Built by ResolveSlots.
+struct SlotRef {
+  const void* value = nullptr;  // item 0's start, or its index into `table`
+  const void* table = nullptr;  // nullptr: `value` is the start itself
+  int64_t table_len = 0;
+  int64_t item_step = 0;        // elements between batch items' values
+  int32_t value64 = 0, table64 = 0;
+
+  // The (unclamped) start of batch item t.
+  JAX_DYNOFF_HD int64_t Load(int64_t t) const {
+    const int64_t i = t * item_step;
+    int64_t v = value64 ? static_cast<const int64_t*>(value)[i]
+                        : static_cast<const int32_t*>(value)[i];
+    if (table != nullptr) {
+      const int64_t j = ClampStart(v, table_len, 1);
+      v = table64 ? static_cast<const int64_t*>(table)[j]
+                  : static_cast<const int32_t*>(table)[j];
+    }
+    return v;
+  }
+};
+
+// An FFI arg's data, as ResolveSlots needs it.
+struct ArgData {
+  const void* data;
+  bool is64;
+  int64_t elements;
+};
+
+// Each slot's SlotRef for one call (after CheckBuffers); `arg(i)` returns FFI
+// arg i's ArgData.
+template <typename ArgFn>
+void ResolveSlots(const GemmProblem& p, ArgFn arg, SlotRef* out) {
+  for (int64_t j = 0; j < p.num_slots; ++j) {
+    const SlotSource& s = p.slot[j];
+    SlotRef r;
+    if (s.kind == SlotKind::kVector) {
+      const ArgData v = arg(p.offsets_arg);
+      const int64_t per_slot = p.offsets_batched ? p.batch : 1;
+      r.value = static_cast<const char*>(v.data) +
+                s.arg * per_slot * (v.is64 ? 8 : 4);
+      r.value64 = v.is64;
+      r.item_step = p.offsets_batched ? 1 : 0;
+    } else {
+      const ArgData v = arg(s.arg);
+      r.value = v.data;
+      r.value64 = v.is64;
+      if (s.kind == SlotKind::kLookup) {
+        const ArgData t = arg(s.table);
+        r.table = t.data;
+        r.table64 = t.is64;
+        r.table_len = t.elements;
+      }
+    }
+    out[j] = r;
+  }
 }
 
-// Element offset of operand `op`'s window for batch item t.  `load(i)`
-// returns element i of the offsets operand (see SlotIndex).
-template <typename LoadStart>
+// Element offset of operand `op`'s window for batch item t; `slots` are the
+// call's ResolveSlots.
 JAX_DYNOFF_HD int64_t WindowOffset(const GemmProblem& p, const OperandDesc& op,
-                                   int64_t t, LoadStart load) {
+                                   int64_t t, const SlotRef* slots) {
   int64_t off = op.static_offset;
   for (int j = 0; j < p.batch_rank; ++j)
     off += p.BatchIndex(t, j) * op.batch_strides[j];
   for (int i = 0; i < op.rank; ++i)
     if (op.start_arg[i] >= 0)
-      off += ClampStart(load(SlotIndex(p, op.start_arg[i], t)), op.dims[i],
+      off += ClampStart(slots[op.start_arg[i]].Load(t), op.dims[i],
                         op.win[i]) *
              op.strides[i];
   return off;

@@ -1,9 +1,9 @@
 """The FFI binding: registers the handlers and lowers `jax_dynoff_gemm`.
 
 Every call lowers to one custom call of the target "jax_dynoff_gemm"
-(typed FFI, API version 4): the arrays, then one offsets operand holding
-every dynamic start of the call (never attributes, never read on the host;
-`offsets_operand`), `desc` / `alpha` / `beta` as attributes, and `out`
+(typed FFI, API version 4): the arrays, then the integer operands its
+dynamic starts come from (never attributes, never read on the host;
+`start_operands`), `desc` / `alpha` / `beta` as attributes, and `out`
 aliased to result 0.  On CUDA the call has a second result, the kernel's
 workspace, sized here at trace time so the handler never allocates.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import Optional
 
 import jax
 import jax.ffi
@@ -23,6 +24,7 @@ from jax._src.lib import xla_client
 from jax._src.lib.mlir import ir
 
 from jax_dynoff import plan as plan_lib
+from jax_dynoff import spec as spec_lib
 from jax_dynoff.extension import ext as _ext
 from jax_dynoff.primitive import gemm_p
 from jax_dynoff.spec import GemmSpec
@@ -83,8 +85,8 @@ def _aliases(spec: GemmSpec):
   return {2 + (spec.c_mode == "own"): 0}  # out follows a, b and c
 
 
-def _attrs(spec: GemmSpec, plan: plan_lib.Plan):
-  return dict(desc=plan_lib.desc(spec, plan),
+def _attrs(spec: GemmSpec, plan: plan_lib.Plan, sources):
+  return dict(desc=plan_lib.desc(spec, plan, sources),
               alpha=np.float64(spec.alpha), beta=np.float64(spec.beta))
 
 
@@ -92,6 +94,83 @@ def _is_plain(value) -> bool:
   """Whether an IR value is an argument of its block (a function parameter,
   a loop carry such as a `fori_loop` counter) rather than computed here."""
   return isinstance(value, ir.BlockArgument)
+
+
+def _producer(value):
+  """The op computing `value`, or None for a block argument."""
+  return None if _is_plain(value) else value.owner
+
+
+def _is_ready(value) -> bool:
+  """A value no XLA op has to compute: plain, or a constant."""
+  op = _producer(value)
+  return op is None or op.name == "stablehlo.constant"
+
+
+def _int_constant(value) -> Optional[int]:
+  op = _producer(value)
+  if op is None or op.name != "stablehlo.constant":
+    return None
+  attr = ir.DenseIntElementsAttr(op.attributes["value"])
+  return int(ir.IntegerAttr(attr.get_splat_value()).value) if attr.is_splat else None
+
+
+def _through_converts(value):
+  """`value` with integer conversions in front of it peeled off."""
+  op = _producer(value)
+  while op is not None and op.name == "stablehlo.convert":
+    value = op.operands[0]
+    op = _producer(value)
+  return value
+
+
+def _wrapped(index, length: int):
+  """The plain x when `index` is x itself, or jnp's `x < 0 ? x + length :
+  x` (what `table[x]` lowers to); else None.  The handler clamps x as
+  lax.dynamic_slice does after that wrap, so the look-up is the same."""
+  if _is_plain(index):
+    return index
+  sel = _producer(index)
+  if sel.name != "stablehlo.select":
+    return None
+  pred, wrapped, x = sel.operands
+  cmp, add = _producer(pred), _producer(wrapped)
+  if (not _is_plain(x) or cmp is None or add is None
+      or cmp.name != "stablehlo.compare" or add.name != "stablehlo.add"
+      or "LT" not in str(cmp.attributes["comparison_direction"])):
+    return None
+  if not (_through_converts(cmp.operands[0]) == x
+          and _int_constant(cmp.operands[1]) == 0
+          and _through_converts(add.operands[0]) == x
+          and _int_constant(add.operands[1]) == length):
+    return None
+  return x
+
+
+def _lookup(start):
+  """(table, index) when `start` is `table[index]` of a rank-1 integer
+  table at a plain index (what `rows[i]` and `lax.dynamic_index_in_dim`
+  lower to) and neither needs an XLA op; else None."""
+  reshape = _producer(start)
+  if reshape is None or reshape.name != "stablehlo.reshape":
+    return None
+  ds = _producer(reshape.operands[0])
+  if ds is None or ds.name != "stablehlo.dynamic_slice" or len(ds.operands) != 2:
+    return None
+  table = ds.operands[0]
+  ttype = ir.RankedTensorType(table.type)
+  if ttype.rank != 1 or list(ir.DenseI64ArrayAttr(
+      ds.attributes["slice_sizes"])) != [1] or not _is_ready(table):
+    return None
+  index = _wrapped(ds.operands[1], ttype.shape[0])
+  return None if index is None else (table, index)
+
+
+def _int_aval(value) -> jax.core.ShapedArray:
+  t = ir.RankedTensorType(value.type)
+  width = ir.IntegerType(t.element_type).width
+  return jax.core.ShapedArray(tuple(t.shape),
+                              np.int64 if width == 64 else np.int32)
 
 
 def _slot_bounds(spec: GemmSpec) -> list[tuple[int, int]]:
@@ -111,29 +190,62 @@ def _pack_offsets(*starts, bounds, plain, dtype, batch, batched):
   return jnp.stack(cols).reshape(-1)
 
 
-def offsets_operand(ctx, starts, spec: GemmSpec):
-  """The one offsets operand of a call and its aval (None, None when every
-  start is static).
+def _direct_sources(starts, first_arg: int):
+  """Operands and sources when every start is plain or a look-up that
+  needs no XLA op (`_lookup`): the handler reads them all on the device, so
+  the call needs no XLA op for its starts at all.  None otherwise."""
+  operands: list = []
 
-  A lone start that is already a plain value (a loop counter, a function
-  argument) goes to the handler as it is, with no XLA op at all.  Anything
-  else is packed into one integer vector by one XLA fusion, each computed
-  start clamped there as `lax.dynamic_slice` would (the handler clamps again
-  on the device, which is what keeps every buffer access in bounds): a
-  start that is a bare `table[i]` would otherwise become a dynamic-slice
-  copy of its own, while inside the fusion the look-up is one more load.
-  The vector is int64 when any start is, else int32; one value per batch
-  item of every slot when any start is batched.
+  def arg(value) -> int:
+    for j, v in enumerate(operands):
+      if v == value:
+        return first_arg + j
+    operands.append(value)
+    return first_arg + len(operands) - 1
+
+  slots = []
+  for s in starts:
+    if _is_plain(s):
+      slots.append((spec_lib.SLOT_SCALAR, arg(s), -1))
+      continue
+    found = _lookup(s)
+    if found is None:
+      return None
+    table, index = found
+    slots.append((spec_lib.SLOT_LOOKUP, arg(index), arg(table)))
+  return operands, spec_lib.StartSources(-1, tuple(slots))
+
+
+def start_operands(ctx, starts, spec: GemmSpec):
+  """The operands a call's dynamic starts come from, their avals and the
+  StartSources saying which start is where.
+
+  Unbatched calls whose starts are all plain values (a loop counter, a
+  function argument) or `table[i]` look-ups at a plain index pass those
+  values and tables to the handler as they are, with no XLA op at all: the
+  kernels read them, look the tables up and clamp on the device.  A loop
+  body of `gemm(..., window(w, (i, 0, 0), ...), out=window(buf, (rows[i],
+  0), ...))` is then the custom call and the counter, nothing else.
+  Anything else is packed into one integer vector by one XLA fusion, each
+  computed start clamped there as `lax.dynamic_slice` would (the handler
+  clamps again on the device, which is what keeps every buffer access in
+  bounds); a bare `table[i]` inside that fusion is one more load, where on
+  its own it would be a dynamic-slice copy.  The vector is int64 when any
+  start is, else int32; one value per batch item of every slot when any
+  start is batched.
   """
+  first = spec_lib.num_arrays(spec)
   if not starts:
-    return None, None
+    return [], [], spec_lib.vector_sources(spec)
   avals = ctx.avals_in[len(ctx.avals_in) - len(starts):]
+  batched = any(a.ndim == 1 for a in avals)
+  direct = None if batched else _direct_sources(starts, first)
+  if direct is not None:
+    operands, sources = direct
+    return operands, [_int_aval(v) for v in operands], sources
   plain = [_is_plain(v) for v in starts]
-  if len(starts) == 1 and plain[0]:
-    return starts[0], avals[0]
   dtype = (np.int64 if any(np.dtype(a.dtype) == np.int64 for a in avals)
            else np.int32)
-  batched = any(a.ndim == 1 for a in avals)
   size = len(starts) * (spec.batch if batched else 1)
   aval = jax.core.ShapedArray((size,), dtype)
   sub = ctx.replace(avals_in=avals, avals_out=[aval])
@@ -142,46 +254,41 @@ def offsets_operand(ctx, starts, spec: GemmSpec):
                                dtype=dtype, batch=spec.batch, batched=batched),
       multiple_results=False)
   out = fn(sub, *starts)[0]
-  return (out[0] if isinstance(out, (list, tuple)) else out), aval
-
-
-def _num_arrays(spec: GemmSpec) -> int:
-  return 2 + (spec.c_mode == "own") + spec.has_out
+  out = out[0] if isinstance(out, (list, tuple)) else out
+  return [out], [aval], spec_lib.vector_sources(spec)
 
 
 def _operands(ctx, args, spec: GemmSpec):
-  """ctx and args of the custom call: the arrays, then the offsets."""
-  n = _num_arrays(spec)
-  offsets, aval = offsets_operand(ctx, list(args[n:]), spec)
-  arrays = list(args[:n])
-  avals = list(ctx.avals_in[:n])
-  if offsets is not None:
-    arrays.append(offsets)
-    avals.append(aval)
-  return ctx.replace(avals_in=avals), arrays
+  """ctx, args and start sources of the custom call: the arrays, then the
+  start operands."""
+  n = spec_lib.num_arrays(spec)
+  extra, extra_avals, sources = start_operands(ctx, list(args[n:]), spec)
+  return (ctx.replace(avals_in=[*ctx.avals_in[:n], *extra_avals]),
+          [*args[:n], *extra], sources)
 
 
-def _lower_cpu(ctx, *operands, spec: GemmSpec):
+def _lower_cpu(ctx, *operands, spec: GemmSpec, sources):
   rule = jax.ffi.ffi_lowering(TARGET, operand_output_aliases=_aliases(spec))
-  return rule(ctx, *operands, **_attrs(spec, plan_lib.Plan("generic", 1, 0)))
+  return rule(ctx, *operands,
+              **_attrs(spec, plan_lib.Plan("generic", 1, 0), sources))
 
 
-def _lower_cuda(ctx, *operands, spec: GemmSpec):
+def _lower_cuda(ctx, *operands, spec: GemmSpec, sources):
   plan = plan_lib.plan(spec)
   workspace = jax.core.ShapedArray((plan.workspace_bytes,), np.uint8)
   ctx2 = ctx.replace(avals_out=[*ctx.avals_out, workspace])
   rule = jax.ffi.ffi_lowering(TARGET, operand_output_aliases=_aliases(spec))
-  result, _ = rule(ctx2, *operands, **_attrs(spec, plan))
+  result, _ = rule(ctx2, *operands, **_attrs(spec, plan, sources))
   return [result]
 
 
 def _lower(ctx, *args, spec: GemmSpec):
-  """The offsets operand (once, whatever the platforms), then the call."""
-  ctx, operands = _operands(ctx, args, spec)
+  """The start operands (once, whatever the platforms), then the call."""
+  ctx, operands, sources = _operands(ctx, args, spec)
   return _mlir_impl.lower_per_platform(
       ctx.replace(avals_out=list(ctx.avals_out)), TARGET,
       {"cpu": _lower_cpu, "cuda": _lower_cuda}, None, set(), *operands,
-      spec=spec)
+      spec=spec, sources=sources)
 
 
 # Not cacheable: a cached rule is lowered once as a function of block

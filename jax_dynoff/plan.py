@@ -190,11 +190,12 @@ def plan(spec: GemmSpec) -> Plan:
   return Plan(a["path"], a["split_k"], a["workspace"]["total"], a["kernel"])
 
 
-def desc(spec: GemmSpec, p: Optional[Plan] = None):
-  """The desc the CUDA lowering emits for `spec`: the call, with the
+def desc(spec: GemmSpec, p: Optional[Plan] = None, sources=None):
+  """The desc the CUDA lowering emits for `spec`: the call (its starts from
+  `sources`, spec.StartSources; default: one offsets vector), with the
   planner's answer `p` (default: `plan(spec)`) in it."""
   p = plan(spec) if p is None else p
-  return encode_desc(spec, PATHS[p.path], p.split_k, p.kernel)
+  return encode_desc(spec, PATHS[p.path], p.split_k, sources, p.kernel)
 
 
 def alignment_proof(spec: GemmSpec) -> dict[str, list[str]]:

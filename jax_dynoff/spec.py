@@ -16,12 +16,19 @@ import numpy as np
 from jax_dynoff.options import DEFAULT as DEFAULT_OPTS
 from jax_dynoff.options import DIRECT_TILES, KernelOptions
 
-DESC_VERSION = 2
+DESC_VERSION = 3
 MAX_RANK = 8
 MAX_BATCH_RANK = 4
 HEADER_SIZE = 21
 BLOCK_SIZE = 4 + 4 * MAX_RANK
-DESC_SIZE = HEADER_SIZE + 4 * BLOCK_SIZE
+MAX_SLOTS = 4 * MAX_RANK
+SLOT_ENTRY = 3            # kind, arg, table (SlotSource in gemm_problem.h)
+SLOTS_AT = HEADER_SIZE + 4 * BLOCK_SIZE
+DESC_SIZE = SLOTS_AT + MAX_SLOTS * SLOT_ENTRY
+
+# Mirrors enum class SlotKind in ffi/gemm_problem.h: where a dynamic start
+# comes from.
+SLOT_VECTOR, SLOT_SCALAR, SLOT_LOOKUP = 0, 1, 2
 
 # Mirrors enum class DType in ffi/gemm_problem.h.
 DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1,
@@ -127,16 +134,47 @@ class GemmSpec:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class StartSources:
+  """Where each dynamic start (slot, in A, B, C, D dim order) comes from:
+  per slot (kind, arg, table), kind one of SLOT_VECTOR (element `arg` of the
+  offsets vector, FFI arg `offsets_arg`), SLOT_SCALAR (FFI arg `arg`, an
+  integer scalar) or SLOT_LOOKUP (FFI arg `table` at index FFI arg `arg`)."""
+
+  offsets_arg: int
+  slots: tuple[tuple[int, int, int], ...]
+
+
+def num_arrays(spec: GemmSpec) -> int:
+  """FFI args before the start operands: a, b, c (own array), out."""
+  return 2 + (spec.c_mode == "own") + spec.has_out
+
+
+def num_slots(spec: GemmSpec) -> int:
+  return sum(w.num_dynamic for _, w in spec.operands())
+
+
+def vector_sources(spec: GemmSpec) -> StartSources:
+  """Every start from one offsets vector right after the arrays, slot j
+  at element j."""
+  n = num_slots(spec)
+  return StartSources(num_arrays(spec) if n else -1,
+                      tuple((SLOT_VECTOR, j, -1) for j in range(n)))
+
+
 def encode_desc(spec: GemmSpec, path: int, split_k: int,
+                sources: Optional[StartSources] = None,
                 kernel: int = 0) -> np.ndarray:
   """The int64 `desc` attribute (layout: ffi/gemm_problem.h, namespace desc).
   `path`, `split_k` and `kernel` are the planner's answer (jax_dynoff/plan.py).
 
   FFI args are laid out as: a, b, [c if c_mode == "own"], [out if has_out],
-  then, when any start is dynamic, the offsets operand: one integer vector
-  of every dynamic start (A, B, C, D in dim order), slot j at element j
-  (`lowering.offsets_operand`).
+  then the operands the dynamic starts come from (`sources`; default: one
+  integer vector of every dynamic start, A, B, C, D in dim order, slot j at
+  element j; `lowering.start_operands` chooses).
   """
+  if sources is None:
+    sources = vector_sources(spec)
   if len(spec.batch_shape) > MAX_BATCH_RANK:
     raise ValueError(f"at most {MAX_BATCH_RANK} nested vmaps are supported")
   d = np.zeros(DESC_SIZE, np.int64)
@@ -146,7 +184,7 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
              int(spec.trans_a), int(spec.trans_b), C_MODES[spec.c_mode],
              PRECISIONS[spec.precision], path, split_k, len(spec.batch_shape)]
   d[13:13 + len(spec.batch_shape)] = spec.batch_shape
-  num_slots = sum(w.num_dynamic for _, w in spec.operands())
+  slots = num_slots(spec)
 
   array_args = {"a": 0, "b": 1}
   next_arg = 2
@@ -159,7 +197,13 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
   if spec.c_mode == "from_d":
     array_args["c"] = -1
 
-  d[17] = next_arg if num_slots else -1  # the offsets operand
+  if len(sources.slots) != slots:
+    raise ValueError(f"{len(sources.slots)} start sources for {slots} "
+                     "dynamic starts")
+  d[17] = sources.offsets_arg
+  for j in range(MAX_SLOTS):
+    d[SLOTS_AT + SLOT_ENTRY * j:SLOTS_AT + SLOT_ENTRY * (j + 1)] = (
+        sources.slots[j] if j < slots else (SLOT_VECTOR, -1, -1))
   d[18:20] = encode_opts(spec.opts)
   d[20] = kernel
   slot = 0

@@ -36,7 +36,7 @@ def clamp_traced_start(start: jax.Array, dim: int, size: int) -> jax.Array:
 
   The handler clamps again on the device (that is the guarantee that no
   value reaches outside a buffer); this copy is for XLA's sake
-  (`lowering.offsets_operand` applies it to every computed start): a start
+  (`lowering.start_operands` applies it to every computed start): a start
   that is a bare `table[i]` look-up becomes an asynchronous dynamic-slice
   copy, which keeps a loop out of one CUDA graph, while a start computed by
   an elementwise op fuses the look-up into the offsets kernel.

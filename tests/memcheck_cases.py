@@ -142,6 +142,36 @@ def main():
       x, w, c, beta=2.0, preferred_element_type=F32, opts=opts),
               xs, ws, cs, opts=dyn.KernelOptions(split_k=True))
 
+  # Starts read from tables on the device (table[i], i a plain value): the
+  # index past both ends of the table and entries past both ends of the
+  # arrays, on each kernel family that reads its starts itself.
+  rows = jnp.asarray([10 ** 6, -(2 ** 31), 2 ** 31 - 1, 5], jnp.int32)
+
+  def lookup(mod, x, w, out, rows, i, j, ta=False, opts=None):
+    xa = (dyn.window(x, (0, rows[j]), (k, 64)) if ta else
+          dyn.window(x, (rows[j], 0), (64, k)))
+    return mod.gemm(xa, dyn.window(w, (i, 0, 0), (k, 128)),
+                    out=dyn.window(out, (rows[i], 0), (64, 128)),
+                    transpose_a=ta, opts=opts)
+
+  xl = rand(14, (200, k), BF16)
+  wl = rand(15, (3, k, 128), BF16)
+  outl = jnp.full((130, 128), jnp.nan, BF16)
+  for name, ta, opts in (("direct", False, None),
+                         ("ptr_array", False, dyn.KernelOptions(direct=False)),
+                         ("generic", False, dyn.KernelOptions(sm90=False))):
+    ok &= check("lookup_" + name,
+                lambda mod, *a, ta=ta, opts=opts: lookup(mod, *a, ta=ta,
+                                                         opts=opts),
+                xl, wl, outl, rows, jnp.int32(-7), jnp.int32(9))
+  ok &= check("lookup_transposed",
+              lambda mod, *a: lookup(mod, *a, ta=True),
+              rand(16, (k, 200), BF16), wl, outl, rows, jnp.int32(2),
+              jnp.int32(-1))
+  ok &= check("lookup_skinny", lambda mod, x, w, rows, i: mod.gemm(
+      dyn.window(x, (rows[i], 8), (13, 1024)),
+      dyn.window(w, (i, 0, 0), (1024, 136))), xk, wk, rows, jnp.int32(-3))
+
   # A batch (vmap) and k = 0.
   xb = rand(8, (4, m, k), BF16)
   ok &= check("vmap", lambda mod, xb, w: jax.vmap(

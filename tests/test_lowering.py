@@ -94,10 +94,9 @@ def test_lowering_custom_call_with_offset_operands_and_alias(platform):
   calls = custom_calls(text)
   assert len(calls) == 1, text
   line, ins, outs = calls[0]
-  # 5 traced start entries (a: 2, c: 1, out: 2): one i32 vector of 5, the
-  # last operand, after the four arrays.
-  assert ins[-1] == "tensor<5xi32>", ins
-  assert not [t for t in ins if t == "tensor<i32>"], ins
+  # 5 traced start entries (a: 2, c: 1, out: 2), all function arguments:
+  # each of s0, s1, s2 once, as it is, after the four arrays.
+  assert ins[4:] == ["tensor<i32>"] * 3, ins
   assert "tensor<3x10x12xf32>" in ins and "tensor<8x5xf32>" in ins
   assert "tensor<9x9xf32>" in ins and "tensor<2x8x7xf32>" in ins
   al = aliases(line)
@@ -150,12 +149,13 @@ def test_lowering_int64_offsets(platform):
 
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_lowering_mixed_int32_int64_starts_pack_as_int64(platform):
-  """An int64 start next to an int32 one: the offsets vector is int64 (an
-  int32 value widens exactly; an int64 one must not be truncated)."""
+  """Computed starts, an int64 one next to an int32 one: the offsets vector
+  is int64 (an int32 value widens exactly; an int64 one must not be
+  truncated)."""
   with jax.enable_x64(True):
     def f(a, b, s, t):
-      return dyn.gemm(dyn.window(a, (s, 0), (4, 6)), b,
-                      out=dyn.window(np.zeros((9, 3), np.float32), (t, 0),
+      return dyn.gemm(dyn.window(a, (s + 1, 0), (4, 6)), b,
+                      out=dyn.window(np.zeros((9, 3), np.float32), (t + 1, 0),
                                      (4, 3)))
     text = lower(f, np.zeros((9, 6), np.float32),
                  np.zeros((6, 3), np.float32), np.int64(2), np.int32(1),
@@ -368,22 +368,82 @@ def _offsets_definition(text: str) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
-def test_traced_starts_reach_the_call_through_a_clamp(platform):
-  """A start read as `table[i]` must not reach the custom call straight from
-  the look-up: XLA would turn that into an asynchronous dynamic-slice copy
-  that keeps the loop out of one CUDA graph (tests/test_gpu_graphs.py).
-  The lowering packs computed starts into the offsets vector through a
-  clamp (lowering.offsets_operand), which XLA fuses with the look-up."""
+def test_computed_starts_reach_the_call_through_a_clamp(platform):
+  """A start computed from a look-up (`table[i] + 1`) must not reach the
+  custom call straight from the look-up: XLA would turn that into an
+  asynchronous dynamic-slice copy that keeps the loop out of one CUDA graph
+  (tests/test_gpu_graphs.py).  The lowering packs computed starts into the
+  offsets vector through a clamp (lowering.start_operands), which XLA fuses
+  with the look-up."""
   def f(x, buf, rows):
     def body(i, buf):
       return dyn.gemm(x, np.ones((8, 4), np.float32),
-                      out=dyn.window(buf, (rows[i], 0), (4, 4)))
+                      out=dyn.window(buf, (rows[i] + 1, 0), (4, 4)))
     return lax.fori_loop(0, 3, body, buf)
   text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
                np.arange(3, dtype=np.int32), platform=platform)
   name, op, func = _offsets_definition(text)
   assert op and "dynamic_slice" not in op, (name, func)
   assert re.search(r"stablehlo\.(clamp|minimum)|call @clip", func), func
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("index", ["rows[i]", "dynamic_index_in_dim"])
+def test_table_lookup_start_passes_the_table_and_the_index(platform, index):
+  """`rows[i]` at the loop counter reaches the call as `rows` and `i`
+  themselves (both block arguments): the kernels look the table up on the
+  device, so the loop body needs no XLA op for its starts."""
+  def f(x, w, buf, rows):
+    def body(i, buf):
+      r = (rows[i] if index == "rows[i]" else
+           lax.dynamic_index_in_dim(rows, i, keepdims=False))
+      return dyn.gemm(x, dyn.window(w, (i, 0, 0), (8, 4)),
+                      out=dyn.window(buf, (r, 0), (4, 4)))
+    return lax.fori_loop(0, 3, body, buf)
+  text = lower(f, np.ones((4, 8), np.float32), np.ones((3, 8, 4), np.float32),
+               np.ones((12, 4), np.float32), np.arange(3, dtype=np.int32),
+               platform=platform)
+  func = next(chunk for chunk in text.split("func.func")
+              if f"@{TARGET}(" in chunk)
+  (line, ins, _), = custom_calls(func)
+  assert ins[3:] == ["tensor<i32>", "tensor<3xi32>"], ins  # i, then rows
+  names = re.search(rf"@{TARGET}\(([^)]*)\)", line).group(1).split(", ")
+  for name in names[3:]:
+    # Block arguments: of the body's function, or (newer jax, the body
+    # inlined into the while) of the while's region.
+    assert re.match(r"%(arg|iterArg)", name), (name, func)
+
+
+def test_table_lookup_loop_body_is_the_call_and_the_counter():
+  """Compiled (CPU): the loop body of `gemm` at `(i, 0, 0)` and `rows[i]`
+  holds the custom call and the counter's add (and, on CPU, a copy of the
+  counter), and no look-up, slice or offsets fusion."""
+  def f(x, w, buf, rows):
+    def body(i, buf):
+      return dyn.gemm(x, dyn.window(w, (i, 0, 0), (8, 4)),
+                      out=dyn.window(buf, (rows[i], 0), (4, 4)))
+    return lax.fori_loop(0, 3, body, buf)
+  text = compiled(f, np.ones((4, 8), np.float32),
+                  np.ones((3, 8, 4), np.float32), np.ones((12, 4), np.float32),
+                  np.arange(3, dtype=np.int32), donate=(2,))
+  body = _reachable(text, _while_bodies(text)[0])
+  assert len(custom_call_lines(body)) == 1, body
+  assert not re.search(r"(dynamic-slice|concatenate|gather)\(", body), body
+  fusions = re.findall(r"= (\S+) fusion\(", body)
+  assert fusions == ["s32[]"], body  # the counter's add
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_lookup_lookalikes_take_the_offsets_vector(platform):
+  """Look-ups at a computed index, or through a gather, are computed by
+  XLA (one fusion), not read by the kernels."""
+  def f(x, buf, rows, i):
+    return dyn.gemm(x, np.ones((8, 4), np.float32),
+                    out=dyn.window(buf, (rows[i + 1], 0), (4, 4)))
+  text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
+               np.arange(3, dtype=np.int32), np.int32(0), platform=platform)
+  (line, ins, _), = custom_calls(text)
+  assert ins[2:] == ["tensor<12x4xf32>", "tensor<1xi32>"], ins
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gemm_problem.h"  // ClampStart, kMaxRank
+#include "gemm_problem.h"  // ClampStart, kMaxRank, SlotRef
 #include "plan.h"  // kSm90KernelWorkspace, DirectSplitKWorkspace, SkinnySplit
 
 namespace jax_dynoff {
@@ -51,18 +51,16 @@ struct GemmLaunch : LaunchCommon {
 };
 
 // One dynamic start as the device uses it: read from its XLA buffer (one
-// int32 or int64), clamped as lax.dynamic_slice does, times `scale` (bytes
-// for the pointer kernel, rows for the direct kernels).
+// int32 or int64, or an entry of a table at one: SlotRef), clamped as
+// lax.dynamic_slice does, times `scale` (bytes for the pointer kernel, rows
+// for the direct kernels).
 struct StartTerm {
-  const void* start;
+  SlotRef slot;
   int64_t dim, win;           // the array's extent and the window's, there
   int64_t scale;
-  int32_t is64;
 #if defined(__CUDACC__)
   __device__ __forceinline__ int64_t Scaled() const {
-    const int64_t v = is64 ? *static_cast<const int64_t*>(start)
-                           : *static_cast<const int32_t*>(start);
-    return ClampStart(v, dim, win) * scale;
+    return ClampStart(slot.Load(0), dim, win) * scale;
   }
 #endif
 };

@@ -1,0 +1,148 @@
+"""Where a call's dynamic starts come from: plain values and `table[i]`
+look-ups reach the handler as they are and are read (and clamped) on the
+device; computed starts go through one offsets vector.  Every source must
+give exactly the reference's windows, whatever the values: negative and
+out-of-range indices into the table, table entries far outside the array,
+int32 and int64 tables, one table or index feeding several starts.
+
+Runs on the default backend: on a GPU machine these exercise the CUDA
+kernels that read the starts themselves (direct, skinny, pointer-kernel
+and generic paths), on CPU the CPU handler.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import jax_dynoff as dyn
+from strategies import (BF16, F32, TOL, assert_bits_equal, assert_matches,
+                        poison_array, random_array)
+
+
+def both(build, *args):
+  got = jax.jit(build(dyn.gemm))(*args)
+  ref = jax.jit(build(dyn.reference.gemm))(*args)
+  return np.asarray(got), np.asarray(ref)
+
+
+# (m, n, k, dtype, transpose_a): the shapes pick, on an H200, the skinny
+# kernel (m <= 16), a direct tile (64 x 128 x 128), the pointer kernel
+# (transposed A) and the TF32 kernel (float32).
+CASES = [(8, 128, 128, BF16, False), (64, 128, 128, BF16, False),
+         (64, 128, 128, BF16, True), (24, 40, 48, F32, False)]
+# Index values: in range, negative (wrap once), below -L (clamp to 0) and
+# past the end (clamp to L - 1).
+INDICES = [(1, 2), (-1, -3), (-9, 7), (5, -2)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}"
+                         f"_{np.dtype(c[3]).name}{'_ta' if c[4] else ''}")
+@pytest.mark.parametrize("table_dtype", [np.int32, np.int64], ids=str)
+@pytest.mark.parametrize("indices", INDICES, ids=str)
+def test_lookup_starts_match_the_reference(case, table_dtype, indices):
+  m, n, k, dtype, ta = case
+  L = 4
+  rng = np.random.default_rng(m + n + k + indices[0])
+  a_rows = 3 * m + 5
+  a = random_array(rng, (k, a_rows) if ta else (a_rows, k), dtype)
+  w = random_array(rng, (L, k, n), dtype)
+  buf = poison_array(rng, (5 * m, n), dtype, "nan")
+  # Entries beyond either end of the arrays: the starts clamp.
+  rows_a = np.array([0, a_rows - m, -4, 10 * a_rows], table_dtype)
+  rows_d = np.array([4 * m, -m, m + 3, -10 * m], table_dtype)
+  i, j = (np.array(v, table_dtype) for v in indices)
+
+  def build(gemm):
+    def f(a, w, buf, rows_a, rows_d, i, j):
+      xa = (dyn.window(a, (0, rows_a[i]), (k, m)) if ta else
+            dyn.window(a, (rows_a[i], 0), (m, k)))
+      return gemm(xa, dyn.window(w, (i, 0, 0), (k, n)),
+                  out=dyn.window(buf, (rows_d[j], 0), (m, n)),
+                  transpose_a=ta)
+    return f
+
+  with jax.enable_x64(table_dtype == np.int64):
+    got, ref = both(build, a, w, buf, rows_a, rows_d, i, j)
+  assert_matches(got, ref, TOL[dtype], "vs reference")
+  def clamp(s, dim, size):  # lax.dynamic_slice's rule
+    s = int(s)
+    s = s + dim if s < 0 else s
+    return min(max(s, 0), dim - size)
+
+  start = clamp(rows_d[clamp(j, L, 1)], buf.shape[0], m)
+  written = np.zeros(buf.shape[0], bool)
+  written[start:start + m] = True
+  assert_bits_equal(got[~written], buf[~written], "rows outside the window")
+
+
+def test_lookups_in_a_loop_with_a_constant_table():
+  """A table closed over as a constant and the loop counter: the body's
+  starts need no XLA op; results as the reference, every iteration."""
+  L, m, n, k = 5, 16, 64, 64
+  rng = np.random.default_rng(3)
+  x = random_array(rng, (m, k), BF16)
+  w = random_array(rng, (L, k, n), BF16)
+  buf = poison_array(rng, (L * m, n), BF16, "nan")
+  rows = (rng.permutation(L) * m).astype(np.int32)
+
+  def build(gemm):
+    def f(x, w, buf):
+      def body(i, buf):
+        return gemm(x, dyn.window(w, (i, 0, 0), (k, n)),
+                    out=dyn.window(buf, (jnp.asarray(rows)[i], 0), (m, n)))
+      return lax.fori_loop(0, L, body, buf)
+    return f
+
+  got, ref = both(build, x, w, buf)
+  assert_matches(got, ref, TOL[BF16], "vs reference")
+
+
+def test_one_table_feeds_several_starts():
+  """The same table at two indices, and the same index into two tables."""
+  m, n, k = 8, 16, 24
+  rng = np.random.default_rng(4)
+  a = random_array(rng, (6 * m, k), F32)
+  b = random_array(rng, (k, n), F32)
+  c = random_array(rng, (6 * m, n), F32)
+  buf = poison_array(rng, (6 * m, n), F32, "nan")
+  t1 = np.array([0, m, 3 * m, 5 * m], np.int32)
+  t2 = np.array([2 * m, 4 * m, 0, m], np.int32)
+
+  def build(gemm):
+    def f(a, b, c, buf, t1, t2, i, j):
+      return gemm(dyn.window(a, (t1[i], 0), (m, k)), b,
+                  dyn.window(c, (t1[j], 0), (m, n)),
+                  out=dyn.window(buf, (t2[i], 0), (m, n)), beta=0.5)
+    return f
+
+  for i, j in [(1, 2), (3, 0), (-1, 9)]:
+    got, ref = both(build, a, b, c, buf, t1, t2, np.int32(i), np.int32(j))
+    assert_matches(got, ref, TOL[F32], f"i={i} j={j}")
+
+
+def test_computed_and_batched_starts_still_go_through_the_vector():
+  """A computed start (`rows[i] + 1`) and a vmapped one: the offsets
+  vector, same results as the reference."""
+  m, n, k = 8, 16, 24
+  rng = np.random.default_rng(5)
+  a = random_array(rng, (6 * m, k), F32)
+  b = random_array(rng, (k, n), F32)
+  rows = np.array([0, m, 2 * m], np.int32)
+
+  def build(gemm):
+    def f(a, b, rows, i):
+      return gemm(dyn.window(a, (rows[i] + 1, 0), (m, k)), b)
+    return f
+
+  got, ref = both(build, a, b, rows, np.int32(2))
+  assert_matches(got, ref, TOL[F32], "computed")
+
+  def vbuild(gemm):
+    return jax.vmap(build(gemm), in_axes=(None, None, None, 0))
+
+  got, ref = both(vbuild, a, b, rows, np.array([0, 2, -1], np.int32))
+  assert_matches(got, ref, TOL[F32], "vmapped")
