@@ -130,7 +130,7 @@ def test_handler_refuses_a_plan_the_rules_reject():
   """The CUDA handler's instantiate stage checks the desc's decision with
   the planner's own rules (ext.check_planned runs that check)."""
   def check(spec, path, split_k=1, kernel=0):
-    d = encode_desc(spec, plan_lib.PATHS[path], split_k, kernel)
+    d = encode_desc(spec, plan_lib.PATHS[path], split_k, kernel=kernel)
     return ext.check_planned([int(v) for v in d], spec.alpha, spec.beta)
   tile = {t: 1 + i for i, t in enumerate(plan_lib.DIRECT_TILES)}
   s = _spec()
