@@ -41,7 +41,7 @@ def variants(m, n, iters):
     split = dataclasses.replace(spec, opts=opts)
     try:
       kind = "direct" if plan.split_k_direct(split) else "ptr-array"
-      if not plan._slice_ok(split, s) or n // s < 64:
+      if plan.split_k_reasons(split) or n // s < 64:
         continue
       split_loop = bench.stacked_loops(LAYERS, m, n, jnp.bfloat16, opts)
       out[f"split S={s} {kind}"] = bench._runner(split_loop["ours"], iters)

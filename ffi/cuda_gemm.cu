@@ -2,9 +2,13 @@
 //
 // Instantiate (once per op instance, GemmInstantiate): decodes and
 // validates the attributes (desc, alpha, beta) into a GemmState with the
-// workspace layout.  Execute (GemmExecute): checks the buffers against the
-// state's problem, chooses the kernel from the device and the buffer
-// addresses' alignment, and launches.
+// planner's decision (path, split_k and the kernel within the path, which
+// jax_dynoff/plan.py asked the planner, ffi/planner.h, for and wrote into
+// the desc; refused where the planner's rules reject it) and the workspace
+// layout.  Execute (GemmExecute): checks the buffers against the state's
+// problem, keeps or drops the planned kernel by what only the run can
+// tell (the device, the buffer addresses' alignment, the options'
+// switches), and launches.
 //
 // What runs: a direct SM90 kernel or the skinny kernel is one launch that
 // locates its windows on the device from the offsets operand (its launch is
@@ -23,36 +27,25 @@
 // and the buffer addresses: the handler is safe to capture into a CUDA
 // graph (kCmdBufferCompatible).
 //
-// Path rule (documented in jax_dynoff/plan.py as well): the path planned at
-// trace time is a request.  An SM90 path runs the SM90 kernel only when the
-// build has sm_90a kernels, the current device is compute capability 9.0,
-// a kernel exists for (tile, dtypes, transposes), the static alignment proof
-// holds for the decoded problem, the buffer bases are 16-byte aligned, k > 0
-// and the call's options allow SM90 kernels (KernelOptions.sm90); otherwise
-// the generic kernel runs (same result, slower).  The workspace layout
-// always follows the planned path, so the fallback always fits.
-// The split-K path additionally needs (checked here, proved by plan.py):
-// no transposes, 16-bit inputs, A and B aligned as above (C and D are only
-// touched by the reduction kernel, which takes any alignment), n % 4 == 0
-// (the float32 partials are TMA-stored with ld = n) and K splitting into
-// split_k equal slices of a multiple of 16 bytes; otherwise it falls back to
-// the generic kernel, unsplit.
-// A call planned for an SM90 tile runs that tile's direct kernel
+// Fallback rule (documented in jax_dynoff/plan.py as well): the path
+// planned at trace time is a request, made by the planner's static rules
+// (kernels for the dtypes and transposes, the alignment proof, split-K's
+// slices, the direct and skinny kernels' window rules).  An SM90 path runs
+// its SM90 kernel only when the build has sm_90a kernels, the current
+// device is compute capability 9.0, the buffer bases are 16-byte aligned,
+// k > 0 and the call's options allow SM90 kernels (KernelOptions.sm90);
+// otherwise the generic kernel runs (same result, slower).  The workspace
+// layout always follows the planned path, so the fallback always fits.
+// The split-K path runs its planned direct kernel where the options allow
+// it (KernelOptions.direct) and every base is aligned, else its ptr-array
+// slices (A, B and workspace bases aligned: C and D are only touched by
+// the reduction kernel, which takes any alignment), else the generic
+// kernel, unsplit.  The other SM90 tiles run their planned direct kernel
 // (kernels/sm90_direct.h: one launch, no pointer kernel) instead of the
-// ptr-array one when it is a one-item NN call of a 16-bit dtype whose
-// windows suit it (ChooseDirect, mirrored by plan.py's direct_kernel) and
-// the options allow it (KernelOptions.direct).  The large path has two: the
-// wide tile (128x256) where its tiles fit one wave on the device's SMs,
-// else the large one (256x128); either where only its store rule holds.
-// The split-K path's direct kernel (128x128 cooperative, K shared by
-// split_k CTAs per output tile through CUTLASS's stream-K scheduler) comes
-// first on that path under the same rules; the ptr-array slices are its
-// fallback.  KernelOptions.direct_tile forces one of the path's direct
-// tiles (tests, tuning).
-// The skinny path (m <= 16, one-item NN calls of a 16-bit dtype, every
-// window aligned; kernels/sm90_skinny.h) runs one launch of the skinny
-// kernel, nothing before it; where its rules fail (or KernelOptions.skinny
-// is False) it runs the tiny tile as if planned for it, direct twin
+// ptr-array one where the options allow it.  The skinny path runs one
+// launch of the skinny kernel (kernels/sm90_skinny.h) at its planned
+// split; where KernelOptions.skinny is False or a base is not aligned it
+// runs the tiny tile as if planned for it, direct twin (planned too)
 // included.
 // The TF32 path (float32 in and out, default precision; any alignment)
 // runs on every GPU the build has code for; KernelOptions.tf32 = False
@@ -79,6 +72,7 @@
 #include "handlers.h"
 #include "kernels/launch.h"
 #include "plan.h"
+#include "planner.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -410,20 +404,6 @@ bool LogEnabled() {
   return on;
 }
 
-const char* PathName(Path p) {
-  switch (p) {
-    case Path::kGeneric: return "generic";
-    case Path::kSm90Large: return "sm90_large";
-    case Path::kSm90SmallM: return "sm90_small_m";
-    case Path::kSm90SplitK: return "sm90_split_k";
-    case Path::kSm90Medium: return "sm90_medium";
-    case Path::kSm90Tiny: return "sm90_tiny";
-    case Path::kTf32: return "tf32";
-    case Path::kSm90Skinny: return "sm90_skinny";
-  }
-  return "unknown";
-}
-
 const KernelEntry* GenericKernel(DType in, DType out) {
   using namespace kernels;
   if (in == DType::kF32 && out == DType::kF32) return &kGenericF32F32;
@@ -440,7 +420,7 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
                               bool tb) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
-  // Per tile: bf16 NN, NT, TN, f16 NN (mirrors plan.py's SM90_KERNELS).
+  // Per tile: bf16 NN, NT, TN, f16 NN (the planner's HasSm90Kernel).
   struct Set { const KernelEntry *bf16_nn, *bf16_nt, *bf16_tn, *f16_nn; };
   static const Set kLarge{&kSm90LargeBf16Bf16NN, &kSm90LargeBf16Bf16NT,
                           &kSm90LargeBf16Bf16TN, &kSm90LargeF16F16NN};
@@ -469,11 +449,6 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
   (void)path; (void)in; (void)out; (void)ta; (void)tb;
   return nullptr;
 }
-
-// The direct tiles (kernels/sm90_direct.h); kNone: the ptr-array kernel.
-enum class DirectTile {
-  kNone, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK
-};
 
 // The direct kernel of `tile`, or nullptr when none is built for the dtypes
 // and transposes.
@@ -505,26 +480,21 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
   return nullptr;
 }
 
-// The skinny kernel (kernels/sm90_skinny.h) for a call planned for it, or
-// nullptr where its static rules (mirrored by plan.py's skinny_reasons) do
-// not hold: one item, no transposes, 16-bit in and out of one dtype, m
-// within the kernel's rows, C not read from D's own buffer (a C window
-// overlapping D's partly would be read after other CTAs wrote it).  The
-// alignment is StaticallyAligned's, checked with the SM90 paths'.
-const SkinnyKernelEntry* SkinnyKernel(const GemmProblem& p, bool c_read) {
+// The skinny kernel (kernels/sm90_skinny.h) for the input dtype and m, or
+// nullptr when none is built for it (the planner chose the path by its
+// rules).
+const SkinnyKernelEntry* SkinnyKernel(DType in, int64_t m) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
-  if (p.batch != 1 || p.trans_a || p.trans_b || p.in_dtype != p.out_dtype ||
-      (p.c_mode == CMode::kFromD && c_read))
-    return nullptr;
-  const SkinnyKernelEntry* k = p.in_dtype == DType::kBF16 ? &kSm90Skinny16Bf16NN
-                               : p.in_dtype == DType::kF16 ? &kSm90Skinny16F16NN
-                                                           : nullptr;
-  return k != nullptr && p.m >= 1 && p.m <= k->block_rows ? k : nullptr;
-#else
-  (void)p; (void)c_read;
-  return nullptr;
+  // Rows per CTA as the planner sized the split with (SkinnyBlockRows).
+  const bool rows16 = kernels::SkinnyBlockRows(m) == 16;
+  if (in == DType::kBF16)
+    return rows16 ? &kSm90Skinny16Bf16NN : &kSm90Skinny64Bf16NN;
+  if (in == DType::kF16)
+    return rows16 ? &kSm90Skinny16F16NN : &kSm90Skinny64F16NN;
 #endif
+  (void)in; (void)m;
+  return nullptr;
 }
 
 // The TF32 kernel for the transposes (float32 in and out only).
@@ -548,144 +518,11 @@ const KernelEntry* Sm90SplitKKernel(DType in, bool ta, bool tb) {
   return nullptr;
 }
 
-// The static half of the SM90 requirements (mirrors plan.py's proof): every
-// window address is base + a multiple of 16 bytes whatever the dynamic
-// starts are, every leading dimension and every window's contiguous extent
-// is a multiple of 16 bytes.
-bool Aligned16(int64_t elements, int64_t elt) { return elements * elt % 16 == 0; }
-
-bool OperandAligned(const GemmProblem& p, const OperandDesc& op, int64_t elt) {
-  if (!Aligned16(op.ld(), elt) || !Aligned16(op.cols(), elt) ||
-      !Aligned16(op.static_offset, elt))
-    return false;
-  for (int i = 0; i < op.rank; ++i)
-    if (op.start_arg[i] >= 0 && op.win[i] != op.dims[i] &&
-        !Aligned16(op.strides[i], elt))
-      return false;
-  for (int j = 0; j < p.batch_rank; ++j)
-    if (!Aligned16(op.batch_strides[j], elt)) return false;
-  return true;
-}
-
-bool StaticallyAligned(const GemmProblem& p, bool c_read) {
-  const int64_t ei = ElementBytes(p.in_dtype), eo = ElementBytes(p.out_dtype);
-  return OperandAligned(p, p.op[kA], ei) && OperandAligned(p, p.op[kB], ei) &&
-         OperandAligned(p, p.op[kD], eo) &&
-         (!c_read || OperandAligned(p, p.op[kC], eo));
-}
-
-// Split-K's static requirements (mirrors plan.py's split_k_reasons): A and B
-// as for every SM90 path, each K slice a whole number of 16-byte chunks (so
-// every slice's address stays aligned), float32 partials with ld = n a
-// multiple of 16 bytes, and the item count within CUTLASS's int.
-bool SplitKStaticOk(const GemmProblem& p) {
-  const int64_t ei = ElementBytes(p.in_dtype), S = p.split_k;
-  return !p.trans_a && !p.trans_b && p.in_dtype != DType::kF32 &&
-         OperandAligned(p, p.op[kA], ei) && OperandAligned(p, p.op[kB], ei) &&
-         p.k % S == 0 && Aligned16(p.k / S, ei) && p.n % 4 == 0 &&
-         p.batch * S <= 0x7fffffff;
-}
-
-// The direct kernel's static requirements (kernels/sm90_direct.h; mirrored
-// by plan.py's direct_reasons), on top of the SM90 path's alignment: one
-// item; C, when read from D's own buffer, never partly overlapping D (no C
-// copy); TMA extents within int32; no dynamic column start (one that spans
-// its dim is always 0); the windows' K extents a multiple of the K tile or
-// their buffer's dim (a K tile past the window would be summed), D's extents
-// multiples of the output tile or its buffer's dims (a store past the window
-// would land in the buffer).  Loads past the other edges only feed outputs
-// that are never stored.
-constexpr int64_t kDirectTileK = 64;
-struct DirectTileShape {
-  int64_t m, n;
-};
-constexpr DirectTileShape kDirectLarge{256, 128}, kDirectWide{128, 256},
-    kDirectMedium{128, 128}, kDirectSmall{64, 128}, kDirectTiny{64, 64},
-    kDirectSplitK{kernels::kDirectSplitKTileM, kernels::kDirectSplitKTileN};
-
 // The matrices an operand's array stacks (the product of its leading dims).
 int64_t Layers(const OperandDesc& op) {
   int64_t layers = 1;
   for (int i = 0; i + 2 < op.rank; ++i) layers *= op.dims[i];
   return layers;
-}
-
-bool DirectWindowOk(const OperandDesc& op) {
-  const int r = op.rank;
-  const int64_t int_max = 0x7fffffff;
-  return r >= 2 && op.dims[r - 2] <= int_max && op.dims[r - 1] <= int_max &&
-         Layers(op) <= int_max &&
-         !(op.start_arg[r - 1] >= 0 && op.win[r - 1] != op.dims[r - 1]);
-}
-
-bool TileOrEdge(int64_t win, int64_t dim, int64_t tile) {
-  return win % tile == 0 || win == dim;
-}
-
-bool StoresOk(const OperandDesc& D, DirectTileShape t) {
-  const int rd = D.rank;
-  return TileOrEdge(D.win[rd - 2], D.dims[rd - 2], t.m) &&
-         TileOrEdge(D.win[rd - 1], D.dims[rd - 1], t.n);
-}
-
-// The direct tile the call's options force (KernelOptions.direct_tile),
-// where it stands in for the planned path and its rules hold (else the
-// ptr-array kernel runs); false when none is forced.
-bool ForcedDirectTile(const GemmProblem& p, DirectTile* tile) {
-  static constexpr DirectTile kTiles[opt::kNumDirectTiles] = {
-      DirectTile::kLarge, DirectTile::kWide, DirectTile::kMedium,
-      DirectTile::kSmall, DirectTile::kTiny, DirectTile::kSplitK};
-  if (p.direct_tile <= 0 || p.direct_tile > opt::kNumDirectTiles) return false;
-  *tile = kTiles[p.direct_tile - 1];
-  return true;
-}
-
-// Which direct tile runs the call, kNone for the ptr-array kernel (mirrored
-// by plan.py's _direct_choice).  Each ptr-array tile path has its direct
-// twin; the large path has two: the wide tile where its tiles fit one wave
-// (its m64n256 wgmmas make each tile faster; with several waves the large
-// tile was as fast or faster, and 2% ahead at 8192^3), else the large one;
-// either one where only its store rule holds.  `path` is the tile path
-// that runs (the planned one, or the tiny tile for a skinny fallback).
-DirectTile ChooseDirect(const GemmProblem& p, Path path, bool c_read,
-                        int sms) {
-  const OperandDesc &A = p.op[kA], &B = p.op[kB], &C = p.op[kC],
-                    &D = p.op[kD];
-  if (p.batch != 1 || p.trans_a || p.trans_b) return DirectTile::kNone;
-  if (p.c_mode == CMode::kFromD && c_read) return DirectTile::kNone;
-  if (!DirectWindowOk(A) || !DirectWindowOk(B) || !DirectWindowOk(D) ||
-      (c_read && !DirectWindowOk(C)))
-    return DirectTile::kNone;
-  const int ra = A.rank, rb = B.rank;
-  if (!TileOrEdge(A.win[ra - 1], A.dims[ra - 1], kDirectTileK) ||
-      !TileOrEdge(B.win[rb - 2], B.dims[rb - 2], kDirectTileK))
-    return DirectTile::kNone;
-  DirectTile forced = DirectTile::kNone;
-  const bool has_forced = ForcedDirectTile(p, &forced);
-  // The one candidate of a smaller tile's path.
-  auto single = [&](DirectTile tile, DirectTileShape shape) {
-    if (has_forced && forced != tile) return DirectTile::kNone;
-    return StoresOk(D, shape) ? tile : DirectTile::kNone;
-  };
-  switch (path) {
-    case Path::kSm90Medium: return single(DirectTile::kMedium, kDirectMedium);
-    case Path::kSm90SmallM: return single(DirectTile::kSmall, kDirectSmall);
-    case Path::kSm90Tiny: return single(DirectTile::kTiny, kDirectTiny);
-    case Path::kSm90SplitK: return single(DirectTile::kSplitK, kDirectSplitK);
-    case Path::kSm90Large: break;
-    default: return DirectTile::kNone;
-  }
-  const bool large_ok = StoresOk(D, kDirectLarge);
-  const bool wide_ok = StoresOk(D, kDirectWide);
-  if (has_forced) {
-    if (forced == DirectTile::kLarge) return large_ok ? forced : DirectTile::kNone;
-    if (forced == DirectTile::kWide) return wide_ok ? forced : DirectTile::kNone;
-    return DirectTile::kNone;
-  }
-  const int64_t wide_tiles = (p.m + kDirectWide.m - 1) / kDirectWide.m *
-                             ((p.n + kDirectWide.n - 1) / kDirectWide.n);
-  if (wide_ok && (wide_tiles <= sms || !large_ok)) return DirectTile::kWide;
-  return large_ok ? DirectTile::kLarge : DirectTile::kNone;
 }
 
 // Dynamic start i of operand o, its clamped value to be scaled by `scale`.
@@ -843,6 +680,7 @@ struct GemmState {
   static ffi::TypeId id;
   GemmProblem p;  // offsets_batched is per call (CheckCall)
   WorkspaceLayout w;
+  PlannedKernel kernel;  // desc[kKernel], checked against the rules
 
   struct Key {
     const void* kernel = nullptr;
@@ -912,6 +750,10 @@ ffi::ErrorOr<std::unique_ptr<GemmState>> GemmInstantiate(
   if (GenericKernel(p.in_dtype, p.out_dtype) == nullptr)
     return Refuse(
         "jax_dynoff_gemm: no CUDA kernel for this input/output dtype pair");
+  // The planner's decision (jax_dynoff/plan.py wrote it into the desc),
+  // refused where its own rules reject it.
+  if (const std::string why = DecodeKernel(p, &state->kernel); !why.empty())
+    return Refuse(why);
   state->w = Layout(p);
   return std::move(state);  // a conversion: no implicit move
 }
@@ -974,11 +816,15 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   DeviceInfo dev;
   if ((e = GetDeviceInfo(device, &dev)) != cudaSuccess)
     return CudaError("cudaDeviceGetAttribute", e);
+  // The planner chose path, split_k and the kernel within the path (the
+  // direct tile, the skinny split) at lowering time; what is left here is
+  // what only the run can tell: the device, the build's kernels, the
+  // buffer addresses, and the options' switches.
+  const PlannedKernel& planned = state->kernel;
   const KernelEntry* kernel = generic;
-  const KernelEntry* k90 = nullptr;  // the planned tile's ptr-array kernel
   bool split = false;  // run the split-K kernel + reduction
   // A direct kernel stands in for the planned ptr-array kernel where the
-  // call got that far (SM90 device, alignment) and its windows suit it.
+  // call got that far (SM90 device, alignment) and the planner chose one.
   const DirectKernelEntry* direct = nullptr;
   DirectTile direct_tile = DirectTile::kNone;
   // The skinny kernel (one launch, nothing before it) for its path.
@@ -992,13 +838,14 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
       dev.minor == 0 && p.k > 0) {
     const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
                           Ptr16(P.base[kC]) && Ptr16(P.base[kD]) && Ptr16(ws);
+    const bool direct_ok = !Opt(p, opt::kNoDirect) && bases_ok;
     // The skinny path's fallback is the tiny tile (its workspace is the
-    // tiny tile's): where the skinny kernel's rules fail or it is disabled.
+    // tiny tile's, its direct twin the planned direct tile): where the
+    // bases are not aligned or the options disable the skinny kernel.
     Path tile_path = p.path;
     if (p.path == Path::kSm90Skinny) {
-      const SkinnyKernelEntry* ks = SkinnyKernel(p, P.c_read);
-      if (ks != nullptr && !Opt(p, opt::kNoSkinny) && bases_ok &&
-          StaticallyAligned(p, P.c_read))
+      const SkinnyKernelEntry* ks = SkinnyKernel(p.in_dtype, p.m);
+      if (ks != nullptr && !Opt(p, opt::kNoSkinny) && bases_ok)
         skinny = ks;
       else
         tile_path = Path::kSm90Tiny;
@@ -1009,26 +856,24 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
       // First choice: the direct split-K kernel, one launch, K reduced in
       // the workspace.  Else the ptr-array slices and the reduction kernel,
       // where C and D are only touched by the reduction (no alignment).
-      if (!Opt(p, opt::kNoDirect) && bases_ok &&
-          StaticallyAligned(p, P.c_read)) {
-        direct_tile = ChooseDirect(p, p.path, P.c_read, dev.sms);
+      if (direct_ok) {
+        direct_tile = planned.direct;
         direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
                                   p.trans_b, direct_tile);
       }
       const KernelEntry* ks =
           Sm90SplitKKernel(p.in_dtype, p.trans_a, p.trans_b);
-      if (direct == nullptr && ks != nullptr && SplitKStaticOk(p) &&
-          Ptr16(P.base[kA]) && Ptr16(P.base[kB]) && Ptr16(ws)) {
+      if (direct == nullptr && ks != nullptr && Ptr16(P.base[kA]) &&
+          Ptr16(P.base[kB]) && Ptr16(ws)) {
         kernel = ks;
         split = true;
       }
-    } else {
-      k90 = Sm90Kernel(tile_path, p.in_dtype, p.out_dtype, p.trans_a,
-                       p.trans_b);
-      if (k90 != nullptr && bases_ok && StaticallyAligned(p, P.c_read))
-        kernel = k90;
-      if (kernel == k90 && k90 != nullptr && !Opt(p, opt::kNoDirect)) {
-        direct_tile = ChooseDirect(p, tile_path, P.c_read, dev.sms);
+    } else if (const KernelEntry* k90 = Sm90Kernel(
+                   tile_path, p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
+               k90 != nullptr && bases_ok) {
+      kernel = k90;
+      if (direct_ok) {
+        direct_tile = planned.direct;
         direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
                                   p.trans_b, direct_tile);
       }
@@ -1036,8 +881,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   }
   const int64_t slices = split ? p.split_k : 1;
   const int64_t items = p.batch * slices;
-  const int skinny_split =
-      skinny != nullptr ? kernels::SkinnySplit(p.n, p.k, dev.sms) : 1;
+  const int skinny_split = skinny != nullptr ? planned.skinny_split : 1;
   if (split) {
     const int64_t ks = p.k / slices;
     P.slices = slices;

@@ -84,8 +84,9 @@ inline constexpr int kVersion = 0, kM = 1, kN = 2, kK = 3, kInDType = 4,
                      kBatchShape = 13,  // kMaxBatchRank entries
                      kOffsetsArg = 17,  // FFI arg of the offsets, or -1
                      kOptions = 18,     // switch bits (namespace opt)
-                     kDirectTile = 19;  // forced direct tile, 0: none
-inline constexpr int kHeaderSize = 20;
+                     kDirectTile = 19,  // forced direct tile, 0: none
+                     kKernel = 20;      // the planned kernel (planner.h)
+inline constexpr int kHeaderSize = 21;
 // One block per operand, in the order A, B, C, D.
 inline constexpr int kPresent = 0, kArg = 1, kRank = 2, kBatchedMask = 3,
                      kDims = 4, kWin = kDims + kMaxRank,
@@ -180,6 +181,7 @@ struct GemmProblem {
   bool offsets_batched = false;
   int64_t options = 0;       // namespace opt bits
   int64_t direct_tile = 0;   // desc[kDirectTile]
+  int64_t kernel = 0;        // desc[kKernel]: EncodeKernel (planner.h)
 
   // Multi-index of flat batch item t along batch dim j (row-major).
   JAX_DYNOFF_HD int64_t BatchIndex(int64_t t, int j) const {
@@ -254,6 +256,8 @@ inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
     return err("bad option bits");
   if (p->direct_tile < 0 || p->direct_tile > opt::kNumDirectTiles)
     return err("bad forced direct tile");
+  p->kernel = d[kKernel];
+  if (p->kernel < 0) return err("bad planned kernel");
 
   for (int o = 0; o < kNumOperands; ++o) {
     const int64_t* b = d + kHeaderSize + o * kBlockSize;

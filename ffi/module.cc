@@ -11,6 +11,7 @@
 #include "gemm_problem.h"
 #include "handlers.h"
 #include "plan.h"
+#include "planner.h"
 
 namespace nb = nanobind;
 
@@ -18,6 +19,106 @@ namespace {
 
 nb::capsule Capsule(XLA_FFI_Handler* handler) {
   return nb::capsule(reinterpret_cast<void*>(handler));
+}
+
+jax_dynoff::GemmProblem DecodeOrThrow(const std::vector<int64_t>& desc,
+                                      double alpha, double beta) {
+  jax_dynoff::GemmProblem p;
+  const std::string msg = jax_dynoff::DecodeDesc(
+      desc.data(), static_cast<int64_t>(desc.size()), alpha, beta, &p);
+  if (!msg.empty()) throw std::invalid_argument(msg);
+  return p;
+}
+
+nb::dict LayoutDict(const jax_dynoff::WorkspaceLayout& w) {
+  nb::dict d;
+  d["kernel_bytes"] = w.kernel_bytes;
+  d["ptrs"] = w.ptrs;
+  d["ptr_count"] = w.ptr_count;
+  d["scratch"] = w.scratch;
+  d["scratch_item"] = w.scratch_item;
+  d["partials"] = w.partials;
+  d["partial_item"] = w.partial_item;
+  d["total"] = w.total;
+  return d;
+}
+
+nb::list List(const std::vector<std::string>& v) {
+  nb::list l;
+  for (const std::string& s : v) l.append(s);
+  return l;
+}
+
+// The planner's whole answer for one call (jax_dynoff/plan.py reads it).
+nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
+  using namespace jax_dynoff;
+  nb::dict d;
+  d["error"] = k.error;
+  d["path"] = PathName(k.path);
+  d["split_k"] = k.split_k;
+  d["kernel"] = EncodeKernel(k.kernel);
+  d["direct_tile"] = k.direct == DirectTile::kNone
+                         ? nb::object(nb::none())
+                         : nb::object(nb::str(DirectTileName(k.direct)));
+  d["workspace"] = LayoutDict(k.layout);
+  d["explain"] = k.explain;
+  d["sm90_reasons"] = List(k.sm90_reasons);
+  d["skinny_reasons"] = List(k.skinny_reasons);
+  d["direct_reasons"] = List(k.direct_reasons);
+  d["split_k_reasons"] = List(k.split_k_reasons);
+  d["split_k_slices_error"] = k.split_k_slices_error;
+  d["split_k_direct_reasons"] = List(k.split_k_direct_reasons);
+  nb::dict align;  // insertion order: a, b, d, c
+  for (const auto& [name, why] : k.alignment) align[name.c_str()] = List(why);
+  d["alignment"] = align;
+  nb::dict times;
+  for (int t = 0; t < kNumSm90Tiles; ++t)
+    times[Sm90TileName(static_cast<Sm90Tile>(t))] = k.tile_times[t];
+  d["tile_times"] = times;
+  nb::list cands;
+  for (int64_t s : k.split_k_candidates) cands.append(s);
+  d["split_k_candidates"] = cands;
+  d["split_k_choice"] = k.split_k_choice;
+  d["split_k_tiles"] = k.split_k_tiles;
+  d["skinny_split"] = k.skinny_split;
+  return d;
+}
+
+// The planner's names and tables, for plan.py's constants.
+nb::dict PlannerTables() {
+  using namespace jax_dynoff;
+  nb::dict paths;
+  for (int64_t i = 0; i < kNumPaths; ++i)
+    paths[PathName(static_cast<Path>(i))] = i;
+  nb::dict sm90_tiles;  // name: (tile m, tile n, TFLOP/s)
+  for (int t = 0; t < kNumSm90Tiles; ++t) {
+    const Sm90TileShape& s = kSm90TileShapes[t];
+    sm90_tiles[Sm90TileName(static_cast<Sm90Tile>(t))] =
+        nb::make_tuple(s.m, s.n, s.tflops);
+  }
+  nb::dict direct_tiles, direct_paths;  // name: (tile m, tile n); name: path
+  for (DirectTile t : kAllDirectTiles) {
+    const TileMN& s = kDirectTileShapes[static_cast<int>(t)];
+    direct_tiles[DirectTileName(t)] = nb::make_tuple(s.m, s.n);
+    direct_paths[DirectTileName(t)] = PathName(DirectTilePath(t));
+  }
+  nb::list sm90_kernels;  // (input dtype, output dtype, trans_a, trans_b)
+  const DType dts[] = {DType::kBF16, DType::kF16, DType::kF32};
+  const char* names[] = {"bfloat16", "float16", "float32"};
+  for (int i = 0; i < 3; ++i)
+    for (int o = 0; o < 3; ++o)
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb)
+          if (HasSm90Kernel(dts[i], dts[o], ta, tb))
+            sm90_kernels.append(
+                nb::make_tuple(names[i], names[o], bool(ta), bool(tb)));
+  nb::dict d;
+  d["paths"] = paths;
+  d["sm90_tiles"] = sm90_tiles;
+  d["direct_tiles"] = direct_tiles;
+  d["direct_tile_paths"] = direct_paths;
+  d["sm90_kernels"] = sm90_kernels;
+  return d;
 }
 
 }  // namespace
@@ -61,24 +162,42 @@ NB_MODULE(_jax_dynoff, m) {
   // sizes the workspace result with it): the formula lives in plan.h.
   m.def("workspace_layout", [](const std::vector<int64_t>& desc, double alpha,
                                double beta) {
-    jax_dynoff::GemmProblem p;
-    const std::string msg = jax_dynoff::DecodeDesc(
-        desc.data(), static_cast<int64_t>(desc.size()), alpha, beta, &p);
-    if (!msg.empty()) throw std::invalid_argument(msg);
-    const jax_dynoff::WorkspaceLayout w = jax_dynoff::Layout(p);
-    nb::dict d;
-    d["kernel_bytes"] = w.kernel_bytes;
-    d["ptrs"] = w.ptrs;
-    d["ptr_count"] = w.ptr_count;
-    d["scratch"] = w.scratch;
-    d["scratch_item"] = w.scratch_item;
-    d["partials"] = w.partials;
-    d["partial_item"] = w.partial_item;
-    d["total"] = w.total;
-    return d;
+    return LayoutDict(jax_dynoff::Layout(DecodeOrThrow(desc, alpha, beta)));
   });
-  m.def("skinny_split", [](int64_t n, int64_t k, int sms) {
-    return jax_dynoff::kernels::SkinnySplit(n, k, sms);
+  // The planner (planner.h): the whole plan of the call a desc describes
+  // (its path, split_k and kernel fields are ignored: they are the answer)
+  // on a device of `sms` SMs and compute capability cc_major.cc_minor,
+  // with the KernelOptions the desc does not carry: a forced SM90 `tile`
+  // ("" for none), `split_k`, and forced `split_k_slices` (0 for none).
+  m.def("plan", [](const std::vector<int64_t>& desc, double alpha, double beta,
+                   int sms, int cc_major, int cc_minor,
+                   const std::string& tile, bool split_k,
+                   int64_t split_k_slices) {
+    using namespace jax_dynoff;
+    const GemmProblem p = DecodeOrThrow(desc, alpha, beta);
+    PlanOptions o;
+    for (int t = 0; t < kNumSm90Tiles; ++t)
+      if (tile == Sm90TileName(static_cast<Sm90Tile>(t))) o.tile = t;
+    o.skinny = tile == "skinny";
+    if (!tile.empty() && o.tile < 0 && !o.skinny)
+      throw std::invalid_argument("unknown SM90 tile " + tile);
+    if (sms < 1) throw std::invalid_argument("sms must be >= 1");
+    o.split_k = split_k;
+    o.split_k_slices = split_k_slices;
+    return PlanDict(PlanGemm(p, o, DeviceFacts{sms, cc_major, cc_minor}));
+  });
+  // Checks a desc's planned kernel field as the CUDA handler does ("" or
+  // why it would refuse the desc).
+  m.def("check_planned", [](const std::vector<int64_t>& desc, double alpha,
+                            double beta) {
+    jax_dynoff::PlannedKernel k;
+    return jax_dynoff::DecodeKernel(DecodeOrThrow(desc, alpha, beta), &k);
+  });
+  m.def("planner_tables", &PlannerTables);
+  m.def("skinny_split", [](int64_t m_, int64_t n, int64_t k, int sms) {
+    using namespace jax_dynoff::kernels;
+    return SkinnySplit(n, k, sms,
+                       SkinnyRowBlocks(m_, SkinnyBlockRows(m_)));
   });
   m.def("direct_split_k_workspace", [](int64_t m_, int64_t n) {
     return jax_dynoff::kernels::DirectSplitKWorkspace(m_, n);

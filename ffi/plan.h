@@ -1,8 +1,8 @@
-// What the CUDA handler decides from static facts alone, in plain C++ (no
-// CUDA) so that the nanobind module hands Python the very same numbers: the
-// workspace (result 1) layout, which Python sizes the workspace result with
-// at trace time, and the skinny kernel's split of K.  Each formula lives
-// here only.
+// Formulas the planner (planner.h) and the CUDA handler share, in plain
+// C++ (no CUDA) so that the nanobind module hands Python the very same
+// numbers: the workspace (result 1) layout, which Python sizes the
+// workspace result with at trace time, and the skinny kernel's split of K.
+// Each formula lives here only.
 #ifndef JAX_DYNOFF_PLAN_H_
 #define JAX_DYNOFF_PLAN_H_
 
@@ -45,6 +45,11 @@ inline constexpr int kSkinnyTileN = 128, kSkinnyTileK = 64;
 inline constexpr int kSkinnyMaxSplit = 8;
 inline constexpr int64_t SkinnyRowBlocks(int64_t m, int64_t block_rows) {
   return (m + block_rows - 1) / block_rows;
+}
+// Rows per CTA: one 16-row block up to m = 16 (the 16-row kernel), else
+// 64-row blocks (more MMA work per B tile streamed).
+inline constexpr int64_t SkinnyBlockRows(int64_t m) {
+  return m <= 16 ? 16 : 64;
 }
 inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms,
                                  int64_t row_blocks = 1) {

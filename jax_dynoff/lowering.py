@@ -27,7 +27,7 @@ from jax_dynoff import plan as plan_lib
 from jax_dynoff import spec as spec_lib
 from jax_dynoff.extension import ext as _ext
 from jax_dynoff.primitive import gemm_p
-from jax_dynoff.spec import GemmSpec, encode_desc
+from jax_dynoff.spec import GemmSpec
 from jax_dynoff.window import clamp_traced_start
 
 TARGET = "jax_dynoff_gemm"
@@ -86,8 +86,7 @@ def _aliases(spec: GemmSpec):
 
 
 def _attrs(spec: GemmSpec, plan: plan_lib.Plan, sources):
-  return dict(desc=encode_desc(spec, plan_lib.PATHS[plan.path], plan.split_k,
-                               sources),
+  return dict(desc=plan_lib.desc(spec, plan, sources),
               alpha=np.float64(spec.alpha), beta=np.float64(spec.beta))
 
 

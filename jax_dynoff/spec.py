@@ -19,7 +19,7 @@ from jax_dynoff.options import DIRECT_TILES, KernelOptions
 DESC_VERSION = 3
 MAX_RANK = 8
 MAX_BATCH_RANK = 4
-HEADER_SIZE = 20
+HEADER_SIZE = 21
 BLOCK_SIZE = 4 + 4 * MAX_RANK
 MAX_SLOTS = 4 * MAX_RANK
 SLOT_ENTRY = 3            # kind, arg, table (SlotSource in gemm_problem.h)
@@ -163,8 +163,10 @@ def vector_sources(spec: GemmSpec) -> StartSources:
 
 
 def encode_desc(spec: GemmSpec, path: int, split_k: int,
-                sources: Optional[StartSources] = None) -> np.ndarray:
+                sources: Optional[StartSources] = None,
+                kernel: int = 0) -> np.ndarray:
   """The int64 `desc` attribute (layout: ffi/gemm_problem.h, namespace desc).
+  `path`, `split_k` and `kernel` are the planner's answer (jax_dynoff/plan.py).
 
   FFI args are laid out as: a, b, [c if c_mode == "own"], [out if has_out],
   then the operands the dynamic starts come from (`sources`; default: one
@@ -203,6 +205,7 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
     d[SLOTS_AT + SLOT_ENTRY * j:SLOTS_AT + SLOT_ENTRY * (j + 1)] = (
         sources.slots[j] if j < slots else (SLOT_VECTOR, -1, -1))
   d[18:20] = encode_opts(spec.opts)
+  d[20] = kernel
   slot = 0
   blocks = {"a": spec.a, "b": spec.b, "c": spec.c, "d": spec.d}
   for i, name in enumerate("abcd"):

@@ -1,0 +1,570 @@
+// The planner's rules (planner.h); jax_dynoff/plan.py's docstring says what
+// each path is and why it is chosen.  Every reason string here is what
+// plan.py's *_reasons and explain return.
+#include "planner.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace jax_dynoff {
+namespace {
+
+constexpr int64_t kTmaAlignBytes = 16;
+constexpr int64_t kInt32Max = 0x7fffffff;
+constexpr int64_t kTwoPow31 = int64_t{1} << 31;
+
+constexpr int64_t kDirectTileK = 64;
+
+// Split-K (path kSm90SplitK): the direct split-K kernel where its windows
+// suit it, else the ptr-array slices (64x128 tiles) and a reduction.
+constexpr int64_t kSplitKMaxM = 256;
+constexpr TileMN kSplitKTile{64, 128};  // Sm90SplitKConfig (ptr-array)
+constexpr int64_t kSplitKCandidates[] = {2, 4, 8, 16, 32};
+constexpr int64_t kSplitKMinSliceK = 128;  // two 64-deep k-tiles per slice
+constexpr int64_t kPartialBytes = 4;       // float32 partials
+
+// Where the planner takes the skinny path by itself: m up to one 16-row
+// block (stacked-weight layers, decode steps), where the SM90 tiles waste
+// most of their rows.  The kernel runs any m in row blocks
+// (KernelOptions(tile="skinny") forces it).
+constexpr int64_t kSkinnyMaxM = 16;
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "float32";
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+  }
+  return "unknown";
+}
+
+bool Is16Bit(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t Tiles(const GemmProblem& p, TileMN t) {
+  return CeilDiv(p.m, t.m) * CeilDiv(p.n, t.n);
+}
+
+std::string Join(const Reasons& r) {
+  std::string s;
+  for (size_t i = 0; i < r.size(); ++i) s += (i ? "; " : "") + r[i];
+  return s;
+}
+
+bool CRead(const GemmProblem& p) {
+  return p.op[kC].present && p.c_mode != CMode::kNone && p.beta != 0.0;
+}
+
+bool EmptyProblem(const GemmProblem& p) {
+  return p.k == 0 || p.m == 0 || p.n == 0 || p.batch == 0;
+}
+
+bool HugeExtent(const GemmProblem& p) {
+  return std::max({p.m, p.n, p.k}) >= kTwoPow31 || p.batch >= kTwoPow31;
+}
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// Why operand `op`'s address may not be 16-byte aligned (empty: proven
+// aligned), assuming a 16-byte aligned buffer base (XLA's buffers are; the
+// handler re-checks the actual addresses).  The window's address is
+// base + elt * (static offset + sum of dynamic starts * stride + batch
+// indices * batch stride), every start clamped: a multiple of 16 bytes for
+// every value of the dynamic starts iff each term is.  TMA also needs the
+// leading dimension and (CUTLASS's check) the contiguous extent to be.
+Reasons WindowAlignment(const GemmProblem& p, const OperandDesc& op,
+                        DType dtype) {
+  const int64_t e = ElementBytes(dtype);
+  const std::string eb = " x " + Str(e) + " bytes";
+  auto bad = [&](int64_t elements) { return elements * e % kTmaAlignBytes; };
+  Reasons why;
+  if (bad(op.ld())) why.push_back("leading dimension " + Str(op.ld()) + eb);
+  if (bad(op.cols())) why.push_back("window width " + Str(op.cols()) + eb);
+  if (bad(op.static_offset))
+    why.push_back("static offset " + Str(op.static_offset) + eb);
+  // A dynamic start on a dim the window spans fully always clamps to 0.
+  for (int i = 0; i < op.rank; ++i)
+    if (op.start_arg[i] >= 0 && op.win[i] != op.dims[i] && bad(op.strides[i]))
+      why.push_back("dynamic start in dim " + Str(i) + " (stride " +
+                    Str(op.strides[i]) + eb + ")");
+  for (int j = 0; j < p.batch_rank; ++j)
+    if (bad(op.batch_strides[j]))
+      why.push_back("batch dim " + Str(j) + " (stride " +
+                    Str(op.batch_strides[j]) + eb + ")");
+  return why;
+}
+
+// Per operand (a, b, d, then c where it is read), the reasons TMA alignment
+// is not proven; only operands with reasons are listed.  A C copied into
+// the workspace (c_mode kFromD) keeps C's leading dimension at a 256-byte
+// aligned base: the same proof covers it.
+std::vector<std::pair<std::string, Reasons>> AlignmentProof(
+    const GemmProblem& p) {
+  std::vector<std::pair<std::string, Reasons>> out;
+  auto add = [&](const char* name, int o, DType t) {
+    Reasons r = WindowAlignment(p, p.op[o], t);
+    if (!r.empty()) out.emplace_back(name, std::move(r));
+  };
+  add("a", kA, p.in_dtype);
+  add("b", kB, p.in_dtype);
+  add("d", kD, p.out_dtype);
+  if (CRead(p)) add("c", kC, p.out_dtype);
+  return out;
+}
+
+std::string CcReason(const DeviceFacts& dev) {
+  if (dev.cc_major == 9 && dev.cc_minor == 0) return "";
+  return "compute capability " + Str(dev.cc_major) + "." + Str(dev.cc_minor) +
+         ": the SM90 kernels run on 9.0 only";
+}
+
+std::string PyBool(bool b) { return b ? "True" : "False"; }
+
+// Why no SM90 path can run the call (empty: one can).  `dev` null: the
+// static rules alone.
+Reasons Sm90Reasons(const GemmProblem& p, const DeviceFacts* dev) {
+  Reasons why;
+  if (!HasSm90Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
+    why.push_back(std::string("no SM90 kernel for ('") +
+                  DTypeName(p.in_dtype) + "', '" + DTypeName(p.out_dtype) +
+                  "', " + PyBool(p.trans_a) + ", " + PyBool(p.trans_b) + ")");
+  if (EmptyProblem(p)) why.push_back("empty problem");
+  if (HugeExtent(p)) why.push_back("extent >= 2^31");
+  for (const auto& [name, bad] : AlignmentProof(p))
+    why.push_back(name + ": " + Join(bad));
+  if (dev != nullptr && !CcReason(*dev).empty())
+    why.push_back(CcReason(*dev));
+  return why;
+}
+
+// The rules the direct and skinny kernels share: one item, no transposes,
+// 16-bit in and out of one dtype, and no C read from out's own array (a C
+// window overlapping D's partly would be read after other CTAs wrote it).
+Reasons OneItemNNReasons(const GemmProblem& p, const char* kind) {
+  Reasons why;
+  if (p.batch != 1) why.push_back(Str(p.batch) + " batch items");
+  if (p.trans_a || p.trans_b) why.push_back("transposed operand");
+  if (!Is16Bit(p.in_dtype) || p.out_dtype != p.in_dtype)
+    why.push_back(std::string("no ") + kind + " kernel for " +
+                  DTypeName(p.in_dtype) + " -> " + DTypeName(p.out_dtype));
+  if (p.c_mode == CMode::kFromD && CRead(p))
+    why.push_back("C is read from out's own array (may overlap D partly)");
+  return why;
+}
+
+// The skinny kernel's rules; with `default_m`, also the planner's own
+// limit on m (not a rule of the kernel: a forced skinny plan or a desc
+// with any m runs).
+Reasons SkinnyReasons(const GemmProblem& p, const DeviceFacts* dev,
+                      bool default_m) {
+  Reasons why = Sm90Reasons(p, dev);
+  if (default_m && p.m > kSkinnyMaxM)
+    why.push_back("m = " + Str(p.m) + " > " + Str(kSkinnyMaxM));
+  for (std::string& r : OneItemNNReasons(p, "skinny"))
+    why.push_back(std::move(r));
+  return why;
+}
+
+// --- The direct kernels (kernels/sm90_direct.h) -----------------------------
+
+bool TileOrEdge(int64_t win, int64_t dim, int64_t tile) {
+  return win % tile == 0 || win == dim;
+}
+
+// TMA extents within int32; no dynamic column start (one that spans its
+// dim is always 0).
+void DirectWindowReasons(const char* name, const OperandDesc& op,
+                         Reasons* why) {
+  const int r = op.rank;
+  int64_t layers = 1;  // the matrices the array stacks
+  for (int i = 0; i + 2 < r; ++i) layers *= op.dims[i];
+  if (std::max({op.dims[r - 2], op.dims[r - 1], layers}) > kInt32Max)
+    why->push_back(std::string(name) + ": a dim >= 2^31");
+  if (op.start_arg[r - 1] >= 0 && op.win[r - 1] != op.dims[r - 1])
+    why->push_back(std::string(name) + ": dynamic column start");
+}
+
+// D's extents multiples of the output tile or its buffer's dims (a store
+// past the window would land in the buffer).
+Reasons StoreReasons(const OperandDesc& d, DirectTile tile) {
+  const TileMN t = kDirectTileShapes[static_cast<int>(tile)];
+  const int r = d.rank;
+  Reasons why;
+  auto check = [&](const char* extent, int64_t win, int64_t dim, int64_t tt,
+                   const char* edge) {
+    if (!TileOrEdge(win, dim, tt))
+      why.push_back(std::string("out: ") + extent + " = " + Str(win) +
+                    " neither a multiple of " + Str(tt) +
+                    " nor the array's " + edge + " (" + DirectTileName(tile) +
+                    " tile)");
+  };
+  check("m", d.win[r - 2], d.dims[r - 2], t.m, "height");
+  check("n", d.win[r - 1], d.dims[r - 1], t.n, "width");
+  return why;
+}
+
+// (the direct tile for a call planned for `planned`, kNone for the
+// ptr-array kernel; the reasons for kNone).  Each ptr-array tile has its
+// direct twin; the large path has two: the wide tile (128x256) where its
+// tiles fit one wave of SMs (its m64n256 wgmmas make each tile faster; with
+// several waves the large tile was as fast or faster), else the large one;
+// either one where only its store rule holds.  KernelOptions.direct_tile
+// (p.direct_tile) forces one of the path's tiles where its rules hold.
+std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
+                                            Path planned, int sms) {
+  std::vector<DirectTile> candidates;
+  for (DirectTile t : kAllDirectTiles)
+    if (DirectTilePath(t) == planned) candidates.push_back(t);
+  if (candidates.empty())
+    return {DirectTile::kNone,
+            {std::string("planned ") + PathName(planned) +
+             ": no direct kernel"}};
+  Reasons why = OneItemNNReasons(p, "direct");
+  if (planned == Path::kSm90SplitK) {
+    // The unsplit SM90 paths are planned only with every window aligned;
+    // split-K proves it for A and B alone (its ptr-array slices leave C and
+    // D to the reduction kernel), the direct kernel needs C and D too.
+    for (const auto& [name, bad] : AlignmentProof(p))
+      if (name == "c" || name == "d") why.push_back(name + ": " + Join(bad));
+  }
+  DirectWindowReasons("a", p.op[kA], &why);
+  DirectWindowReasons("b", p.op[kB], &why);
+  DirectWindowReasons("d", p.op[kD], &why);
+  if (CRead(p)) DirectWindowReasons("c", p.op[kC], &why);
+  // The windows' K extents a multiple of the K tile or their buffer's dim
+  // (a K tile past the window would be summed).
+  const OperandDesc &A = p.op[kA], &B = p.op[kB];
+  const struct {
+    const char* name;
+    int64_t win, dim;
+    const char* edge;
+  } ks[] = {{"a", A.win[A.rank - 1], A.dims[A.rank - 1], "width"},
+            {"b", B.win[B.rank - 2], B.dims[B.rank - 2], "height"}};
+  for (const auto& k : ks)
+    if (!TileOrEdge(k.win, k.dim, kDirectTileK))
+      why.push_back(std::string(k.name) + ": k = " + Str(k.win) +
+                    " neither a multiple of " + Str(kDirectTileK) +
+                    " nor the array's " + k.edge);
+  const DirectTile forced = static_cast<DirectTile>(p.direct_tile);
+  const bool has_forced = forced != DirectTile::kNone;
+  const bool forced_ok =
+      has_forced && std::find(candidates.begin(), candidates.end(), forced) !=
+                        candidates.end();
+  if (has_forced && !forced_ok)
+    why.push_back(std::string("direct_tile=") + DirectTileName(forced) +
+                  ": not a tile of " + PathName(planned));
+  if (forced_ok) candidates = {forced};
+  std::vector<Reasons> stores;
+  bool any_store = false;
+  for (DirectTile t : candidates) {
+    stores.push_back(StoreReasons(p.op[kD], t));
+    any_store |= stores.back().empty();
+  }
+  if (!any_store)
+    for (const Reasons& s : stores)
+      for (const std::string& r : s) why.push_back(r);
+  if (!why.empty()) return {DirectTile::kNone, why};
+  if (candidates.size() == 1) return {candidates[0], {}};
+  // The large path's two tiles: candidates are {large, wide}.
+  const bool large_ok = stores[0].empty(), wide_ok = stores[1].empty();
+  const int64_t wide_tiles =
+      Tiles(p, kDirectTileShapes[static_cast<int>(DirectTile::kWide)]);
+  if (wide_ok && (wide_tiles <= sms || !large_ok)) return {DirectTile::kWide, {}};
+  return {DirectTile::kLarge, {}};
+}
+
+// --- Split-K -----------------------------------------------------------------
+
+// K splits into `s` equal slices whose addresses stay 16-byte aligned.
+bool SliceOk(const GemmProblem& p, int64_t s) {
+  const int64_t ks = s > 0 ? p.k / s : 0;
+  return s >= 1 && ks > 0 && p.k % s == 0 &&
+         ks * ElementBytes(p.in_dtype) % kTmaAlignBytes == 0 &&
+         p.batch * s < kTwoPow31;
+}
+
+// The slice counts split-K may pick, ascending: equal slices of a multiple
+// of 16 bytes (CUTLASS's ArrayProblemShape has one K for all items, and
+// every slice's A / B address must stay TMA-aligned) and of at least
+// kSplitKMinSliceK elements, whose float32 partials (written once, read
+// once) at most double the bytes of B: 2 * S * m * n * 4 <= k * n * elt.
+std::vector<int64_t> SplitKCandidates(const GemmProblem& p) {
+  std::vector<int64_t> out;
+  for (int64_t s : kSplitKCandidates)
+    if (SliceOk(p, s) && p.k / s >= kSplitKMinSliceK &&
+        2 * s * p.m * kPartialBytes <= p.k * ElementBytes(p.in_dtype))
+      out.push_back(s);
+  return out;
+}
+
+// Split until the slice tiles fill about two waves (ceil(1.5) = 2) of SMs.
+int64_t SplitKTargetCtas(int sms) { return 3 * int64_t{sms} / 2; }
+
+// Split-K's static rules: kernels for 16-bit NN inputs, skinny m, float32
+// partials with ld = n a multiple of 16 bytes, A and B aligned as for
+// every SM90 path (C and D are only touched by the reduction kernel).
+Reasons SplitKStaticReasons(const GemmProblem& p, const DeviceFacts* dev) {
+  Reasons why;
+  if (!Is16Bit(p.in_dtype))
+    why.push_back(std::string("no split-K kernel for ") +
+                  DTypeName(p.in_dtype) + " inputs");
+  if (p.trans_a || p.trans_b)
+    why.push_back("split-K kernels exist only for A and B not transposed");
+  if (EmptyProblem(p)) why.push_back("empty problem");
+  if (HugeExtent(p)) why.push_back("extent >= 2^31");
+  if (p.m > kSplitKMaxM)
+    why.push_back("m = " + Str(p.m) + " > " + Str(kSplitKMaxM));
+  if (p.n % 4)
+    why.push_back("n = " + Str(p.n) +
+                  " is not a multiple of 4 (float32 partials)");
+  for (int o : {kA, kB}) {
+    Reasons bad = WindowAlignment(p, p.op[o], p.in_dtype);
+    if (!bad.empty()) why.push_back(std::string(o == kA ? "a" : "b") +
+                                    ": " + Join(bad));
+  }
+  if (dev != nullptr && !CcReason(*dev).empty())
+    why.push_back(CcReason(*dev));
+  return why;
+}
+
+std::string SlicesError(const GemmProblem& p, int64_t s) {
+  return "split_k_slices=" + Str(s) + ": k = " + Str(p.k) +
+         " does not split into " + Str(s) +
+         " equal slices of a multiple of 16 bytes";
+}
+
+// The slices of a call split-K can run.  The direct kernel: the most whose
+// CTAs (output tiles x slices) fit one wave of SMs, e.g. m = 16,
+// n = k = 4096: 32 tiles of 128x128 -> 4.  The ptr-array slices: the
+// fewest that bring the slice tiles to SplitKTargetCtas (fewer slices =
+// less partial traffic), else the most allowed.
+int64_t ChooseSplitK(const GemmProblem& p, const PlanOptions& o,
+                     const std::vector<int64_t>& cands, bool direct,
+                     int sms) {
+  if (o.split_k_slices > 0) return o.split_k_slices;
+  if (direct) {
+    const int64_t tiles =
+        Tiles(p, {kernels::kDirectSplitKTileM, kernels::kDirectSplitKTileN}) *
+        p.batch;
+    int64_t best = 0;
+    for (int64_t s : cands)
+      if (tiles * s <= sms) best = s;
+    return best ? best : cands.front();
+  }
+  const int64_t tiles = Tiles(p, kSplitKTile) * p.batch;
+  for (int64_t s : cands)
+    if (tiles * s >= SplitKTargetCtas(sms)) return s;
+  return cands.back();
+}
+
+WorkspaceLayout LayoutFor(const GemmProblem& p, Path path, int64_t split_k) {
+  GemmProblem q = p;
+  q.path = path;
+  q.split_k = split_k;
+  return Layout(q);
+}
+
+}  // namespace
+
+const char* PathName(Path p) {
+  switch (p) {
+    case Path::kGeneric: return "generic";
+    case Path::kSm90Large: return "sm90_large";
+    case Path::kSm90SmallM: return "sm90_small_m";
+    case Path::kSm90SplitK: return "sm90_split_k";
+    case Path::kSm90Medium: return "sm90_medium";
+    case Path::kSm90Tiny: return "sm90_tiny";
+    case Path::kTf32: return "tf32";
+    case Path::kSm90Skinny: return "sm90_skinny";
+  }
+  return "unknown";
+}
+
+const char* Sm90TileName(Sm90Tile t) {
+  static const char* const kNames[] = {"large", "medium", "small_m", "tiny"};
+  return kNames[static_cast<int>(t)];
+}
+
+const char* DirectTileName(DirectTile t) {
+  static const char* const kNames[] = {"none",  "large", "wide",   "medium",
+                                       "small_m", "tiny", "split_k"};
+  return kNames[static_cast<int>(t)];
+}
+
+Path Sm90TilePath(Sm90Tile t) {
+  static constexpr Path kPaths[] = {Path::kSm90Large, Path::kSm90Medium,
+                                    Path::kSm90SmallM, Path::kSm90Tiny};
+  return kPaths[static_cast<int>(t)];
+}
+
+Path DirectTilePath(DirectTile t) {
+  switch (t) {
+    case DirectTile::kLarge:
+    case DirectTile::kWide: return Path::kSm90Large;
+    case DirectTile::kMedium: return Path::kSm90Medium;
+    case DirectTile::kSmall: return Path::kSm90SmallM;
+    case DirectTile::kTiny: return Path::kSm90Tiny;
+    case DirectTile::kSplitK: return Path::kSm90SplitK;
+    case DirectTile::kNone: break;
+  }
+  return Path::kGeneric;
+}
+
+bool HasSm90Kernel(DType in, DType out, bool ta, bool tb) {
+  if (in == DType::kBF16 && out == DType::kBF16) return !(ta && tb);
+  return in == DType::kF16 && out == DType::kF16 && !ta && !tb;
+}
+
+KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
+                    const DeviceFacts& dev) {
+  KernelPlan k;
+  const int sms = dev.sms;
+  k.alignment = AlignmentProof(p);
+  k.sm90_reasons = Sm90Reasons(p, &dev);
+  k.skinny_reasons = SkinnyReasons(p, &dev, !o.skinny);
+  for (int t = 0; t < kNumSm90Tiles; ++t) {
+    const Sm90TileShape& s = kSm90TileShapes[t];
+    const int64_t waves = CeilDiv(Tiles(p, {s.m, s.n}) * p.batch, sms);
+    const double per_tile_us =
+        2.0 * s.m * s.n * p.k * sms / (s.tflops * 1e6);
+    k.tile_times[t] = waves * per_tile_us;
+  }
+  k.skinny_split = kernels::SkinnySplit(
+      p.n, p.k, sms,
+      kernels::SkinnyRowBlocks(p.m, kernels::SkinnyBlockRows(p.m)));
+  // Split-K, whether or not the options ask for it.
+  k.split_k_direct_reasons = DirectChoice(p, Path::kSm90SplitK, sms).second;
+  k.split_k_tiles = Tiles(p, kSplitKTile) * p.batch;
+  k.split_k_candidates = SplitKCandidates(p);
+  k.split_k_reasons = SplitKStaticReasons(p, &dev);
+  if (k.split_k_reasons.empty()) {
+    if (o.split_k_slices > 0) {
+      if (!SliceOk(p, o.split_k_slices))
+        k.split_k_slices_error = SlicesError(p, o.split_k_slices);
+    } else if (k.split_k_candidates.empty()) {
+      k.split_k_reasons.push_back(
+          "k = " + Str(p.k) + " does not split into 2..32 equal slices of >= " +
+          Str(kSplitKMinSliceK) + " elements and a multiple of 16 bytes");
+    } else if (k.split_k_tiles >= SplitKTargetCtas(sms)) {
+      k.split_k_reasons.push_back(Str(k.split_k_tiles) +
+                                  " tiles already fill the GPU");
+    }
+    if (k.split_k_reasons.empty() && k.split_k_slices_error.empty())
+      k.split_k_choice =
+          ChooseSplitK(p, o, k.split_k_candidates,
+                       k.split_k_direct_reasons.empty(), sms);
+  }
+
+  // The path.
+  if (o.split_k && k.split_k_reasons.empty()) {
+    if (!k.split_k_slices_error.empty()) {
+      k.error = k.split_k_slices_error;
+      return k;
+    }
+    k.path = Path::kSm90SplitK;
+    k.split_k = k.split_k_choice;
+  } else if (p.in_dtype == DType::kF32 && p.out_dtype == DType::kF32 &&
+             p.precision == Precision::kDefault) {
+    k.path = Path::kTf32;
+  } else if (k.skinny_reasons.empty() && (o.tile < 0 || o.skinny)) {
+    k.path = Path::kSm90Skinny;
+  } else if (k.sm90_reasons.empty()) {
+    // The forced tile, else the one the wave model predicts fastest
+    // (ties go to the bigger tile: fewer CTAs, less re-reading of A and B).
+    int best = o.tile;
+    if (best < 0) {
+      best = 0;
+      for (int t = 1; t < kNumSm90Tiles; ++t)
+        if (k.tile_times[t] < k.tile_times[best]) best = t;
+    }
+    k.path = Sm90TilePath(static_cast<Sm90Tile>(best));
+  }
+  k.layout = LayoutFor(p, k.path, k.split_k);
+
+  // The kernel within the path.
+  auto [direct, why] = DirectChoice(p, k.path, sms);
+  k.direct = direct;
+  k.direct_reasons = std::move(why);
+  k.kernel.direct = direct;
+  if (k.path == Path::kSm90Skinny) {
+    // The handler's fallback (KernelOptions.skinny=False, unaligned bases)
+    // is the tiny tile, direct twin included.
+    k.kernel.direct = DirectChoice(p, Path::kSm90Tiny, sms).first;
+    k.kernel.skinny_split = k.skinny_split;
+  }
+
+  // One line: the path and why.
+  const std::string ws =
+      "workspace " + Str(k.layout.total) + " bytes)";
+  const std::string name = PathName(k.path);
+  if (k.path == Path::kSm90SplitK) {
+    const std::string kind =
+        k.split_k_direct_reasons.empty()
+            ? "direct kernel"
+            : "ptr-array slices + reduction: " +
+                  Join(k.split_k_direct_reasons);
+    k.explain = name + " (split_k " + Str(k.split_k) + ", " + kind + "; " + ws;
+  } else if (k.path == Path::kSm90Skinny) {
+    k.explain = name + " (split " + Str(k.skinny_split) + " on " + Str(sms) +
+                " SMs; fallback the tiny tile; " + ws;
+  } else if (IsSm90Path(k.path)) {
+    const std::string kind =
+        direct != DirectTile::kNone
+            ? std::string("direct kernel, ") + DirectTileName(direct) + " tile"
+            : "ptr-array kernel: " + Join(k.direct_reasons);
+    k.explain = name + " (" + kind + "; " + ws;
+  } else if (k.path == Path::kTf32) {
+    k.explain = name + " (" + ws;
+  } else if (p.in_dtype == DType::kF32) {
+    k.explain = "generic: float32 at precision highest (exact SIMT kernel)";
+  } else {
+    k.explain = "generic: " + Join(k.sm90_reasons);
+  }
+  return k;
+}
+
+std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
+  const int64_t code = p.kernel % kSkinnySplitUnit;
+  const int64_t split = p.kernel / kSkinnySplitUnit;
+  const std::string who = "jax_dynoff_gemm: planned kernel " +
+                          Str(p.kernel) + " for path " + PathName(p.path);
+  if (code > opt::kNumDirectTiles) return who + ": bad direct tile";
+  out->direct = static_cast<DirectTile>(code);
+  out->skinny_split = static_cast<int>(split);
+  const bool skinny = p.path == Path::kSm90Skinny;
+  if (skinny ? split < 1 || split > kernels::kSkinnyMaxSplit : split != 0)
+    return who + ": bad skinny split";
+  // The static rules that chose the path and the tile must hold (only a
+  // desc not made by plan.py can fail them).
+  Reasons why;
+  if (p.path == Path::kSm90SplitK) {
+    why = SplitKStaticReasons(p, nullptr);
+    if (!SliceOk(p, p.split_k)) why.push_back(SlicesError(p, p.split_k));
+  } else if (skinny) {
+    why = SkinnyReasons(p, nullptr, false);
+  } else if (IsSm90Path(p.path)) {
+    why = Sm90Reasons(p, nullptr);
+  }
+  if (out->direct != DirectTile::kNone) {
+    const Path tile_path = skinny ? Path::kSm90Tiny : p.path;
+    if (DirectTilePath(out->direct) != tile_path) {
+      why.push_back(std::string("direct tile ") +
+                    DirectTileName(out->direct) + " is not a tile of " +
+                    PathName(tile_path));
+    } else {
+      // The tile's rules, with the planned tile forced.
+      GemmProblem q = p;
+      q.direct_tile = static_cast<int64_t>(out->direct);
+      for (std::string& r : DirectChoice(q, tile_path, 1).second)
+        why.push_back(std::move(r));
+    }
+  }
+  if (!why.empty()) return who + ": its rules do not hold: " + Join(why);
+  return "";
+}
+
+}  // namespace jax_dynoff

@@ -1,0 +1,128 @@
+// The planner: which CUDA kernel runs a call, decided once from static facts
+// (the decoded problem, the planning options, the device's SM count and
+// compute capability), with the reasons for every option it rejects.
+// Plain C++17, no CUDA: jax_dynoff/plan.py asks it through the module
+// (module.cc) at lowering time and writes the answer into the call's desc
+// (path, split_k, and the kernel field); the CUDA handler reads that answer
+// (DecodeKernel) and itself decides only what depends on the run: the
+// device, the buffer addresses and the options' switches.
+#ifndef JAX_DYNOFF_PLANNER_H_
+#define JAX_DYNOFF_PLANNER_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gemm_problem.h"
+#include "plan.h"
+
+namespace jax_dynoff {
+
+// The GPU a call is planned for (132 SMs, 9.0: an H100 / H200, what Python
+// assumes where no CUDA device is visible).
+struct DeviceFacts {
+  int sms = 132;
+  int cc_major = 9, cc_minor = 0;
+};
+
+// The SM90 ptr-array tiles, in KernelOptions.tile's order
+// (jax_dynoff/options.py SM90_TILES; bigger first: ties go to the first).
+enum class Sm90Tile : int { kLarge = 0, kMedium, kSmallM, kTiny };
+inline constexpr int kNumSm90Tiles = 4;
+
+// (tile m, tile n, TFLOP/s of one full wave of that tile on an H200, bf16,
+// measured by benchmarks/sm90_tiles at 2048^3 .. 8192^3 and 128/512 x 4096
+// x 4096: the rate at which each SM works through its tile), by Sm90Tile.
+struct Sm90TileShape {
+  int64_t m, n;
+  double tflops;
+};
+inline constexpr Sm90TileShape kSm90TileShapes[kNumSm90Tiles] = {
+    {256, 128, 650.0}, {128, 128, 630.0}, {64, 128, 550.0}, {64, 64, 420.0}};
+
+// The direct tiles (kernels/sm90_direct.h); the codes are desc[kDirectTile]'s
+// (1 + the index in options.py DIRECT_TILES), kNone: the ptr-array kernel.
+enum class DirectTile : int64_t {
+  kNone = 0, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK
+};
+inline constexpr DirectTile kAllDirectTiles[] = {
+    DirectTile::kLarge, DirectTile::kWide, DirectTile::kMedium,
+    DirectTile::kSmall, DirectTile::kTiny, DirectTile::kSplitK};
+// (tile m, tile n): the Sm90Direct*Config of each, by DirectTile code.
+struct TileMN {
+  int64_t m, n;
+};
+inline constexpr TileMN kDirectTileShapes[] = {
+    {0, 0},    {256, 128}, {128, 256}, {128, 128},
+    {64, 128}, {64, 64},   {kernels::kDirectSplitKTileM,
+                            kernels::kDirectSplitKTileN}};
+
+// KernelOptions the planner applies that the desc does not carry (the
+// handler needs only their outcome).
+struct PlanOptions {
+  int tile = -1;               // forced Sm90Tile, -1: the wave model's
+  bool skinny = false;         // tile="skinny": the skinny path for any m
+                               // where the kernel's rules hold
+  bool split_k = false;        // plan split-K where it can run
+  int64_t split_k_slices = 0;  // forced slice count, 0: the planner's
+};
+
+using Reasons = std::vector<std::string>;
+
+// What the handler needs beyond path and split_k: desc[kKernel].
+struct PlannedKernel {
+  // The direct tile standing in for the planned path's ptr-array kernel
+  // (the skinny path: for its fallback, the tiny tile); kNone: none.
+  DirectTile direct = DirectTile::kNone;
+  int skinny_split = 0;  // the skinny path: CTAs per column tile, else 0
+};
+// desc[kKernel] = direct tile code + kSkinnySplitUnit x skinny split.
+inline constexpr int64_t kSkinnySplitUnit = 8;
+inline int64_t EncodeKernel(const PlannedKernel& k) {
+  return static_cast<int64_t>(k.direct) + kSkinnySplitUnit * k.skinny_split;
+}
+// Decodes p.kernel and checks the planned decision against the static rules
+// (the ones that chose it), so that a desc can never send the handler to a
+// kernel its windows do not suit.  Returns "" or why not.
+std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out);
+
+// The whole plan of one call.
+struct KernelPlan {
+  std::string error;  // non-empty: no plan (forced slices do not split K)
+  Path path = Path::kGeneric;
+  int64_t split_k = 1;
+  PlannedKernel kernel;
+  DirectTile direct = DirectTile::kNone;  // the planned path's direct tile
+  WorkspaceLayout layout;                 // for path and split_k
+  std::string explain;                    // one line: path and why
+  // Why not each option (empty: it can run), whether or not chosen.
+  Reasons sm90_reasons, skinny_reasons, direct_reasons, split_k_reasons;
+  std::string split_k_slices_error;  // the forced slice count is invalid
+  Reasons split_k_direct_reasons;    // the split-K path's direct kernel
+  std::vector<std::pair<std::string, Reasons>> alignment;  // per operand
+  // Inputs of the choices, for tests and tuning.
+  double tile_times[kNumSm90Tiles] = {};  // predicted us per Sm90Tile
+  std::vector<int64_t> split_k_candidates;
+  int64_t split_k_choice = 0;  // choose_split_k (0: split-K cannot run)
+  int64_t split_k_tiles = 0;   // 64x128 output tiles, batch included
+  int skinny_split = 0;        // SkinnySplit on the device (any path)
+};
+
+KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
+                    const DeviceFacts& dev);
+
+// Names, as jax_dynoff/plan.py spells them.
+const char* PathName(Path p);
+const char* Sm90TileName(Sm90Tile t);
+const char* DirectTileName(DirectTile t);
+Path Sm90TilePath(Sm90Tile t);
+// The planned path a direct tile stands in for.
+Path DirectTilePath(DirectTile t);
+// Whether an SM90 ptr-array kernel is built for the dtypes and transposes
+// (every tile has the same set; kernels/sm90_*.cu).
+bool HasSm90Kernel(DType in, DType out, bool ta, bool tb);
+
+}  // namespace jax_dynoff
+
+#endif  // JAX_DYNOFF_PLANNER_H_
