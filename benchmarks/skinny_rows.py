@@ -5,7 +5,7 @@ kernels, not the host's launches, set the time): the planner's default,
 the skinny kernel forced (`KernelOptions(tile="skinny")`: 16-row blocks up
 to m = 16, 64-row blocks above), the SM90 tiles forced, and XLA's loop.
 
-    python benchmarks/skinny_rows.py [--quick] [M,N ...]
+    python benchmarks/skinny_rows.py [--quick] [--ways=default,skinny] [M,N ...]
 
 Prints us per layer for each and which is fastest; the planner's rule for
 the skinny path (ffi/planner.cc) comes from this table.
@@ -33,16 +33,19 @@ def main(argv):
   quick = "--quick" in argv
   shapes = [tuple(int(v) for v in a.split(",")) for a in argv
             if not a.startswith("--")] or SHAPES
+  ways = next((a.split("=", 1)[1].split(",") for a in argv
+               if a.startswith("--ways=")), list(WAYS))
   bench.WINDOW_S = 0.2 if quick else 0.5
   graphs = dyn.cuda_graph_options()
   L = 16
   print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}; us per "
         f"layer, whole-loop graphs, L = {L}")
-  print(f"{'m':>5} {'n':>5} " + " ".join(f"{w:>8}" for w in WAYS) +
+  print(f"{'m':>5} {'n':>5} " + " ".join(f"{w:>8}" for w in ways) +
         f" {'xla':>8}  fastest  (default plan)")
   for m, n in shapes:
     loops, names = [], []
-    for way, opts in WAYS.items():
+    for way in ways:
+      opts = WAYS[way]
       pair = bench.stacked_loops(L, m, n, jnp.bfloat16, opts)
       loops.append(bench.Loop(pair["ours"].body, pair["ours"].carry,
                               pair["ours"].consts, graphs))
@@ -57,7 +60,7 @@ def main(argv):
                                                             (n, n))),
                        jnp.zeros((m, n), jnp.bfloat16),
                        jnp.zeros((1, n, n), jnp.bfloat16))[0]
-    print(f"{m:>5} {n:>5} " + " ".join(f"{us[w]:8.2f}" for w in WAYS) +
+    print(f"{m:>5} {n:>5} " + " ".join(f"{us[w]:8.2f}" for w in ways) +
           f" {us['xla']:8.2f}  {best:8} ({plan.split(' ')[0]})", flush=True)
 
 
