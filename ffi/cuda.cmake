@@ -141,12 +141,9 @@ if(_jd_with_sm90)
     # The split-K path's direct kernel (stream-K scheduler, split-K mode).
     ffi/kernels/sm90_direct_splitk_bf16_nn.cu
     ffi/kernels/sm90_direct_splitk_f16_nn.cu
-    # The skinny kernel (mma.sync, K shared by a cluster), 16-row blocks.
+    # The skinny kernel (m <= 16: mma.sync, K shared by a cluster).
     ffi/kernels/sm90_skinny_bf16_nn.cu
-    ffi/kernels/sm90_skinny_f16_nn.cu
-    # ... in row blocks of 64 (grid.y over the rows).
-    ffi/kernels/sm90_skinny64_bf16_nn.cu
-    ffi/kernels/sm90_skinny64_f16_nn.cu)
+    ffi/kernels/sm90_skinny_f16_nn.cu)
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)
   target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
     ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")

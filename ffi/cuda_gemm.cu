@@ -480,20 +480,15 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
   return nullptr;
 }
 
-// The skinny kernel (kernels/sm90_skinny.h) for the input dtype and m, or
-// nullptr when none is built for it (the planner chose the path by its
-// rules).
-const SkinnyKernelEntry* SkinnyKernel(DType in, int64_t m) {
+// The skinny kernel (kernels/sm90_skinny.h) for the input dtype, or nullptr
+// when none is built for it (the planner chose the path by its rules).
+const SkinnyKernelEntry* SkinnyKernel(DType in) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
-  // Rows per CTA as the planner sized the split with (SkinnyBlockRows).
-  const bool rows16 = kernels::SkinnyBlockRows(m) == 16;
-  if (in == DType::kBF16)
-    return rows16 ? &kSm90Skinny16Bf16NN : &kSm90Skinny64Bf16NN;
-  if (in == DType::kF16)
-    return rows16 ? &kSm90Skinny16F16NN : &kSm90Skinny64F16NN;
+  if (in == DType::kBF16) return &kSm90Skinny16Bf16NN;
+  if (in == DType::kF16) return &kSm90Skinny16F16NN;
 #endif
-  (void)in; (void)m;
+  (void)in;
   return nullptr;
 }
 
@@ -844,7 +839,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
     // bases are not aligned or the options disable the skinny kernel.
     Path tile_path = p.path;
     if (p.path == Path::kSm90Skinny) {
-      const SkinnyKernelEntry* ks = SkinnyKernel(p.in_dtype, p.m);
+      const SkinnyKernelEntry* ks = SkinnyKernel(p.in_dtype);
       if (ks != nullptr && !Opt(p, opt::kNoSkinny) && bases_ok)
         skinny = ks;
       else

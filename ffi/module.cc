@@ -178,8 +178,7 @@ NB_MODULE(_jax_dynoff, m) {
     PlanOptions o;
     for (int t = 0; t < kNumSm90Tiles; ++t)
       if (tile == Sm90TileName(static_cast<Sm90Tile>(t))) o.tile = t;
-    o.skinny = tile == "skinny";
-    if (!tile.empty() && o.tile < 0 && !o.skinny)
+    if (!tile.empty() && o.tile < 0)
       throw std::invalid_argument("unknown SM90 tile " + tile);
     if (sms < 1) throw std::invalid_argument("sms must be >= 1");
     o.split_k = split_k;
@@ -194,10 +193,8 @@ NB_MODULE(_jax_dynoff, m) {
     return jax_dynoff::DecodeKernel(DecodeOrThrow(desc, alpha, beta), &k);
   });
   m.def("planner_tables", &PlannerTables);
-  m.def("skinny_split", [](int64_t m_, int64_t n, int64_t k, int sms) {
-    using namespace jax_dynoff::kernels;
-    return SkinnySplit(n, k, sms,
-                       SkinnyRowBlocks(m_, SkinnyBlockRows(m_)));
+  m.def("skinny_split", [](int64_t n, int64_t k, int sms) {
+    return jax_dynoff::kernels::SkinnySplit(n, k, sms);
   });
   m.def("direct_split_k_workspace", [](int64_t m_, int64_t n) {
     return jax_dynoff::kernels::DirectSplitKWorkspace(m_, n);

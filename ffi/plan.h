@@ -35,25 +35,15 @@ inline constexpr int64_t DirectSplitKWorkspace(int64_t m, int64_t n) {
   return (reduction + 127) / 128 * 128 + (barriers + 127) / 128 * 128;
 }
 
-// The skinny kernel's column tile and K stage (kernels/sm90_skinny.h), its
-// row blocks, and its split of K: the most CTAs per column tile (a power of
-// two, at most a portable cluster of 8) that keeps the CTAs (column tiles x
-// row blocks x split) within one wave of SMs and gives each rank two or
-// more K stages.  n = k = 4096, one row block, on 132 SMs: 32 tiles x 4
-// (12.5 us on an H200; 2: 15.7, 8: 14.3, benchmarks/skinny/probe.cu).
+// The skinny kernel's column tile and K stage (kernels/sm90_skinny.h), and
+// its split of K: the most CTAs per column tile (a power of two, at most a
+// portable cluster of 8) that keeps the CTAs within one wave of SMs and
+// gives each rank two or more K stages.  n = k = 4096 on 132 SMs: 32 tiles
+// x 4 (12.5 us on an H200; 2: 15.7, 8: 14.3, benchmarks/skinny/probe.cu).
 inline constexpr int kSkinnyTileN = 128, kSkinnyTileK = 64;
 inline constexpr int kSkinnyMaxSplit = 8;
-inline constexpr int64_t SkinnyRowBlocks(int64_t m, int64_t block_rows) {
-  return (m + block_rows - 1) / block_rows;
-}
-// Rows per CTA: one 16-row block up to m = 16 (the 16-row kernel), else
-// 64-row blocks (more MMA work per B tile streamed).
-inline constexpr int64_t SkinnyBlockRows(int64_t m) {
-  return m <= 16 ? 16 : 64;
-}
-inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms,
-                                 int64_t row_blocks = 1) {
-  const int64_t tiles = (n + kSkinnyTileN - 1) / kSkinnyTileN * row_blocks;
+inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
+  const int64_t tiles = (n + kSkinnyTileN - 1) / kSkinnyTileN;
   const int64_t k_tiles = (k + kSkinnyTileK - 1) / kSkinnyTileK;
   int s = 1;
   while (s < kSkinnyMaxSplit && tiles * s * 2 <= sms && k_tiles >= 4 * s)

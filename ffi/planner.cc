@@ -26,11 +26,7 @@ constexpr int64_t kSplitKCandidates[] = {2, 4, 8, 16, 32};
 constexpr int64_t kSplitKMinSliceK = 128;  // two 64-deep k-tiles per slice
 constexpr int64_t kPartialBytes = 4;       // float32 partials
 
-// Where the planner takes the skinny path by itself: m up to one 16-row
-// block (stacked-weight layers, decode steps), where the SM90 tiles waste
-// most of their rows.  The kernel runs any m in row blocks
-// (KernelOptions(tile="skinny") forces it).
-constexpr int64_t kSkinnyMaxM = 16;
+constexpr int64_t kSkinnyMaxM = 16;  // kSm90Skinny16*: one m16 fragment
 
 const char* DTypeName(DType t) {
   switch (t) {
@@ -156,13 +152,9 @@ Reasons OneItemNNReasons(const GemmProblem& p, const char* kind) {
   return why;
 }
 
-// The skinny kernel's rules; with `default_m`, also the planner's own
-// limit on m (not a rule of the kernel: a forced skinny plan or a desc
-// with any m runs).
-Reasons SkinnyReasons(const GemmProblem& p, const DeviceFacts* dev,
-                      bool default_m) {
+Reasons SkinnyReasons(const GemmProblem& p, const DeviceFacts* dev) {
   Reasons why = Sm90Reasons(p, dev);
-  if (default_m && p.m > kSkinnyMaxM)
+  if (p.m > kSkinnyMaxM)
     why.push_back("m = " + Str(p.m) + " > " + Str(kSkinnyMaxM));
   for (std::string& r : OneItemNNReasons(p, "skinny"))
     why.push_back(std::move(r));
@@ -425,7 +417,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
   const int sms = dev.sms;
   k.alignment = AlignmentProof(p);
   k.sm90_reasons = Sm90Reasons(p, &dev);
-  k.skinny_reasons = SkinnyReasons(p, &dev, !o.skinny);
+  k.skinny_reasons = SkinnyReasons(p, &dev);
   for (int t = 0; t < kNumSm90Tiles; ++t) {
     const Sm90TileShape& s = kSm90TileShapes[t];
     const int64_t waves = CeilDiv(Tiles(p, {s.m, s.n}) * p.batch, sms);
@@ -433,9 +425,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
         2.0 * s.m * s.n * p.k * sms / (s.tflops * 1e6);
     k.tile_times[t] = waves * per_tile_us;
   }
-  k.skinny_split = kernels::SkinnySplit(
-      p.n, p.k, sms,
-      kernels::SkinnyRowBlocks(p.m, kernels::SkinnyBlockRows(p.m)));
+  k.skinny_split = kernels::SkinnySplit(p.n, p.k, sms);
   // Split-K, whether or not the options ask for it.
   k.split_k_direct_reasons = DirectChoice(p, Path::kSm90SplitK, sms).second;
   k.split_k_tiles = Tiles(p, kSplitKTile) * p.batch;
@@ -470,7 +460,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
   } else if (p.in_dtype == DType::kF32 && p.out_dtype == DType::kF32 &&
              p.precision == Precision::kDefault) {
     k.path = Path::kTf32;
-  } else if (k.skinny_reasons.empty() && (o.tile < 0 || o.skinny)) {
+  } else if (k.skinny_reasons.empty() && o.tile < 0) {
     k.path = Path::kSm90Skinny;
   } else if (k.sm90_reasons.empty()) {
     // The forced tile, else the one the wave model predicts fastest
@@ -545,7 +535,7 @@ std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
     why = SplitKStaticReasons(p, nullptr);
     if (!SliceOk(p, p.split_k)) why.push_back(SlicesError(p, p.split_k));
   } else if (skinny) {
-    why = SkinnyReasons(p, nullptr, false);
+    why = SkinnyReasons(p, nullptr);
   } else if (IsSm90Path(p.path)) {
     why = Sm90Reasons(p, nullptr);
   }

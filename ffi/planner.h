@@ -62,8 +62,6 @@ inline constexpr TileMN kDirectTileShapes[] = {
 // handler needs only their outcome).
 struct PlanOptions {
   int tile = -1;               // forced Sm90Tile, -1: the wave model's
-  bool skinny = false;         // tile="skinny": the skinny path for any m
-                               // where the kernel's rules hold
   bool split_k = false;        // plan split-K where it can run
   int64_t split_k_slices = 0;  // forced slice count, 0: the planner's
 };

@@ -115,10 +115,20 @@ def _int_constant(value) -> Optional[int]:
   return int(ir.IntegerAttr(attr.get_splat_value()).value) if attr.is_splat else None
 
 
+def _int_width(value) -> int:
+  """Bits of an integer tensor value's elements (0: not an integer)."""
+  try:
+    return ir.IntegerType(ir.RankedTensorType(value.type).element_type).width
+  except ValueError:  # not an integer element type
+    return 0
+
+
 def _through_converts(value):
-  """`value` with integer conversions in front of it peeled off."""
+  """`value` with the integer conversions that keep every value (to the
+  same or a wider integer type) in front of it peeled off."""
   op = _producer(value)
-  while op is not None and op.name == "stablehlo.convert":
+  while (op is not None and op.name == "stablehlo.convert"
+         and 0 < _int_width(op.operands[0]) <= _int_width(value)):
     value = op.operands[0]
     op = _producer(value)
   return value
@@ -128,12 +138,14 @@ def _wrapped(index, length: int):
   """The plain x when `index` is x itself, or jnp's `x < 0 ? x + length :
   x` (what `table[x]` lowers to); else None.  The handler clamps x as
   lax.dynamic_slice does after that wrap, so the look-up is the same."""
+  index = _through_converts(index)
   if _is_plain(index):
     return index
   sel = _producer(index)
   if sel.name != "stablehlo.select":
     return None
   pred, wrapped, x = sel.operands
+  x = _through_converts(x)
   cmp, add = _producer(pred), _producer(wrapped)
   if (not _is_plain(x) or cmp is None or add is None
       or cmp.name != "stablehlo.compare" or add.name != "stablehlo.add"

@@ -20,8 +20,6 @@ from typing import Optional
 
 # The choices, named as the planner names them (jax_dynoff/plan.py).
 SM90_TILES = ("large", "medium", "small_m", "tiny")
-# `tile` may also name the skinny kernel (mma.sync row blocks streaming B).
-TILES = SM90_TILES + ("skinny",)
 DIRECT_TILES = ("large", "wide", "medium", "small_m", "tiny", "split_k")
 
 
@@ -34,11 +32,8 @@ class KernelOptions:
   tf32:          False runs float32 at default precision on the exact SIMT
                  kernel instead of TF32 tensor cores.
   tile:          forces an SM90 tile ("large", "medium", "small_m",
-                 "tiny") where the call takes an SM90 path, or the skinny
-                 kernel ("skinny": 16-row blocks up to m = 16, 64-row ones
-                 above) where its rules hold whatever m is; None: the
-                 planner picks (the skinny kernel up to m = 16, else the
-                 tile its wave model predicts fastest).
+                 "tiny") where the call takes an SM90 path; None: the
+                 planner's wave model picks.
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or
@@ -70,7 +65,7 @@ class KernelOptions:
       v = getattr(self, name)
       if not isinstance(v, bool):
         raise TypeError(f"KernelOptions.{name} must be a bool, got {v!r}")
-    for name, choices in (("tile", TILES),
+    for name, choices in (("tile", SM90_TILES),
                           ("direct_tile", DIRECT_TILES)):
       v = getattr(self, name)
       if v is not None and v not in choices:

@@ -297,13 +297,12 @@ def skinny_reasons(spec: GemmSpec) -> list[str]:
 def skinny_split(spec: GemmSpec, sms: Optional[int] = None) -> int:
   """CTAs (one cluster) sharing each 128-column tile's K, as the handler
   splits (SkinnySplit in ffi/plan.h): the most, a power of two up to 8,
-  whose CTAs (column tiles x row blocks x split) fit one wave of `sms` SMs
-  (default: the device's) and each get two or more 64-deep K stages; m =
-  16, n = k = 4096 on 132 SMs: 32 tiles x 4 (measured fastest of 2, 4, 8
-  on an H200)."""
+  whose CTAs (tiles x split) fit one wave of `sms` SMs (default: the
+  device's) and each get two or more 64-deep K stages; n = k = 4096 on 132
+  SMs: 32 tiles x 4 (measured fastest of 2, 4, 8 on an H200)."""
   if sms is None:
     return int(answer(spec)["skinny_split"])
-  return int(_ext.skinny_split(spec.m, spec.n, spec.k, sms))
+  return int(_ext.skinny_split(spec.n, spec.k, sms))
 
 
 # --- Workspace ---------------------------------------------------------------

@@ -737,27 +737,6 @@ def test_skinny_split(m, n, k, want):
   assert plan_lib.skinny_split(_spec(m=m, n=n, k=k)) == want
 
 
-@pytest.mark.parametrize("m,n,k,want", [
-    (128, 1024, 1024, 8),   # 2 row blocks of 64 x 8 tiles x 8 = 128 CTAs
-    (128, 4096, 4096, 2),   # 2 x 32 tiles x 2
-    (17, 4096, 4096, 4),    # one 64-row block: as m = 16
-    (300, 512, 2048, 4),    # 5 row blocks x 4 tiles x 4
-])
-def test_skinny_forced_for_more_rows(m, n, k, want):
-  """KernelOptions(tile="skinny") plans the skinny kernel whatever m is
-  (64-row blocks above 16 rows), splitting K over the row blocks' CTAs;
-  by itself the planner takes it up to m = 16 only."""
-  s = _spec(m=m, n=n, k=k)
-  assert plan_lib.plan(s).path != "sm90_skinny"
-  forced = _opts(s, tile="skinny")
-  assert plan_lib.plan(forced).path == "sm90_skinny"
-  assert plan_lib.skinny_reasons(forced) == []
-  assert plan_lib.skinny_split(forced) == want
-  # Its rules still hold: no transposes, for one.
-  assert plan_lib.plan(_opts(_spec(m=m, n=n, k=k, ta=True),
-                             tile="skinny")).path != "sm90_skinny"
-
-
 # (m, n, k, A start, B layer, out start, C); the split each runs on 132
 # SMs (test_skinny_split) in the comment.  Starts are dynamic int32 and
 # some clamp; A and out sit at static column 8 of wider buffers, B is a
@@ -798,26 +777,6 @@ def test_skinny_matches_reference(case, dt):
   """The skinny kernel at every split against the reference; the output's
   elements outside the window stay the poison, bit for bit."""
   _check_skinny_case(case, dt)
-
-
-# More rows, the skinny kernel forced: 64-row blocks, the last one partial
-# (m = 24, 100, 200), one block of 64, two of 64; K tails; clamped starts.
-SKINNY_ROWS_CASES = [
-    (24, 1000, 1000, -2, 10 ** 6, 40, "own"),
-    (64, 4096, 4096, 3, 1, 5, None),
-    (100, 1024, 1032, 7, -1, 0, None),
-    (128, 136, 72, 0, 0, 2 ** 31 - 1, "own"),
-    (200, 256, 4104, 1, 2, -3, None),
-]
-
-
-@pytest.mark.parametrize("case", SKINNY_ROWS_CASES,
-                         ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in SKINNY_ROWS_CASES])
-@pytest.mark.parametrize("dt", [BF16, F16])
-@pytest.mark.gpu
-@on_gpu
-def test_skinny_row_blocks_match_reference(case, dt):
-  _check_skinny_case(case, dt, dyn.KernelOptions(tile="skinny"))
 
 
 def _check_skinny_case(case, dt, opts=None):
@@ -883,18 +842,6 @@ def test_skinny_kernel_ran():
     assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines
   _, lines = _run_script(_SKINNY_SCRIPT, sm90=False)
   assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
-
-
-@pytest.mark.gpu
-@on_gpu
-def test_skinny_row_blocks_kernel_ran():
-  """tile="skinny" at m = 128 runs the 64-row kernel (2 row blocks, split 2
-  at n = k = 4096)."""
-  out, lines = _run_script(_layer_script(128), tile="skinny")
-  assert "['sm90_skinny']" in out, out
-  if _is_sm90():
-    assert all("kernel=kSm90Skinny64Bf16NN split_k=2" in l
-               for l in lines), lines
 
 
 # ---------------------------------------------------------------------------

@@ -484,3 +484,24 @@ def test_cpu_handler_multiplies_with_openblas():
   pytest.importorskip("scipy_openblas32")
   from jax_dynoff import lowering
   assert "sgemm" in lowering.cpu_blas(), lowering.cpu_blas()
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_lookup_index_conversions(platform):
+  """A widening conversion of a plain index keeps every value: the table
+  and the plain index reach the call.  A narrowing one may not: the start
+  goes through the offsets vector."""
+  with jax.enable_x64(True):
+    def f(x, buf, rows, i):
+      return dyn.gemm(x, np.ones((8, 4), np.float32),
+                      out=dyn.window(buf, (rows[i], 0), (4, 4)))
+    args = (np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
+            np.arange(3, dtype=np.int32))
+    wide = lower(lambda x, b, r, i: f(x, b, r, i.astype(np.int64)),
+                 *args, np.int32(1), platform=platform)
+    narrow = lower(lambda x, b, r, i: f(x, b, r, i.astype(np.int32)),
+                   *args, np.int64(1), platform=platform)
+  (_, ins, _), = custom_calls(wide)
+  assert ins[2:] == ["tensor<12x4xf32>", "tensor<i32>", "tensor<3xi32>"], ins
+  (_, ins, _), = custom_calls(narrow)
+  assert ins[2:] == ["tensor<12x4xf32>", "tensor<1xi32>"], ins

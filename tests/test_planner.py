@@ -145,12 +145,8 @@ def test_handler_refuses_a_plan_the_rules_reject():
   bad = dataclasses.replace(s, a=a)
   assert "a: " in check(bad, "sm90_medium")
   assert check(bad, "generic") == ""
-  # The skinny path: any m (the kernel runs row blocks; m <= 16 is the
-  # planner's own preference) and a split of 1..8.
-  assert check(s, "sm90_skinny", kernel=8) == ""
-  assert "transposed operand" in check(dataclasses.replace(
-      s, trans_a=True, a=WinSpec((4096, 512), (4096, 512), (0, 0))),
-      "sm90_skinny", kernel=8)
+  # The skinny path: m <= 16 and a split of 1..8.
+  assert "m = 512 > 16" in check(s, "sm90_skinny", kernel=8)
   assert "bad skinny split" in check(_spec(m=16), "sm90_skinny")
   assert check(_spec(m=16), "sm90_skinny", kernel=8 * 4 + tile["tiny"]) == ""
   # Split-K: the slices must split K into equal 16-byte slices.

@@ -112,8 +112,8 @@ struct DirectLaunch : LaunchCommon {
   bool deterministic = true;
 };
 
-// --- Skinny kernels (kernels/sm90_skinny.h): row blocks of 16 * MFrags
-// rows, any window (16-byte aligned), located on the device: `base` is the window's
+// --- Skinny kernels (kernels/sm90_skinny.h): m <= 16 * MFrags rows, any
+// window (16-byte aligned), located on the device: `base` is the window's
 // first element at its static starts, each term adds a clamped dynamic
 // start times its stride in bytes.
 struct SkinnyOperand {
@@ -136,12 +136,11 @@ struct SkinnyLaunch : LaunchCommon {
   int m = 0, n = 0, k = 0;
   SkinnyOperand a, b, c, d;
   int split_k = 1;  // CTAs (one cluster) sharing each column tile's K
-                    // (SkinnySplit over SkinnyRowBlocks(m, block_rows))
 };
 
 struct SkinnyKernelEntry {
   const char* name;
-  int block_rows;  // rows per CTA (16 per m16n8k16 fragment)
+  int max_m;  // rows it covers (16 per m16n8k16 fragment)
   std::string (*run)(const SkinnyLaunch&);
 };
 
@@ -258,9 +257,6 @@ extern const DirectKernelEntry kSm90DirectSplitKF16NN;
 // Skinny kernels (m <= 16 / 32 / 64), bf16 / f16 NN, sm_90 clusters.
 extern const SkinnyKernelEntry kSm90Skinny16Bf16NN;
 extern const SkinnyKernelEntry kSm90Skinny16F16NN;
-// 64-row blocks (grid.y over the rows): small GEMMs of more rows.
-extern const SkinnyKernelEntry kSm90Skinny64Bf16NN;
-extern const SkinnyKernelEntry kSm90Skinny64F16NN;
 #endif
 
 }  // namespace kernels

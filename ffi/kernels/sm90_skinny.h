@@ -1,14 +1,12 @@
-// The skinny kernel: D = cast(alpha * A @ B + beta * C) for few rows
-// (stacked-weight layers, decode steps, small GEMMs), where the time is
-// streaming B
+// The skinny kernel: D = cast(alpha * A @ B + beta * C) for m <= 16 * MFrags
+// rows (stacked-weight layers, decode steps), where the time is streaming B
 // and the wgmma tiles (64 rows or more) waste most of their work and launch
 // one CTA per output tile, too few to pull B at the HBM rate (the 64x64
 // direct tile streamed B at 1.8 TB/s at m = 16, n = k = 4096; XLA's Triton
 // split-K at 3.0 TB/s plus a reduction kernel, benchmarks/NOTES.md).
 //
-// Each CTA (4 warps, 128 columns: 32 per warp) owns one column tile of one
-// block of 16 * MFrags rows (grid.y: the row blocks) and a K range; the
-// `split` CTAs of a column tile form one thread-block cluster
+// Each CTA (4 warps, 128 columns: 32 per warp) owns one column tile and a
+// K range; the `split` CTAs of a column tile form one thread-block cluster
 // and add their float32 partials through distributed shared memory, in
 // rank order (deterministic), each rank writing 128 / split of the columns.
 // So a layer is one launch, with no workspace and no memset, and for
@@ -133,12 +131,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int split = L.split_k;  // == the cluster size along x
   const int rank = static_cast<int>(blockIdx.x) % split;
   const int n0 = static_cast<int>(blockIdx.x) / split * kTileN;
-  // This CTA's row block: rows [m0, m0 + m_rows) of the windows.
-  const int m0 = static_cast<int>(blockIdx.y) * kM;
-  const int m_rows = min(kM, L.m - m0);
-  const int64_t lda = L.a.ld, ldb = L.b.ld;
-  const T* A = reinterpret_cast<const T*>(L.a.Locate()) + m0 * lda;
+  const T* A = reinterpret_cast<const T*>(L.a.Locate());
   const T* B = reinterpret_cast<const T*>(L.b.Locate());
+  const int64_t lda = L.a.ld, ldb = L.b.ld;
   // This rank's K tiles: an even share, in order.
   const int k_tiles = (L.k + kTileK - 1) / kTileK;
   const int t_begin = static_cast<int>(int64_t{rank} * k_tiles / split);
@@ -159,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < kM * 8 / kThreads; ++i) {  // A: kM rows x 8 chunks
       const int q = tid + i * kThreads, row = q >> 3, c = q & 7;
       const int kk = k0 + c * 8;
-      const bool ok = row < m_rows && kk < k_hi;
+      const bool ok = row < L.m && kk < k_hi;
       CpAsync16(a_stage(s) + Swz(row, c, kTileK * 2),
                 ok ? A + row * lda + kk : A, ok);
     }
@@ -240,15 +235,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   // This rank's columns of the tile, 8 at a time: the ranks' partials in
   // rank order, then the epilogue.
   const int width = kTileN / split, chunks_per_row = width / 8;
-  T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate())) +
-         m0 * L.d.ld;
-  const T* C = L.beta != 0.f
-                   ? reinterpret_cast<const T*>(L.c.Locate()) + m0 * L.c.ld
-                   : nullptr;
+  T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate()));
+  const T* C = L.beta != 0.f ? reinterpret_cast<const T*>(L.c.Locate())
+                             : nullptr;
   for (int q = tid; q < kM * chunks_per_row; q += kThreads) {
     const int row = q / chunks_per_row;
     const int col = rank * width + (q % chunks_per_row) * 8;
-    if (row >= m_rows || n0 + col >= L.n) continue;
+    if (row >= L.m || n0 + col >= L.n) continue;
     float v[8] = {};
     for (int r = 0; r < split; ++r) {
       const float* p =
@@ -295,8 +288,7 @@ cudaError_t PrepareOnce(int device) {
 
 template <typename T, int kMFrags, int kStages = kDefaultStages>
 std::string Run(const SkinnyLaunch& l) {
-  const int row_blocks = SkinnyRowBlocks(l.m, 16 * kMFrags);
-  if (l.m < 1 || row_blocks > 65535 || l.n < 1 || l.k < 1)
+  if (l.m < 1 || l.m > 16 * kMFrags || l.n < 1 || l.k < 1)
     return "skinny kernel: bad m, n or k";
   if (l.split_k < 1 || l.split_k > kSkinnyMaxSplit ||
       (l.split_k & (l.split_k - 1)) != 0)
@@ -311,8 +303,7 @@ std::string Run(const SkinnyLaunch& l) {
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(tiles * l.split_k),
-                        static_cast<unsigned>(row_blocks));
+  config.gridDim = dim3(static_cast<unsigned>(tiles * l.split_k));
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = Smem<kMFrags, kStages>::kBytes;
   config.stream = l.stream;
@@ -329,8 +320,7 @@ std::string Run(const SkinnyLaunch& l) {
 }  // namespace kernels
 }  // namespace jax_dynoff
 
-// One instantiation per translation unit (MFRAGS: 16-row fragments per
-// row block):
+// One instantiation per translation unit:
 //   JAX_DYNOFF_SM90_SKINNY_KERNEL(kSm90Skinny16Bf16NN, __nv_bfloat16, 1)
 #define JAX_DYNOFF_SM90_SKINNY_KERNEL(NAME, ELEMENT, MFRAGS)              \
   namespace jax_dynoff {                                                  \
