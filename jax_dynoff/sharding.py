@@ -29,10 +29,10 @@ import math
 from typing import Optional, Sequence, Union
 
 import jax
-from jax._src import core as jax_core  # ShapedArray's manual_axis_type
-from jax._src import mesh as mesh_lib  # the current abstract mesh
-from jax._src.custom_partitioning_sharding_rule import (
-    ArrayMapping, CompoundFactor, SdyShardingRule)
+from jax._src import core as jax_core  # ManualAxisType: shard_map's types
+from jax.experimental.custom_partitioning import (ArrayMapping,
+                                                  CompoundFactor,
+                                                  SdyShardingRule)
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -204,8 +204,9 @@ class Split:
 
 
 def _show(axes: Axes) -> str:
-  return "mesh axis " + (repr(axes[0]) if len(axes) == 1 else
-                         "(" + ", ".join(map(repr, axes)) + ")")
+  if len(axes) == 1:
+    return f"mesh axis {axes[0]!r}"
+  return "mesh axes (" + ", ".join(map(repr, axes)) + ")"
 
 
 def _fix(msg: str) -> str:
@@ -357,7 +358,7 @@ def result_type(spec: GemmSpec, avals: Sequence, shape, dtype):
   ValueError here, at trace time.
   """
   mesh = next((a.sharding.mesh for a in avals
-               if not a.sharding.mesh.empty), mesh_lib.get_abstract_mesh())
+               if not a.sharding.mesh.empty), jax.sharding.get_abstract_mesh())
   if mesh.empty:
     return jax.core.ShapedArray(shape, dtype)
   varying = frozenset().union(*(a.manual_axis_type.varying for a in avals))
