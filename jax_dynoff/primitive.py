@@ -21,7 +21,6 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src import core  # standard_insert_pvary (shard_map's types)
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching
 
@@ -75,7 +74,7 @@ def bind(spec: GemmSpec, ops: Operands):
   # another does are marked varying first (as JAX's own ops do), so that the
   # result's type says it varies and transposes sum where they must.  A
   # no-op elsewhere.
-  return gemm_p.bind(*core.standard_insert_pvary(*ops.flat(spec)), spec=spec)
+  return gemm_p.bind(*sharding.vary_alike(ops.flat(spec)), spec=spec)
 
 
 def _window(x, w: WinSpec, dyn) -> Window:

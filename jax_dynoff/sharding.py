@@ -29,7 +29,6 @@ import math
 from typing import Optional, Sequence, Union
 
 import jax
-from jax._src import core as jax_core  # ManualAxisType: shard_map's types
 from jax.experimental.custom_partitioning import (ArrayMapping,
                                                   CompoundFactor,
                                                   SdyShardingRule)
@@ -349,19 +348,40 @@ def axes_of_spec(spec: P, ndim: int) -> tuple[Axes, ...]:
 # Types (the primitive's abstract evaluation)
 
 
+def _varying(aval) -> frozenset:
+  """The manual mesh axes a value varies over, in shard_map's types (where
+  JAX keeps them has moved between releases)."""
+  mat = getattr(aval, "manual_axis_type", None)
+  if mat is not None:
+    return frozenset(mat.varying)
+  return frozenset(getattr(aval, "vma", ()))
+
+
+def vary_alike(args: Sequence) -> list:
+  """The operands, each marked varying over every manual axis another one
+  varies over (as JAX's own ops do before binding), so that the result's
+  type can say it varies and transposes sum where they must.  Outside
+  shard_map nothing varies and the operands come back as they are."""
+  vary = [_varying(jax.typeof(x)) for x in args]
+  union = frozenset().union(*vary)
+  if not union:
+    return list(args)
+  return [x if v == union else
+          jax.lax.pcast(x, tuple(sorted(union - v)), to="varying")
+          for x, v in zip(args, vary)]
+
+
 def result_type(spec: GemmSpec, avals: Sequence, shape, dtype):
   """The result's ShapedArray.  Without a mesh: a plain one, as ever.  With
-  one, its sharding and the manual axes it varies over (`shard_map`: a
-  result varies wherever an operand does; the primitive's bind makes every
-  operand vary alike first).  Over explicit mesh axes, the sharding follows
-  the operands' by `choose`, strictly: one that needs communication is a
-  ValueError here, at trace time.
+  one, its sharding, and (inside shard_map) the manual axes its operands
+  vary over, all alike after `vary_alike`.  Over explicit mesh axes, the
+  sharding follows the operands' by `choose`, strictly: one that needs
+  communication is a ValueError here, at trace time.
   """
   mesh = next((a.sharding.mesh for a in avals
                if not a.sharding.mesh.empty), jax.sharding.get_abstract_mesh())
   if mesh.empty:
     return jax.core.ShapedArray(shape, dtype)
-  varying = frozenset().union(*(a.manual_axis_type.varying for a in avals))
   out = P()
   if any(t == AxisType.Explicit for t in mesh.axis_types):
     for a in avals:
@@ -374,6 +394,7 @@ def result_type(spec: GemmSpec, avals: Sequence, shape, dtype):
     split = choose(lay, [axes_of_spec(a.sharding.spec, a.ndim) for a in avals],
                    None, dict(mesh.shape), strict=True)
     out = pspec(split.result)
-  return jax.core.ShapedArray(
-      shape, dtype, sharding=NamedSharding(mesh, out),
-      manual_axis_type=jax_core.ManualAxisType(varying=varying))
+  # `update` keeps the manual axes of the operand that varies the most.
+  like = max(avals, key=lambda a: len(_varying(a)))
+  return like.update(shape=tuple(shape), dtype=dtype, weak_type=False,
+                     sharding=NamedSharding(mesh, out))

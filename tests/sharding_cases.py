@@ -174,8 +174,29 @@ def main(path: str) -> None:
        [A, B], [P("x"), P(None, "y")])
 
   shard_map_cases(A, B, W)
+  docs_examples()
   with open(path, "w") as f:
     json.dump(RESULTS, f, indent=1)
+
+
+def docs_examples() -> None:
+  """docs/sharding.md's two shard_map examples, run as written."""
+  doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                     "docs", "sharding.md")
+  with open(doc) as f:
+    blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+  ns = {}
+  exec(blocks[0] + blocks[1], ns)  # pylint: disable=exec-used
+  a, b = np.asarray(ns["a"]), np.asarray(ns["b"])
+  want = np.concatenate([a[p * 4 + 1:p * 4 + 3] @ b for p in range(8)])
+  RESULTS.append({"name": "docs: shard_map example", "kind": "shard_map",
+                  "err": _rel_err(ns["y"], want)})
+  mesh, (a, b) = ns["mesh"], (arr(16, 64), arr(64, 24))
+  got = jax.jit(ns["g"])(
+      jax.device_put(a, NamedSharding(mesh, P(None, "x"))),
+      jax.device_put(b, NamedSharding(mesh, P("x"))))
+  RESULTS.append({"name": "docs: shard_map k split", "kind": "shard_map",
+                  "err": _rel_err(got, a @ b)})
 
 
 def shard_map_cases(A, B, W) -> None:

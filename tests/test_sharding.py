@@ -140,6 +140,11 @@ def test_shard_map_windows_read_local_shards(cases):
   assert cases[("shard_map: windows into local shards", None)]["err"] == 0
 
 
+def test_docs_examples_run(cases):
+  assert cases[("docs: shard_map example", None)]["err"] == 0
+  assert cases[("docs: shard_map k split", None)]["err"] <= 1e-5
+
+
 def test_shard_map_result_varies_with_its_operands(cases):
   rec = cases[("shard_map: varying result declared replicated", None)]
   assert "error" in rec and "out_specs" in rec["error"], rec
