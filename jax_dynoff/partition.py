@@ -39,19 +39,18 @@ def _spans_devices(ctx) -> bool:
   replicated, as before) and on one device the answer is no.
   """
   ac = ctx.module_context.axis_context
+  # Without a device assignment (which JAX passes for gemm_p, registered
+  # below) custom_partitioning could not run: the call would stay whole.
   return (isinstance(ac, sharding_impls.ShardingContext)
           and ac.num_devices > 1 and ac.device_assignment is not None)
 
 
-def _start_ranks(spec: GemmSpec, avals) -> tuple[int, ...]:
-  n = sum(w.num_dynamic for _, w in spec.operands())
-  return tuple(a.ndim for a in avals[len(avals) - n:]) if n else ()
-
-
 def _lower(ctx, *args, spec: GemmSpec):
+  """lowering.py's rule, unless XLA partitions the program: then the same
+  call wrapped in custom_partitioning, lowered locally per device later."""
   if not _spans_devices(ctx):
     return lowering._lower(ctx, *args, spec=spec)
-  call = _partitioned(spec, _start_ranks(spec, ctx.avals_in))
+  call = _partitioned(spec, sharding.start_ranks(spec, ctx.avals_in))
   return mlir.lower_fun(call, multiple_results=False)(ctx, *args)
 
 

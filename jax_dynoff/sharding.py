@@ -38,8 +38,6 @@ from jax.sharding import PartitionSpec as P
 from jax_dynoff.spec import GemmSpec, WinSpec
 
 Axes = tuple  # the mesh axes of one dim, major first; () when not split
-# The factors that may be split, in the order `choose` gives them axes.
-SPLIT_ORDER = ("b0", "b1", "b2", "b3", "m", "n", "k")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,10 +63,9 @@ class Layout:
   names: tuple[str, ...]               # per operand, for error messages
   operands: tuple[tuple[Dim, ...], ...]
   result: tuple[Dim, ...]
-  sizes: tuple[tuple[str, int], ...]   # split factors: (name, size), in order
-
-  def size(self, factor: str) -> int:
-    return dict(self.sizes)[factor]
+  # The factors that may split, (name, size), in the order `choose` serves
+  # them: vmap dims b0, b1, ..., then m, n, k.
+  sizes: tuple[tuple[str, int], ...]
 
 
 def _roles(spec: GemmSpec) -> dict:
@@ -94,6 +91,13 @@ def _covers(w: WinSpec, i: int) -> bool:
 
 
 DISPLAY = {"a": "a", "b": "b", "c": "c", "d": "out"}
+
+
+def start_ranks(spec: GemmSpec, avals: Sequence) -> tuple[int, ...]:
+  """The rank of each start operand (the trailing operands): 0, or 1 when
+  vmapped (one value per batch item)."""
+  n = sum(w.num_dynamic for _, w in spec.operands())
+  return tuple(a.ndim for a in avals[len(avals) - n:]) if n else ()
 
 
 @functools.lru_cache(maxsize=512)
@@ -388,9 +392,7 @@ def result_type(spec: GemmSpec, avals: Sequence, shape, dtype):
       if a.sharding.spec.unreduced or a.sharding.spec.reduced:
         raise ValueError("gemm: operands with unreduced or reduced "
                          "shardings are not supported")
-    n_starts = sum(w.num_dynamic for _, w in spec.operands())
-    starts = avals[len(avals) - n_starts:] if n_starts else []
-    lay = layout(spec, tuple(a.ndim for a in starts))
+    lay = layout(spec, start_ranks(spec, avals))
     split = choose(lay, [axes_of_spec(a.sharding.spec, a.ndim) for a in avals],
                    None, dict(mesh.shape), strict=True)
     out = pspec(split.result)
