@@ -259,7 +259,6 @@ def test_one_device_program_is_unchanged():
     assert "CustomSPMDPartitioning" not in hlo1
     assert hlo1.count("stablehlo.custom_call @jax_dynoff_gemm") == calls
     assert "pvary" not in j1 and "custom_partitioning" not in j1
-  assert jax.device_count() == 1
 
 
 def test_one_device_result_type_has_no_mesh():
