@@ -7,6 +7,7 @@ from typing import Any, Optional, Union
 import jax
 
 from jax_dynoff import lowering  # noqa: F401  (registers the FFI lowering)
+from jax_dynoff import partition  # noqa: F401  (and its multi-device case)
 from jax_dynoff.options import KernelOptions
 from jax_dynoff.primitive import Operands, bind
 from jax_dynoff.signature import GemmCall, check_call

@@ -24,7 +24,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching
 
-from jax_dynoff import reference
+from jax_dynoff import reference, sharding
 from jax_dynoff.spec import MAX_BATCH_RANK, GemmSpec, WinSpec
 from jax_dynoff.window import Window
 
@@ -70,7 +70,11 @@ class Operands:
 
 
 def bind(spec: GemmSpec, ops: Operands):
-  return gemm_p.bind(*ops.flat(spec), spec=spec)
+  # Inside shard_map, operands that do not vary over a manual axis that
+  # another does are marked varying first (as JAX's own ops do), so that the
+  # result's type says it varies and transposes sum where they must.  A
+  # no-op elsewhere.
+  return gemm_p.bind(*sharding.vary_alike(ops.flat(spec)), spec=spec)
 
 
 def _window(x, w: WinSpec, dyn) -> Window:
@@ -86,8 +90,10 @@ def _window(x, w: WinSpec, dyn) -> Window:
 
 def _abstract_eval(*args, spec: GemmSpec):
   dims = spec.d.dims if spec.has_out else (spec.m, spec.n)
-  return jax.core.ShapedArray(tuple(spec.batch_shape) + tuple(dims),
-                              spec.out_dtype)
+  # Without a mesh a plain ShapedArray; with one, its sharding and manual
+  # axes (sharding.result_type).
+  return sharding.result_type(spec, args, tuple(spec.batch_shape) +
+                              tuple(dims), spec.out_dtype)
 
 
 gemm_p.def_abstract_eval(_abstract_eval)

@@ -1,0 +1,157 @@
+"""Partitioning a gemm call across devices, when XLA partitions a program.
+
+A call lowered for one device (or inside `shard_map`, where every mesh axis
+is manual and the call already sees local shards) lowers exactly as before:
+one `jax_dynoff_gemm` custom call, nothing around it.  Only a call in a
+program over several devices, with mesh axes XLA partitions, goes through
+`jax.experimental.custom_partitioning`: XLA's partitioner calls back with
+the operands' shardings, `sharding.choose` picks the split (leniently:
+what cannot be split is gathered), and each device runs one local call on
+its slices.  A split k dim adds one all-reduce of float32 partial products
+over the k mesh axes, after which C is added and `out` written on each
+device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax._src import dispatch  # prim_requires_devices_during_lowering
+from jax._src import sharding_impls  # the lowering's axis contexts
+from jax.experimental.custom_partitioning import custom_partitioning
+from jax.interpreters import mlir
+from jax.sharding import NamedSharding
+
+from jax_dynoff import lowering, reference, sharding
+from jax_dynoff.primitive import (Operands, _per_item, _unbatched, _window,
+                                  bind, gemm_p)
+from jax_dynoff.spec import GemmSpec, WinSpec
+
+
+def _spans_devices(ctx) -> bool:
+  """Whether XLA will partition this call over several devices.
+
+  Inside shard_map (an SPMDAxisContext: manual axes, here the call sees its
+  local shards; over automatic axes left in a partial shard_map it stays
+  replicated, as before) and on one device the answer is no.
+  """
+  ac = ctx.module_context.axis_context
+  # Without a device assignment (which JAX passes for gemm_p, registered
+  # below) custom_partitioning could not run: the call stays whole then, as
+  # it does should these private JAX names move (tests/test_sharding.py
+  # would see the gathers).
+  context = getattr(sharding_impls, "ShardingContext", ())
+  return (isinstance(ac, context) and ac.num_devices > 1
+          and getattr(ac, "device_assignment", None) is not None)
+
+
+def _lower(ctx, *args, spec: GemmSpec):
+  """lowering.py's rule, unless XLA partitions the program: then the same
+  call wrapped in custom_partitioning, lowered locally per device later."""
+  if not _spans_devices(ctx):
+    return lowering._lower(ctx, *args, spec=spec)
+  call = _partitioned(spec, sharding.start_ranks(spec, ctx.avals_in))
+  return mlir.lower_fun(call, multiple_results=False)(ctx, *args)
+
+
+# Replaces lowering.py's registration, keeping it as the plain case above.
+mlir.register_lowering(gemm_p, _lower, cacheable=False)
+# custom_partitioning needs the device assignment while lowering, which JAX
+# only passes along for programs holding a primitive registered here (on one
+# device the lowered program is the same either way).
+getattr(dispatch, "prim_requires_devices_during_lowering", set()).add(gemm_p)
+
+
+@functools.lru_cache(maxsize=256)
+def _partitioned(spec: GemmSpec, start_ranks: tuple[int, ...]):
+  lay = sharding.layout(spec, start_ranks)
+
+  def call(*args):
+    return gemm_p.bind(*args, spec=spec)
+
+  cp = custom_partitioning(call)
+  cp.def_partition(
+      partition=functools.partial(_partition, spec, lay),
+      infer_sharding_from_operands=functools.partial(_infer, lay),
+      sharding_rule=sharding.sdy_rule(lay))
+  return cp
+
+
+def _axes(s, ndim: int):
+  """A proposed sharding as axes per dim; None when it is not a
+  NamedSharding (no mesh to name axes by: then nothing is split)."""
+  if not isinstance(s, NamedSharding):
+    return None
+  return sharding.axes_of_spec(s.spec, ndim)
+
+
+def _split(lay, mesh, arg_shapes, result_shape) -> sharding.Split:
+  args = [_axes(s.sharding, len(s.shape)) for s in arg_shapes]
+  res = None if result_shape is None else _axes(result_shape.sharding,
+                                                len(result_shape.shape))
+  if mesh.empty or any(a is None for a in args):
+    return sharding.choose(lay, [()] * len(args), None, {}, strict=False)
+  return sharding.choose(lay, args, res, dict(mesh.shape), strict=False)
+
+
+def _named(mesh, axes, like):
+  if mesh.empty:  # GSPMD shardings without a mesh: replicate on their devices
+    return sharding_impls.GSPMDSharding.get_replicated(
+        like.sharding._device_assignment)
+  return NamedSharding(mesh, sharding.pspec(axes))
+
+
+def _partition(spec, lay, mesh, arg_shapes, result_shape):
+  split = _split(lay, mesh, arg_shapes, result_shape)
+  local = sharding.local_spec(spec, split, dict(mesh.shape))
+  arg_shardings = tuple(_named(mesh, ax, s)
+                        for ax, s in zip(split.operands, arg_shapes))
+  result_sharding = _named(mesh, split.result, arg_shapes[0])
+  fn = functools.partial(_local_call, local, split.k_axes)
+  return mesh, fn, result_sharding, arg_shardings
+
+
+def _infer(lay, mesh, arg_shapes, result_shape):
+  """GSPMD's propagation (when Shardy is off): the result's sharding."""
+  del result_shape
+  return _named(mesh, _split(lay, mesh, arg_shapes, None).result,
+                arg_shapes[0])
+
+
+def _local_call(spec: GemmSpec, k_axes, *args):
+  """What one device runs: the call on its slices; with k split, float32
+  partial products summed over the k axes, then C and `out` on each."""
+  if not k_axes:
+    return gemm_p.bind(*args, spec=spec)
+  ops = Operands.split(spec, args)
+  nb = len(spec.batch_shape)
+  fresh = WinSpec((spec.m, spec.n), (spec.m, spec.n), (0, 0), (True,) * nb)
+  partial = dataclasses.replace(
+      spec, c=None, c_mode="none", has_out=False, d=fresh, beta=0.0,
+      out_dtype=jnp.dtype(jnp.float32))
+  acc = bind(partial, Operands(ops.a, ops.b, None, None,
+                               {"a": ops.starts["a"], "b": ops.starts["b"],
+                                "d": []}))
+  acc = jax.lax.psum(acc, k_axes)
+  item = _unbatched(spec)
+
+  def finish(arrays, starts):  # reference.gemm's last lines, on one item
+    acc = arrays["acc"][0]
+    if spec.c is not None:
+      src = arrays["c"][0] if spec.c_mode == "own" else arrays["out"][0]
+      cval = reference.read_window(_window(src, item.c, starts["c"]))
+      acc = acc + jnp.float32(spec.beta) * cval.astype(jnp.float32)
+    if not spec.has_out:
+      return acc.astype(spec.out_dtype)
+    return reference.write_window(_window(arrays["out"][0], item.d,
+                                          starts["d"]), acc)
+
+  arrays = {"acc": (acc, None)}
+  if spec.c_mode == "own":
+    arrays["c"] = (ops.c, spec.c)
+  if spec.has_out:
+    arrays["out"] = (ops.out, None)  # out carries every vmap dim
+  return _per_item(finish, spec, arrays, ops.starts)
