@@ -1,7 +1,8 @@
 # CUDA part of the build, included by CMakeLists.txt when nvcc is found.
 #
 # Adds to the nanobind target _jax_dynoff:
-#   - ffi/cuda_gemm.cu (the CUDA FFI handler) and the generic CUTLASS 2.x
+#   - ffi/cuda/ (the CUDA FFI handler, its runners, the small kernels around
+#     the GEMMs and the kernel registry) and the generic CUTLASS 2.x
 #     kernels, compiled as SASS for every architecture in
 #     JAX_DYNOFF_CUDA_ARCHS (an "a" suffix is dropped for these: they use no
 #     arch-specific feature) plus PTX of the lowest one for newer GPUs;
@@ -86,7 +87,10 @@ endfunction()
 
 # --- Handler, generic (SIMT) and TF32 kernels: every architecture.
 add_library(jax_dynoff_cuda_generic OBJECT
-  ffi/cuda_gemm.cu
+  ffi/cuda/handler.cu
+  ffi/cuda/runners.cu
+  ffi/cuda/prep_kernels.cu
+  ffi/cuda/registry.cu
   ffi/kernels/generic_f32_f32.cu
   ffi/kernels/generic_bf16_bf16.cu
   ffi/kernels/generic_bf16_f32.cu

@@ -1,0 +1,41 @@
+// The kernel registry: which compiled kernel (ffi/kernels/*.cu, one
+// instantiation per translation unit) serves a path, tile, dtype pair and
+// transposes, or nullptr where this build has none.  Adding a tile touches
+// this file and its instantiation only; the planner (ffi/planner.cc)
+// decides which one a call wants.
+#ifndef JAX_DYNOFF_CUDA_REGISTRY_H_
+#define JAX_DYNOFF_CUDA_REGISTRY_H_
+
+#include "gemm_problem.h"
+#include "kernels/launch.h"
+#include "planner.h"  // DirectTile
+
+namespace jax_dynoff {
+namespace cuda {
+
+using kernels::DirectKernelEntry;
+using kernels::KernelEntry;
+using kernels::SkinnyKernelEntry;
+
+// The generic CUTLASS 2.x SIMT kernel for the dtype pair (every GPU).
+const KernelEntry* GenericKernel(DType in, DType out);
+// The TF32 kernel for the transposes (float32 in and out only).
+const KernelEntry* Tf32Kernel(DType in, DType out, bool ta, bool tb);
+// The ptr-array SM90 kernel of an unsplit SM90 tile path.
+const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
+                              bool tb);
+// The direct (non-array, one launch) SM90 kernel of a direct tile.
+const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
+                                          bool tb, DirectTile tile);
+// The skinny kernel for the input dtype.
+const SkinnyKernelEntry* SkinnyKernel(DType in);
+// The split-K slice kernel (float32 partials).
+const KernelEntry* Sm90SplitKKernel(DType in, bool ta, bool tb);
+
+// Free-form description of the build's kernels (handlers.h CudaBuildInfo).
+const char* BuildInfo();
+
+}  // namespace cuda
+}  // namespace jax_dynoff
+
+#endif  // JAX_DYNOFF_CUDA_REGISTRY_H_
