@@ -297,8 +297,8 @@ def cpu_figure(rows: list[dict], title: str, width: float = 9.0):
   import matplotlib.pyplot as plt
   dtypes = [d for d in ("float32", "bfloat16", "float16")
             if any(r["dtype"] == d for r in rows)]
-  fig, axes = plt.subplots(1, len(dtypes), figsize=(width, 3.4),
-                           sharey=True, squeeze=False)
+  fig, axes = plt.subplots(1, len(dtypes), figsize=(width, 3.6),
+                           sharey=True, squeeze=False, layout="constrained")
   for ax, dt in zip(axes[0], dtypes):
     rs = [r for r in rows if r["dtype"] == dt]
     x = np.arange(len(rs))
@@ -314,11 +314,13 @@ def cpu_figure(rows: list[dict], title: str, width: float = 9.0):
     ax.set_title(dt, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
   axes[0][0].set_ylabel("GFLOP/s", fontsize=9)
-  axes[0][0].legend(fontsize=8, loc="upper left")
   top = axes[0][0].get_ylim()[1]
   axes[0][0].set_ylim(0, top * 1.12)
-  fig.suptitle(title, fontsize=10)
-  fig.tight_layout()
+  handles, labels = axes[0][0].get_legend_handles_labels()
+  fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncol=2,
+             frameon=False)
+  fig.suptitle(title + "\nnumbers: jnp.dot's time / jax_dynoff's "
+               "(> 1: jax_dynoff faster)", fontsize=10)
   return fig
 
 
