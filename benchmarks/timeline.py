@@ -19,8 +19,8 @@ H200's clocks drop by ~10% within seconds of dense GEMMs.  --host: also
 where the call's wall time goes outside the device's span (`call_report`).
 --rounds R: before and after the traces, time each side's compiled loop in
 short turns (wall time of one blocking call / iterations, the sides taking
-turns, R rounds), as the bench did before its sustained windows (session
-6), in the same process, so short calls' figures and the trace's can be
+turns, R rounds), as the bench did before its sustained windows (before
+373d324), in the same process, so short calls' figures and the trace's can be
 told apart (`bench_rounds`).
 
 Prints, per case and side (ours / xla): the time per iteration from the

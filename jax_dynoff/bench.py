@@ -8,7 +8,7 @@ take turns, window by window, and each side's figure is the median over
 `repeats` windows.  An H200 under dense GEMMs sits at its power limit: a
 loop's clocks settle at its own equilibrium within a second, and a short
 call inherits the clocks its predecessor left (benchmarks/sustained.py and
-benchmarks/NOTES.md), so short alternating calls favour whichever
+docs/notes.md), so short alternating calls favour whichever
 side draws more power; a sustained window measures what a program that
 runs continuously gets.
 Loop bodies depend on the loop index (through `lax.optimization_barrier`
@@ -33,8 +33,14 @@ Scenarios (bf16 unless said; sizes are the GPU ones, CPU runs tiny ones):
   table, with command buffers on (one graph per loop under --graphs) and
   off, vs XLA's loop.
 
-Writes OUT_DIR/bench.json (bench_graphs.json under --graphs) and a plot,
-OUT_DIR/bench.png (bench_graphs.png).
+On a CPU the scenarios run at tiny sizes (a smoke run of the driver);
+`--cpu-plain` instead times the `plain` scenario at 512^3, 1024^3 and 2048^3
+in float32, bfloat16 and float16 against `jnp.dot`: the CPU handler's own
+figures (it multiplies with OpenBLAS).
+
+Writes OUT_DIR/bench.json (bench_graphs.json under --graphs, bench_cpu.json
+under --cpu-plain) and a plot, OUT_DIR/bench.png (bench_graphs.png,
+bench_cpu.png).
 """
 
 from __future__ import annotations
@@ -511,10 +517,21 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
 SCENARIOS = ("plain", "slices", "stacked", "cond", "kv", "loop")
 
 
+# --cpu-plain: the sizes and dtypes of the CPU rows (plain gemm vs jnp.dot).
+CPU_PLAIN_SIZES = (512, 1024, 2048)
+CPU_PLAIN_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _cpu_plain_cases():
+  """--cpu-plain: plain n^3 GEMMs for every CPU_PLAIN_SIZES x dtype."""
+  return {"plain": [(plain, (n, n, n, jnp.dtype(dt)))
+                    for n in CPU_PLAIN_SIZES for dt in CPU_PLAIN_DTYPES]}
+
+
 def _cases(gpu: bool, quick: bool):
   """scenario -> list of (function, args without iters/repeats, flops)."""
   bf16, f16, f32 = jnp.bfloat16, jnp.float16, jnp.float32
-  if not gpu:  # tiny sizes: the CPU handler is a reference, not a kernel
+  if not gpu:  # tiny sizes: a smoke run of every scenario (--cpu-plain times)
     return {
         "plain": [(plain, (64, 64, 64, f32))],
         "slices": [(slices, (4, 16, 64, f32))],
@@ -551,13 +568,23 @@ def _flops_of(fn, args) -> float:
 
 
 def run(out_dir: Optional[str], quick: bool = False,
-        scenarios=SCENARIOS) -> list[Row]:
+        scenarios=SCENARIOS, cpu_plain: bool = False) -> list[Row]:
+  """Times `scenarios` and writes OUT_DIR/bench*.json and .png.
+
+  cpu_plain: the `plain` rows of `_cpu_plain_cases` instead, 5 rounds of
+  1-s windows per side (a 2-core machine shared with other work is noisy;
+  the median over rounds damps it), written as bench_cpu.*.
+  """
   global WINDOW_S
   gpu = jax.default_backend() == "gpu"
-  repeats = 2 if quick or not gpu else 3
-  WINDOW_S = (0.5 if quick else 1.0) if gpu else 0.0
+  if cpu_plain:
+    repeats, WINDOW_S, scenarios = 5, 1.0, ("plain",)
+    cases = _cpu_plain_cases()
+  else:
+    repeats = 2 if quick or not gpu else 3
+    WINDOW_S = (0.5 if quick else 1.0) if gpu else 0.0
+    cases = _cases(gpu, quick)
   rows: list[Row] = []
-  cases = _cases(gpu, quick)
   for name in scenarios:
     if name == "loop":
       args = (64, 128, 1024) if gpu else (4, 16, 32)
@@ -572,7 +599,8 @@ def run(out_dir: Optional[str], quick: bool = False,
   if out_dir:
     os.makedirs(out_dir, exist_ok=True)
     graphs = "+WHILE" in os.environ.get("XLA_FLAGS", "")
-    stem = "bench_graphs" if graphs else "bench"
+    stem = ("bench_cpu" if cpu_plain else
+            "bench_graphs" if graphs else "bench")
     dev = jax.devices()[0]
     with open(os.path.join(out_dir, stem + ".json"), "w") as f:
       json.dump({"device": dev.device_kind, "jax": jax.__version__,
@@ -581,29 +609,40 @@ def run(out_dir: Optional[str], quick: bool = False,
                                      sys.argv[1:]),
                  "xla_flags": os.environ.get("XLA_FLAGS", ""),
                  "window_s": WINDOW_S, "repeats": repeats,
+                 "cpu_count": os.cpu_count(),
                  "peak_tflops": PEAK_TFLOPS, "peak_tbps": PEAK_TBPS,
                  "rows": [r.as_dict() for r in rows]}, f, indent=1)
     plot(rows, os.path.join(out_dir, stem + ".png"),
-         f"jax_dynoff vs XLA on {dev.device_kind}")
+         f"jax_dynoff vs XLA on {dev.device_kind}", roofline=gpu)
   return rows
 
 
-def plot(rows: list[Row], path: str, title: str) -> None:
-  """Two panels: speed-up over XLA, and % of the roofline floor."""
+def plot(rows: list[Row], path: str, title: str, roofline: bool = True) -> None:
+  """Speed-up over XLA, and (roofline: H200 peaks) % of the roofline floor."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
   labels = [f"{r.scenario} {r.case} {r.dtype}" for r in rows]
   y = np.arange(len(rows))
-  fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 0.35 * len(rows) + 1.5),
-                                 sharey=True)
+  fig, axes = plt.subplots(1, 2 if roofline else 1,
+                           figsize=(12 if roofline else 7,
+                                    0.35 * len(rows) + 1.5),
+                           sharey=True, squeeze=False)
+  ax1 = axes[0][0]
   ax1.barh(y, [r.ratio for r in rows], color="tab:blue")
   ax1.axvline(1.0, color="k", lw=1)
   ax1.set_xscale("log")
   ax1.set_xlabel("XLA time / jax_dynoff time (> 1: faster than XLA)")
   ax1.set_yticks(y, labels, fontsize=8)
   ax1.invert_yaxis()
+  if not roofline:
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return
+  ax2 = axes[0][1]
   ax2.barh(y, [100 * r.floor_ms / r.ours_ms for r in rows], color="tab:green",
            label="jax_dynoff")
   ax2.scatter([100 * r.floor_ms / r.xla_ms for r in rows], y, color="k",
@@ -618,10 +657,15 @@ def plot(rows: list[Row], path: str, title: str) -> None:
 
 def print_row(r: Row):
   extra = f" ideal {r.ideal_ms:8.4f} ms" if r.ideal_ms else ""
+  if jax.default_backend() == "gpu":
+    speed = (f"{r.tflops:7.1f} TFLOP/s {r.tbps:5.2f} TB/s  "
+             f"({100 * r.floor_ms / r.ours_ms:4.1f}% of roofline)")
+  else:  # the roofline's peaks are an H200's
+    speed = (f"ours {r.tflops * 1e3:6.1f} GFLOP/s, "
+             f"jnp.dot / XLA {r.flops / (r.xla_ms * 1e-3) / 1e9:6.1f} GFLOP/s")
   print(f"{r.scenario:<12} {r.case:<22} {r.dtype:<9} ours {r.ours_ms:8.4f} ms "
-        f"xla {r.xla_ms:8.4f} ms{extra}  ratio {r.ratio:5.2f}  "
-        f"{r.tflops:7.1f} TFLOP/s {r.tbps:5.2f} TB/s  "
-        f"({100 * r.floor_ms / r.ours_ms:4.1f}% of roofline)", flush=True)
+        f"xla {r.xla_ms:8.4f} ms{extra}  ratio {r.ratio:5.2f}  {speed}",
+        flush=True)
   if r.host:
     o, x = r.host["ours"], r.host["xla"]
     fmt = lambda v: "-" if v is None else f"{v:.2f}"
@@ -648,6 +692,11 @@ def main(argv=None):
                  "command buffer, device events per call")
   p.add_argument("--scenarios", default=",".join(SCENARIOS),
                  help=f"comma-separated subset of {SCENARIOS}")
+  p.add_argument("--cpu-plain", action="store_true",
+                 help="only plain gemm vs jnp.dot at "
+                 f"{'^3, '.join(map(str, CPU_PLAIN_SIZES))}^3 in "
+                 f"{', '.join(CPU_PLAIN_DTYPES)}, 5 rounds of 1-s windows "
+                 "(meant for the CPU handler); writes bench_cpu.json")
   args = p.parse_args(argv)
   if args.graphs:  # XLA reads XLA_FLAGS when the backend starts: still ahead
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " +
@@ -659,7 +708,7 @@ def main(argv=None):
   global HOST
   HOST = args.host
   print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}")
-  run(args.out_dir, args.quick, scenarios)
+  run(args.out_dir, args.quick, scenarios, cpu_plain=args.cpu_plain)
 
 
 if __name__ == "__main__":

@@ -50,16 +50,17 @@ def cuda_graph_flags(min_graph_size: int = 1, whole_loops: bool = True) -> str:
   `+WHILE` adds loops to XLA's default command kinds (conditionals and FFI
   calls such as jax_dynoff's are on by default), so a whole loop is one
   graph; `min_graph_size=1` lets even a single call form a graph.  XLA's
-  default (5) leaves a loop body of one `gemm` call (about four thunks: the
-  call, its start clamps, the counter) outside any graph, launched thunk by
-  thunk from the host.
+  default (5) leaves a loop body of one `gemm` call (three thunks: the call,
+  the fusion that makes its offsets operand, the counter) outside any
+  graph, launched thunk by thunk from the host.
 
   `whole_loops=False` captures each loop body as its own graph and keeps
   the loop on the host: for loops of small GEMMs that is the fastest
   setting, since a whole-loop graph spends ~3 us of device time per
   iteration on loop control (H200, 64 GEMMs 128x1024x1024 in a fori_loop:
   13.8 us per call with body graphs, 15 us as one graph, 21-28 us with
-  XLA's defaults, XLA's own loop 12.4 us; benchmarks/NOTES.md).
+  XLA's defaults, XLA's own loop 12.4 us, measured at d041909; see
+  docs/cuda_graphs.md).
   """
   size = f"--xla_gpu_graph_min_graph_size={min_graph_size}"
   return f"--xla_gpu_enable_command_buffer=+WHILE {size}" if whole_loops else size

@@ -33,7 +33,7 @@ from traitlets import default
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
 EXPECTED = ["01_quickstart.ipynb", "02_cuda_graphs.ipynb",
-            "03_performance.ipynb"]
+            "03_performance.ipynb", "04_decoder.ipynb"]
 NOTEBOOKS = sorted(p.name for p in NB_DIR.glob("*.ipynb"))
 CELL_TIMEOUT_S = 300  # per cell; on a CPU the slowest cell takes seconds
 
@@ -134,6 +134,8 @@ def test_notebook_runs(name, kernel_dir):
       "the notebook ran in another interpreter than pytest's")
   if name == "03_performance.ipynb":
     assert _has_image(nb), "the performance notebook drew no plot"
+  if name == "04_decoder.ipynb":
+    assert "decode loop matches the dynamic_update_slice model" in _text(nb)
 
 
 def _fake_results(root: Path, date: str, device: str, shapes):
@@ -160,7 +162,8 @@ def test_performance_notebook_reads_the_newest_committed_results(
   is in; this one covers committed results even before any exist.)
   """
   (tmp_path / "notebooks").mkdir()
-  shutil.copy(NB_DIR / "03_performance.ipynb", tmp_path / "notebooks")
+  for name in ("03_performance.ipynb", "perf_plots.py"):
+    shutil.copy(NB_DIR / name, tmp_path / "notebooks")
   _fake_results(tmp_path, "2026-11-02", "OLD RUN",
                 [(4096, 4096, 4096, 0.25)])
   _fake_results(tmp_path, "2026-12-01", "NVIDIA H200",
