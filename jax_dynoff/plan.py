@@ -27,7 +27,7 @@ Paths (enum Path in ffi/gemm_problem.h):
 * ``sm90_split_k`` (opt-in: planned only with ``KernelOptions(split_k=True)``;
   its GPU tests pass on an H200, but neither of its kernels made a loop of
   skinny layers faster than the unsplit 64x64 tile at default XLA flags, see
-  benchmarks/NOTES.md): skinny problems (m <= 256, no transposes,
+  docs/notes.md): skinny problems (m <= 256, no transposes,
   bfloat16 / float16 inputs, any output dtype).  Where its windows suit it
   (`split_k_direct`: the direct kernels' rules, 128x128 output tiles) the
   direct split-K kernel runs: split_k CTAs share each output tile along K
@@ -80,7 +80,7 @@ none is visible), and the lowering writes its answer into the call's desc
 (path, split_k, and the kernel within the path: the direct tile, the
 skinny split), which the CUDA handler reads instead of deciding again.
 
-Fallback rule (the handler, ffi/cuda_gemm.cu): a planned SM90 path is a
+Fallback rule (the handler, ffi/cuda/handler.cu): a planned SM90 path is a
 request.  The CUDA handler runs the generic kernel instead when the device
 it runs on is not compute capability 9.0, when the extension was built
 without sm_90a, when a buffer base is not 16-byte aligned, or with

@@ -1,4 +1,4 @@
-// The interface between the CUDA handler (ffi/cuda_gemm.cu) and the CUTLASS
+// The interface between the CUDA handler (ffi/cuda/) and the CUTLASS
 // instantiations in ffi/kernels/*.cu (one instantiation per translation
 // unit, so that the build parallelises and a kernel's compile cost is paid
 // once).
@@ -216,7 +216,7 @@ extern const KernelEntry kTf32TT;
 // Names: <in><out>_<layout of A><layout of B>, N = not transposed (A row-
 // major m x k, B row-major k x n), T = transposed.  Only built for sm_90a
 // (JAX_DYNOFF_WITH_SM90); nullptr-free: the handler checks availability
-// through Sm90Kernel() in cuda_gemm.cu.
+// through the registry (ffi/cuda/registry.h).
 #ifdef JAX_DYNOFF_WITH_SM90
 extern const KernelEntry kSm90LargeBf16Bf16NN;
 extern const KernelEntry kSm90SmallBf16Bf16NN;
@@ -240,7 +240,7 @@ extern const KernelEntry kSm90TinyF16F16NN;
 extern const KernelEntry kSm90SplitKBf16NN;
 extern const KernelEntry kSm90SplitKF16NN;
 // Direct kernels (no pointer kernel, no pointer arrays), NN, for one-item
-// calls whose windows suit them (cuda_gemm.cu, ChooseDirect): the large and
+// calls whose windows suit them (ffi/planner.cc, DirectChoice): the large and
 // the wide tile for the large path, one per smaller ptr-array tile.
 extern const DirectKernelEntry kSm90DirectLargeBf16NN;
 extern const DirectKernelEntry kSm90DirectLargeF16NN;

@@ -2,7 +2,7 @@
 // GemmUniversalAdapter's initialize() and run() do, minus the two function
 // attributes they set on every call.  The handler has already checked the
 // workspace size against what the plan reserved (RunKernel in
-// ffi/cuda_gemm.cu).
+// ffi/cuda/runners.h).
 #ifndef JAX_DYNOFF_KERNELS_RUN_SM90_GEMM_H_
 #define JAX_DYNOFF_KERNELS_RUN_SM90_GEMM_H_
 

@@ -4,12 +4,12 @@
 // pointer kernel runs before it and no descriptor is rewritten on the
 // device, so a call is one launch; the ptr-array kernel it replaces was
 // 1-4% slower than this kernel family on an H200, plus ~1-3 us per call for
-// its pointer kernel (benchmarks/NOTES.md).
+// its pointer kernel (docs/notes.md).
 //
 // Only where the TMA bounds of the whole buffer are also the window's:
 // loads may run past a window (those rows and columns only feed outputs that
 // are never stored) except along K, where they would be summed, and stores
-// must not.  So (checked by the handler, ChooseDirect in ffi/cuda_gemm.cu): a
+// must not.  So (the planner's rule, DirectChoice in ffi/planner.cc): a
 // window's K extent is a multiple of the K tile or reaches its buffer's
 // edge, and D's extents are multiples of the output tile or span their
 // buffer's dims.  Everything else takes the ptr-array kernels
@@ -38,7 +38,7 @@ struct Sm90NonArray {
 
 // The large tile, cooperative: the fastest direct tile once the output has
 // several waves of tiles (8192^3 bf16 on an H200: 2% ahead of the wide one,
-// benchmarks/NOTES.md).
+// docs/notes.md).
 using Sm90DirectLargeConfig =
     Sm90NonArray<Sm90LargeConfig,
                  cutlass::gemm::KernelTmaWarpSpecializedCooperative,

@@ -71,7 +71,7 @@ struct Sm90TinyConfig {
 // through the ptr-array batch (item l = t * S + s reads A and B advanced by
 // s * K / S along K) and this kernel writes each slice's float32 product
 // (m x n, row-major, ld = n) into the workspace; a reduction kernel in
-// ffi/cuda_gemm.cu sums the S partials, applies alpha and beta * C and
+// ffi/cuda/prep_kernels.cu sums the S partials, applies alpha and beta * C and
 // writes the D window.  Same 64x128x64 ping-pong tile as the small-m path
 // (m = 16 uses a quarter of the MMA, but the problem is bound by streaming
 // B, and the persistent producer keeps loading across the short K slices);
