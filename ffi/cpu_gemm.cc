@@ -9,14 +9,25 @@
 // way the whole result (C included) is formed in a scratch tile before D is
 // written, which makes C and D windows of one buffer correct however they
 // overlap.
+//
+// The work runs on XLA's intra-op thread pool (the FFI's ThreadPool), in
+// blocks of rows or columns, one single-threaded sgemm per block: OpenBLAS's
+// own pool of spinning workers beside XLA's fought it for the same cores
+// (docs/notes.md).  The calling thread takes blocks too and never waits
+// for a task that has not started, so a busy or missing pool only makes a
+// call slower.
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -114,15 +125,89 @@ void Store(void* base, DType t, int64_t i, float v) {
   }
 }
 
-// Gathers op(window) as a dense rows x cols float panel.  The window at
-// element offset `off` is stored row-major with leading dimension `ld`;
-// `trans` reads it transposed.
-void Gather(const void* base, DType t, int64_t off, int64_t ld, bool trans,
-            int64_t rows, int64_t cols, float* panel) {
-  for (int64_t i = 0; i < rows; ++i)
+// Converts n contiguous elements of type t to float32 (one loop per type,
+// so that the compiler vectorises the float32 and bfloat16 ones).
+void ToFloat(const void* src, DType t, int64_t n, float* dst) {
+  if (t == DType::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+  } else if (t == DType::kBF16) {
+    const uint16_t* h = static_cast<const uint16_t*>(src);
+    uint32_t* u = reinterpret_cast<uint32_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) u[i] = static_cast<uint32_t>(h[i]) << 16;
+  } else {
+    const uint16_t* h = static_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = F16ToFloat(h[i]);
+  }
+}
+
+// Rows [r0, r1) of op(window) as a dense (r1 - r0) x cols float panel.  The
+// window at element offset `off` is stored row-major with leading
+// dimension `ld`; `trans` reads it transposed.
+void GatherRows(const void* base, DType t, int64_t off, int64_t ld,
+                bool trans, int64_t r0, int64_t r1, int64_t cols,
+                float* panel) {
+  const int64_t e = ElementBytes(t);
+  const char* b = static_cast<const char*>(base);
+  if (!trans) {
+    for (int64_t i = r0; i < r1; ++i)
+      ToFloat(b + (off + i * ld) * e, t, cols, panel + (i - r0) * cols);
+    return;
+  }
+  for (int64_t i = r0; i < r1; ++i)
     for (int64_t j = 0; j < cols; ++j)
-      panel[i * cols + j] =
-          Load(base, t, off + (trans ? j * ld + i : i * ld + j));
+      panel[(i - r0) * cols + j] = Load(base, t, off + j * ld + i);
+}
+
+// Runs fn(b) for every block b in [0, blocks) once, on the calling thread
+// and on the pool's threads; returns when every block is done.  The caller
+// takes blocks itself and waits only for blocks in progress, never for a
+// task that has not started (a busy pool cannot stall it); the state lives
+// as long as the last task holding it.
+void ParallelFor(ffi::ThreadPool* pool, int64_t blocks,
+                 const std::function<void(int64_t)>& fn) {
+  if (blocks <= 0) return;
+  const int64_t helpers =
+      pool == nullptr ? 0 : std::min<int64_t>(pool->num_threads(),
+                                              blocks - 1);
+  if (helpers <= 0) {
+    for (int64_t b = 0; b < blocks; ++b) fn(b);
+    return;
+  }
+  struct Shared {
+    std::atomic<int64_t> next{0}, done{0};
+    int64_t blocks = 0;
+    const std::function<void(int64_t)>* fn = nullptr;
+    std::mutex mu;
+    std::condition_variable cv;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->blocks = blocks;
+  shared->fn = &fn;  // used only while blocks remain: before we return
+  auto work = [](Shared& s) {
+    for (;;) {
+      const int64_t b = s.next.fetch_add(1);
+      if (b >= s.blocks) return;
+      (*s.fn)(b);
+      if (s.done.fetch_add(1) + 1 == s.blocks) {
+        std::lock_guard<std::mutex> lock(s.mu);
+        s.cv.notify_all();
+      }
+    }
+  };
+  for (int64_t i = 0; i < helpers; ++i)
+    pool->Schedule([shared, work] { work(*shared); });
+  work(*shared);
+  std::unique_lock<std::mutex> lock(shared->mu);
+  shared->cv.wait(lock, [&] { return shared->done.load() == blocks; });
+}
+
+// Splits [0, extent) into about `parts` ranges of at least `min_size`.
+int64_t Blocks(int64_t extent, int64_t parts, int64_t min_size) {
+  return std::max<int64_t>(
+      1, std::min<int64_t>(parts, (extent + min_size - 1) / min_size));
+}
+int64_t BlockBegin(int64_t extent, int64_t blocks, int64_t b) {
+  return extent * b / blocks;
 }
 
 // acc[m x n] += a[m x k] * b[k x n], blocked so that a block of b stays in
@@ -146,8 +231,9 @@ void MatMulAdd(const float* a, const float* b, float* acc, int64_t m,
   }
 }
 
-ffi::Error CpuGemm(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   ffi::Span<const int64_t> desc, double alpha, double beta) {
+ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
+                   ffi::RemainingRets rets, ffi::Span<const int64_t> desc,
+                   double alpha, double beta) {
   GemmProblem p;
   if (ffi::Error e = DecodeCall(args, rets, desc, alpha, beta, &p);
       e.failure())
@@ -174,49 +260,99 @@ ffi::Error CpuGemm(ffi::RemainingArgs args, ffi::RemainingRets rets,
       pb(in_place ? 0 : static_cast<size_t>(k * n)),
       acc(static_cast<size_t>(m * n));
   const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
+  // As many blocks as the pool has threads: the caller is one of them or
+  // stands in for one.
+  const int64_t workers = std::max<int64_t>(1, pool.num_threads());
+  // The product in blocks of rows of acc, or of columns where it has few
+  // rows; each block one single-threaded sgemm (or the loops).
+  const bool by_rows = m >= n;
+  const int64_t blocks =
+      Blocks(by_rows ? m : n, workers, by_rows ? 32 : 128);
+  const int64_t row_blocks = Blocks(m, workers, 16);
   for (int64_t t = 0; t < p.batch; ++t) {
     const int64_t a_off = WindowOffset(p, A, t, slots);
     const int64_t b_off = WindowOffset(p, B, t, slots);
     const int64_t d_off = WindowOffset(p, D, t, slots);
     const bool product = m > 0 && n > 0 && k > 0;
+    // Operands of the product: the windows in place, or float32 panels.
+    const float *a = pa.data(), *b = pb.data();
+    int64_t lda = k, ldb = n;
+    bool ta = false, tb = false;
     if (in_place) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      if (product)
-        sgemm(kRowMajor, p.trans_a ? kTrans : kNoTrans,
-              p.trans_b ? kTrans : kNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f,
-              static_cast<const float*>(base(A)) + a_off,
-              static_cast<int>(A.ld()),
-              static_cast<const float*>(base(B)) + b_off,
-              static_cast<int>(B.ld()), 0.0f, acc.data(),
-              static_cast<int>(n));
-    } else {
-      Gather(base(A), p.in_dtype, a_off, A.ld(), p.trans_a, m, k, pa.data());
-      Gather(base(B), p.in_dtype, b_off, B.ld(), p.trans_b, k, n, pb.data());
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      if (panels && product)
-        sgemm(kRowMajor, kNoTrans, kNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, pa.data(),
-              static_cast<int>(k), pb.data(), static_cast<int>(n), 0.0f,
-              acc.data(), static_cast<int>(n));
-      else
-        MatMulAdd(pa.data(), pb.data(), acc.data(), m, n, k);
+      a = static_cast<const float*>(base(A)) + a_off;
+      b = static_cast<const float*>(base(B)) + b_off;
+      lda = A.ld();
+      ldb = B.ld();
+      ta = p.trans_a;
+      tb = p.trans_b;
+    } else if (product) {
+      const int64_t kb = Blocks(k, workers, 16);
+      ParallelFor(&pool, row_blocks + kb, [&](int64_t blk) {
+        if (blk < row_blocks) {
+          GatherRows(base(A), p.in_dtype, a_off, A.ld(), p.trans_a,
+                     BlockBegin(m, row_blocks, blk),
+                     BlockBegin(m, row_blocks, blk + 1), k,
+                     pa.data() + BlockBegin(m, row_blocks, blk) * k);
+        } else {
+          const int64_t j = blk - row_blocks;
+          GatherRows(base(B), p.in_dtype, b_off, B.ld(), p.trans_b,
+                     BlockBegin(k, kb, j), BlockBegin(k, kb, j + 1), n,
+                     pb.data() + BlockBegin(k, kb, j) * n);
+        }
+      });
     }
-    if (has_c) {
-      // Read all of C before D is touched: C may be D's own buffer.
-      const int64_t c_off = WindowOffset(p, C, t, slots);
-      const void* cb = base(C);
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          acc[i * n + j] = fa * acc[i * n + j] +
-                           fb * Load(cb, p.out_dtype, c_off + i * C.ld() + j);
-    } else {
-      for (float& v : acc) v *= fa;
-    }
+    ParallelFor(&pool, blocks, [&](int64_t blk) {
+      const int64_t extent = by_rows ? m : n;
+      const int64_t lo = BlockBegin(extent, blocks, blk);
+      const int64_t hi = BlockBegin(extent, blocks, blk + 1);
+      // This block of acc: rows [lo, hi), or columns [lo, hi).
+      const int64_t rows = by_rows ? hi - lo : m, cols = by_rows ? n : hi - lo;
+      float* out = acc.data() + (by_rows ? lo * n : lo);
+      for (int64_t i = 0; i < rows; ++i)
+        std::fill(out + i * n, out + i * n + cols, 0.0f);
+      if (!product || rows == 0 || cols == 0) return;
+      // The block's rows of op(A) (or columns of op(B)): element (i, j) of
+      // op(X) sits at i * ld + j, or at j * ld + i when transposed.
+      const float* ab = by_rows ? a + (ta ? lo : lo * lda) : a;
+      const float* bb = by_rows ? b : b + (tb ? lo * ldb : lo);
+      if (in_place || panels)
+        sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans,
+              static_cast<int>(rows), static_cast<int>(cols),
+              static_cast<int>(k), 1.0f, ab, static_cast<int>(lda), bb,
+              static_cast<int>(ldb), 0.0f, out, static_cast<int>(n));
+      else if (by_rows)
+        MatMulAdd(ab, bb, out, rows, n, k);
+      else  // the loops on whole rows of acc (a column block of B apart)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t kk = 0; kk < k; ++kk) {
+            const float av = a[i * k + kk];
+            for (int64_t j = lo; j < hi; ++j)
+              acc[i * n + j] += av * b[kk * n + j];
+          }
+    });
+    // alpha * product + beta * C, every row of C read before D is touched
+    // (C may be D's own buffer), then D.
+    const int64_t c_off = has_c ? WindowOffset(p, C, t, slots) : 0;
+    const void* cb = has_c ? base(C) : nullptr;
+    ParallelFor(&pool, row_blocks, [&](int64_t blk) {
+      for (int64_t i = BlockBegin(m, row_blocks, blk);
+           i < BlockBegin(m, row_blocks, blk + 1); ++i) {
+        float* row = acc.data() + i * n;
+        if (has_c)
+          for (int64_t j = 0; j < n; ++j)
+            row[j] = fa * row[j] + fb * Load(cb, p.out_dtype,
+                                             c_off + i * C.ld() + j);
+        else
+          for (int64_t j = 0; j < n; ++j) row[j] *= fa;
+      }
+    });
     void* db = d_buf.untyped_data();
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        Store(db, p.out_dtype, d_off + i * D.ld() + j, acc[i * n + j]);
+    ParallelFor(&pool, row_blocks, [&](int64_t blk) {
+      for (int64_t i = BlockBegin(m, row_blocks, blk);
+           i < BlockBegin(m, row_blocks, blk + 1); ++i)
+        for (int64_t j = 0; j < n; ++j)
+          Store(db, p.out_dtype, d_off + i * D.ld() + j, acc[i * n + j]);
+    });
   }
   return ffi::Error::Success();
 }
@@ -225,6 +361,7 @@ ffi::Error CpuGemm(ffi::RemainingArgs args, ffi::RemainingRets rets,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kCpuGemm, CpuGemm,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .RemainingArgs()
                                   .RemainingRets()
                                   .Attr<ffi::Span<const int64_t>>("desc")
@@ -237,6 +374,14 @@ std::string SetCpuBlas(const std::string& path) {
   if (g_sgemm.load(std::memory_order_acquire) != nullptr) return "";
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return std::string("dlopen: ") + dlerror();
+  // One thread: the handler runs its blocks on XLA's pool (see the top).
+  using SetThreads = void (*)(int);
+  for (const char* name :
+       {"scipy_openblas_set_num_threads", "openblas_set_num_threads"})
+    if (void* f = dlsym(lib, name)) {
+      reinterpret_cast<SetThreads>(f)(1);
+      break;
+    }
   for (const char* name : {"scipy_cblas_sgemm", "cblas_sgemm"}) {
     if (void* f = dlsym(lib, name)) {
       g_blas_name = path + ":" + name;

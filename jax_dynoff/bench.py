@@ -293,6 +293,48 @@ def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
              2.0 * m * n * k, float((m * k + k * n + m * n) * _esize(dtype)))
 
 
+def cpu_plain(m: int, n: int, k: int, dtype, iters: int,
+              repeats: int) -> Row:
+  """The CPU rows: one jitted call per side, timed on the host (the CPU
+  client runs a call to its end before it returns), the sides taking turns
+  in windows (`sustained`): gemm with A and D at non-zero offsets against
+  jnp.dot on the same shapes.  Not `plain`'s loop: on the CPU, XLA's
+  product inside that loop ran at ~1.2 TFLOP/s on 2 cores, over three
+  times the cores' peak (XLA does not redo it every iteration there), so
+  the loop measured nothing on XLA's side."""
+  del iters  # one call a turn
+  ka, kb, kd = jax.random.split(jax.random.key(m * 7 + n), 3)
+  pad = 128
+  a_big = _rand(ka, (m + pad, k), dtype)
+  b = _rand(kb, (k, n), dtype)
+  d_big = _rand(kd, (m + pad, n), dtype)
+  a = a_big[:m]
+  ours = jax.jit(lambda a_big, b, d, o: dyn.gemm(
+      dyn.window(a_big, (o, 0), (m, k)), b,
+      out=dyn.window(d, (o + 64, 0), (m, n))))
+  xla = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=dtype))
+  sides = [(ours, (a_big, b, d_big, jnp.int32(64))), (xla, (a, b))]
+
+  def runner(f, args):
+    jax.block_until_ready(f(*args))
+
+    def once() -> float:
+      t0 = time.perf_counter()
+      jax.block_until_ready(f(*args))
+      return time.perf_counter() - t0
+    return once
+
+  runners = [runner(f, args) for f, args in sides]
+  times = [[], []]
+  for r in range(repeats):
+    order = [0, 1] if r % 2 == 0 else [1, 0]
+    for i in order:
+      times[i].append(sustained(runners[i], WINDOW_S))
+  t_ours, t_xla = (statistics.median(t) * 1e3 for t in times)
+  return Row("plain", f"{m}x{n}x{k}", jnp.dtype(dtype).name, t_ours, t_xla,
+             2.0 * m * n * k, float((m * k + k * n + m * n) * _esize(dtype)))
+
+
 def slices(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
   """L GEMMs (m x n x n) written into row slices of one buffer."""
   kx, kw, kb = jax.random.split(jax.random.key(L * m), 3)
@@ -524,7 +566,7 @@ CPU_PLAIN_DTYPES = ("float32", "bfloat16", "float16")
 
 def _cpu_plain_cases():
   """--cpu-plain: plain n^3 GEMMs for every CPU_PLAIN_SIZES x dtype."""
-  return {"plain": [(plain, (n, n, n, jnp.dtype(dt)))
+  return {"plain": [(cpu_plain, (n, n, n, jnp.dtype(dt)))
                     for n in CPU_PLAIN_SIZES for dt in CPU_PLAIN_DTYPES]}
 
 
@@ -557,7 +599,7 @@ def _cases(gpu: bool, quick: bool):
 
 def _flops_of(fn, args) -> float:
   """FLOPs of one timed iteration, to size `iters`."""
-  if fn is plain:
+  if fn is plain or fn is cpu_plain:
     m, n, k, _ = args
     return 2.0 * m * n * k
   if fn is kv:
