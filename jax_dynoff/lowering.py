@@ -16,19 +16,18 @@ from typing import Optional
 
 import jax
 import jax.ffi
-import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import mlir
 from jax._src.interpreters import mlir as _mlir_impl  # lower_per_platform
 from jax._src.lib import xla_client
 from jax._src.lib.mlir import ir
+from jax._src.lib.mlir.dialects import hlo
 
 from jax_dynoff import plan as plan_lib
 from jax_dynoff import spec as spec_lib
 from jax_dynoff.extension import ext as _ext
 from jax_dynoff.primitive import gemm_p
 from jax_dynoff.spec import GemmSpec
-from jax_dynoff.window import clamp_traced_start
 
 TARGET = "jax_dynoff_gemm"
 
@@ -108,7 +107,16 @@ def _is_ready(value) -> bool:
 
 
 def _int_constant(value) -> Optional[int]:
+  """The value of an integer splat constant, also through integer
+  conversions that keep it; else None."""
   op = _producer(value)
+  if op is not None and op.name == "stablehlo.convert":
+    inner = _int_constant(op.operands[0])
+    width = _int_width(value)
+    if inner is None or width == 0 or not (
+        -(2 ** (width - 1)) <= inner < 2 ** (width - 1)):
+      return None
+    return inner
   if op is None or op.name != "stablehlo.constant":
     return None
   attr = ir.DenseIntElementsAttr(op.attributes["value"])
@@ -191,15 +199,47 @@ def _slot_bounds(spec: GemmSpec) -> list[tuple[int, int]]:
           for d, w, s in zip(ws.dims, ws.win, ws.starts) if s is None]
 
 
-def _pack_offsets(*starts, bounds, plain, dtype, batch, batched):
-  """The offsets vector: slot j at j (or j * batch + t for item t)."""
+def _splat(value: int, like) -> ir.Value:
+  """A constant of `like`'s integer type and shape, every element `value`."""
+  t = ir.RankedTensorType(like.type)
+  dtype = np.int64 if _int_width(like) == 64 else np.int32
+  return mlir.ir_constant(np.full(tuple(t.shape), value, dtype))
+
+
+def _clamped(start, dim: int, size: int):
+  """`window.clamp_start` on a start in the IR: a start s < 0 becomes s +
+  dim, then s is clamped to [0, dim - size], in the start's own integer
+  type (where dim does not fit it, the start is passed on: the handler
+  clamps on the device in any case)."""
+  width = _int_width(start)
+  if dim > 2 ** (width - 1) - 1:
+    return start
+  zero = _splat(0, start)
+  negative = hlo.compare(
+      start, zero, comparison_direction=hlo.ComparisonDirectionAttr.get("LT"),
+      compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
+  wrapped = hlo.select(negative, hlo.add(start, _splat(dim, start)), start)
+  return hlo.clamp(zero, wrapped, _splat(dim - size, start))
+
+
+def _pack_offsets(starts, bounds, plain, dtype, batch: int, batched: bool):
+  """The offsets vector, slot j at j (or j * batch + t for item t), in
+  StableHLO ops written here rather than traced (no JAX transformation or
+  sharding context of the caller's reaches them)."""
+  elt = ir.IntegerType.get_signless(64 if dtype == np.int64 else 32)
   cols = []
   for s, (dim, size), p in zip(starts, bounds, plain):
     if not p:  # fuses a `table[i]` look-up into this one kernel
-      s = clamp_traced_start(s, dim, size)
-    s = s.astype(dtype)
-    cols.append(jnp.broadcast_to(s, (batch,)) if batched else s)
-  return jnp.stack(cols).reshape(-1)
+      s = _clamped(s, dim, size)
+    shape = tuple(ir.RankedTensorType(s.type).shape)
+    if _int_width(s) != elt.width:
+      s = hlo.convert(ir.RankedTensorType.get(shape, elt), s)
+    want = (batch,) if batched else (1,)
+    if shape != want:  # a scalar: one value, or the same for every item
+      s = hlo.broadcast_in_dim(ir.RankedTensorType.get(want, elt), s,
+                               mlir.dense_int_array([]))
+    cols.append(s)
+  return hlo.concatenate(cols, 0)
 
 
 def _direct_sources(starts, first_arg: int):
@@ -260,13 +300,8 @@ def start_operands(ctx, starts, spec: GemmSpec):
            else np.int32)
   size = len(starts) * (spec.batch if batched else 1)
   aval = jax.core.ShapedArray((size,), dtype)
-  sub = ctx.replace(avals_in=avals, avals_out=[aval])
-  fn = mlir.lower_fun(
-      lambda *s: _pack_offsets(*s, bounds=_slot_bounds(spec), plain=plain,
-                               dtype=dtype, batch=spec.batch, batched=batched),
-      multiple_results=False)
-  out = fn(sub, *starts)[0]
-  out = out[0] if isinstance(out, (list, tuple)) else out
+  out = _pack_offsets(starts, _slot_bounds(spec), plain, dtype, spec.batch,
+                      batched)
   return [out], [aval], spec_lib.vector_sources(spec)
 
 

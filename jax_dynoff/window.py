@@ -31,26 +31,6 @@ def clamp_start(start: int, dim: int, size: int) -> int:
   return min(max(start, 0), dim - size)
 
 
-def clamp_traced_start(start: jax.Array, dim: int, size: int) -> jax.Array:
-  """`clamp_start` on a traced start, as XLA ops ahead of the FFI call.
-
-  The handler clamps again on the device (that is the guarantee that no
-  value reaches outside a buffer); this copy is for XLA's sake
-  (`lowering.start_operands` applies it to every computed start): a start
-  that is a bare `table[i]` look-up becomes an asynchronous dynamic-slice
-  copy, which keeps a loop out of one CUDA graph, while a start computed by
-  an elementwise op fuses the look-up into the offsets kernel.
-  Where `start + dim` does not fit the start's dtype (an int32 start into a
-  dim of 2^31 or more) the start is passed on unclamped.
-  """
-  dtype = np.dtype(start.dtype)
-  if dim > np.iinfo(dtype).max:
-    return start
-  zero = jnp.zeros((), dtype)
-  start = jnp.where(start < zero, start + jnp.asarray(dim, dtype), start)
-  return jnp.clip(start, zero, jnp.asarray(dim - size, dtype))
-
-
 @jax.tree_util.register_pytree_node_class
 @dataclasses.dataclass(frozen=True, eq=False)
 class Window:

@@ -50,7 +50,8 @@ def test_plain_call_is_captured_by_default():
 # A bare `table[i]` start would reach the FFI call as an asynchronous
 # dynamic-slice copy, which keeps XLA (jax 0.11.2) from converting the loop
 # into one command buffer; gemm clamps traced starts with XLA ops first
-# (window.clamp_traced_start), so the look-up fuses and the loop is whole.
+# (lowering.start_operands), so the look-up fuses and the loop is whole;
+# a bare `table[i]` at a plain index reaches it as the table and the index.
 #
 # A scan over xs is different: XLA reads xs[i] through the same kind of copy,
 # outside any jax_dynoff call, and keeps that loop on the host (jax 0.11.2):

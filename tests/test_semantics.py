@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from jax import lax
 
 import jax_dynoff as dyn
-from jax_dynoff.window import clamp_traced_start
 from strategies import (BF16, DTYPES, F16, F32, INT32_MAX, INT32_MIN,
                         INT64_MAX, INT64_MIN, TOL, GemmCase, Operand,
                         assert_bits_equal, assert_close, check_case,
@@ -144,24 +143,27 @@ def test_clamping_int64_starts(gemm):
     _check_clamped(_clamp_fn(g), _STARTS_64, np.int64)
 
 
-@settings(max_examples=examples(200))
+@settings(max_examples=examples(100))
 @given(st.data())
-def test_clamp_traced_start_is_clamp_start(data):
-  """The XLA-side clamp ops.gemm applies before the FFI call (so that a
-  `table[i]` start fuses into a kernel) is lax.dynamic_slice's rule for any
-  int32 / int64 value; an int32 start into a dim >= 2^31 is passed on as is
-  (the device clamps it)."""
+def test_computed_starts_clamp_as_dynamic_slice(data):
+  """A computed start (here `s + z`, z a traced 0) goes through the offsets
+  vector, clamped by StableHLO ops the lowering writes (so that a
+  `table[i]` start fuses into one kernel) and again on the device: either
+  way lax.dynamic_slice's rule, for any int32 / int64 value."""
   wide = data.draw(st.booleans())
   dtype, info = (np.int64, np.iinfo(np.int64)) if wide else (
       np.int32, np.iinfo(np.int32))
   s = data.draw(st.one_of(st.integers(int(info.min), int(info.max)),
-                          st.sampled_from([int(info.min), int(info.max), -1, 0])))
-  dim = data.draw(st.integers(1, 2**40 if wide else 2**31 + 5))
-  size = data.draw(st.integers(0, dim))
+                          st.sampled_from([int(info.min), int(info.max), -1,
+                                           0, -20, -21, 8, 9])))
+  x, b, _ = _clamp_case_arrays()
   with jax.enable_x64(wide):
-    got = int(jax.jit(clamp_traced_start, static_argnums=(1, 2))(
-        jnp.asarray(s, dtype), dim, size))
-  assert got == (s if dim > info.max else clamp_start(s, dim, size))
+    got = np.asarray(jax.jit(lambda x, b, s, z: dyn.gemm(
+        dyn.window(x, (s + z, 0), (12, 11)), b))(
+            x, b, jnp.asarray(s, dtype), jnp.asarray(0, dtype)))
+  r = clamp_start(s, 20, 12)
+  want = np.asarray(x, np.float64)[r:r + 12, :11] @ np.asarray(b, np.float64)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("s", [INT64_MIN, -2**40, -21, -20, -3, 0, 5, 9,
