@@ -138,9 +138,8 @@ def compile_loop(loop: Loop, iters: int):
 WINDOW_S = 0.0
 
 
-def _runner(loop: Loop, iters: int) -> Callable[[], float]:
-  """One blocking call of the compiled loop (warmed up), in seconds."""
-  f, args = compile_loop(loop, iters)
+def _timed(f, args) -> Callable[[], float]:
+  """One blocking call f(*args) (warmed up once now), in seconds."""
   jax.block_until_ready(f(*args))
 
   def once() -> float:
@@ -148,6 +147,11 @@ def _runner(loop: Loop, iters: int) -> Callable[[], float]:
     jax.block_until_ready(f(*args))
     return time.perf_counter() - t0
   return once
+
+
+def _runner(loop: Loop, iters: int) -> Callable[[], float]:
+  """One blocking call of the compiled loop (warmed up), in seconds."""
+  return _timed(*compile_loop(loop, iters))
 
 
 def sustained(once: Callable[[], float], window_s: float) -> float:
@@ -315,16 +319,7 @@ def cpu_plain(m: int, n: int, k: int, dtype, iters: int,
   xla = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=dtype))
   sides = [(ours, (a_big, b, d_big, jnp.int32(64))), (xla, (a, b))]
 
-  def runner(f, args):
-    jax.block_until_ready(f(*args))
-
-    def once() -> float:
-      t0 = time.perf_counter()
-      jax.block_until_ready(f(*args))
-      return time.perf_counter() - t0
-    return once
-
-  runners = [runner(f, args) for f, args in sides]
+  runners = [_timed(f, args) for f, args in sides]
   times = [[], []]
   for r in range(repeats):
     order = [0, 1] if r % 2 == 0 else [1, 0]
