@@ -256,9 +256,19 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
       n <= INT_MAX && k <= INT_MAX && A.ld() <= INT_MAX && B.ld() <= INT_MAX;
   const bool panels = !in_place && sgemm != nullptr && m <= INT_MAX &&
                       n <= INT_MAX && k <= INT_MAX;
+  // Straight into D: float32 in and out, with no C, or C its own array
+  // (copied into D's window first) or D's own window (in-place
+  // accumulate), beta != 0: one sgemm per block writes alpha * A @ B +
+  // beta * D into D's window, no scratch tile and no epilogue pass.  (D
+  // never shares memory with A or B: XLA copies an array passed as both an
+  // operand and the aliased `out`.)
+  const bool straight_ok =
+      in_place && p.out_dtype == DType::kF32 && m > 0 && n > 0 && k > 0 &&
+      D.ld() <= INT_MAX && (!has_c || (beta != 0.0 && C.ld() <= INT_MAX));
+  const bool need_acc = !straight_ok || p.c_mode == CMode::kFromD;
   std::vector<float> pa(in_place ? 0 : static_cast<size_t>(m * k)),
       pb(in_place ? 0 : static_cast<size_t>(k * n)),
-      acc(static_cast<size_t>(m * n));
+      acc(need_acc ? static_cast<size_t>(m * n) : 0);
   const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
   // As many blocks as the pool has threads: the caller is one of them or
   // stands in for one.
@@ -274,6 +284,41 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
     const int64_t b_off = WindowOffset(p, B, t, slots);
     const int64_t d_off = WindowOffset(p, D, t, slots);
     const bool product = m > 0 && n > 0 && k > 0;
+    const int64_t c_off = has_c ? WindowOffset(p, C, t, slots) : 0;
+    if (straight_ok &&
+        (p.c_mode != CMode::kFromD || (c_off == d_off && C.ld() == D.ld()))) {
+      const float* a = static_cast<const float*>(base(A)) + a_off;
+      const float* b = static_cast<const float*>(base(B)) + b_off;
+      float* d = static_cast<float*>(d_buf.untyped_data()) + d_off;
+      const float* c = has_c ? static_cast<const float*>(base(C)) + c_off
+                             : nullptr;
+      const bool copy_c = has_c && p.c_mode == CMode::kOwn;
+      const int64_t lda = A.ld(), ldb = B.ld(), ldc = has_c ? C.ld() : 0,
+                    ldd = D.ld();
+      ParallelFor(&pool, blocks, [&](int64_t blk) {
+        const int64_t extent = by_rows ? m : n;
+        const int64_t lo = BlockBegin(extent, blocks, blk);
+        const int64_t hi = BlockBegin(extent, blocks, blk + 1);
+        const int64_t rows = by_rows ? hi - lo : m;
+        const int64_t cols = by_rows ? n : hi - lo;
+        if (rows == 0 || cols == 0) return;
+        float* out = d + (by_rows ? lo * ldd : lo);
+        if (copy_c) {
+          const float* cb = c + (by_rows ? lo * ldc : lo);
+          for (int64_t i = 0; i < rows; ++i)
+            std::memcpy(out + i * ldd, cb + i * ldc,
+                        static_cast<size_t>(cols) * 4);
+        }
+        const float* ab = by_rows ? a + (p.trans_a ? lo : lo * lda) : a;
+        const float* bb = by_rows ? b : b + (p.trans_b ? lo * ldb : lo);
+        sgemm(kRowMajor, p.trans_a ? kTrans : kNoTrans,
+              p.trans_b ? kTrans : kNoTrans, static_cast<int>(rows),
+              static_cast<int>(cols), static_cast<int>(k), fa, ab,
+              static_cast<int>(lda), bb, static_cast<int>(ldb),
+              has_c ? fb : 0.0f, out, static_cast<int>(ldd));
+      });
+      continue;
+    }
     // Operands of the product: the windows in place, or float32 panels.
     const float *a = pa.data(), *b = pb.data();
     int64_t lda = k, ldb = n;
@@ -332,7 +377,6 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
     });
     // alpha * product + beta * C, every row of C read before D is touched
     // (C may be D's own buffer), then D.
-    const int64_t c_off = has_c ? WindowOffset(p, C, t, slots) : 0;
     const void* cb = has_c ? base(C) : nullptr;
     ParallelFor(&pool, row_blocks, [&](int64_t blk) {
       for (int64_t i = BlockBegin(m, row_blocks, blk);

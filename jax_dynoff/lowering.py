@@ -143,16 +143,27 @@ def _through_converts(value):
 
 
 def _wrapped(index, length: int):
-  """The plain x when `index` is x itself, or jnp's `x < 0 ? x + length :
-  x` (what `table[x]` lowers to); else None.  The handler clamps x as
-  lax.dynamic_slice does after that wrap, so the look-up is the same."""
+  """The plain x when `index` is jnp's `x < 0 ? x + length : x` (what
+  `table[x]` and `lax.dynamic_index_in_dim` lower to), possibly clamped
+  into [0, length - 1] after it; else None.  dynamic_slice then clamps the
+  index into the table, so the look-up is lax.dynamic_slice's rule for x,
+  which is what the handler applies (SlotRef).  A bare index (no wrap) is
+  not: dynamic_slice clamps -1 to 0 where the rule wraps it to length - 1.
+  """
   index = _through_converts(index)
-  if _is_plain(index):
-    return index
-  sel = _producer(index)
-  if sel.name != "stablehlo.select":
+  op = _producer(index)
+  if op is None:
     return None
-  pred, wrapped, x = sel.operands
+  if (op.name == "stablehlo.clamp"
+      and _int_constant(op.operands[0]) == 0
+      and _int_constant(op.operands[2]) == length - 1):
+    index = _through_converts(op.operands[1])
+    op = _producer(index)
+    if op is None:
+      return None
+  if op.name != "stablehlo.select":
+    return None
+  pred, wrapped, x = op.operands
   x = _through_converts(x)
   cmp, add = _producer(pred), _producer(wrapped)
   if (not _is_plain(x) or cmp is None or add is None

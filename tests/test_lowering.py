@@ -505,3 +505,33 @@ def test_lookup_index_conversions(platform):
   assert ins[2:] == ["tensor<12x4xf32>", "tensor<i32>", "tensor<3xi32>"], ins
   (_, ins, _), = custom_calls(narrow)
   assert ins[2:] == ["tensor<12x4xf32>", "tensor<1xi32>"], ins
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_lookup_index_clamps(platform):
+  """A clamp into the table after jnp's wrap is the same look-up (the table
+  and the plain index reach the call); a clamp before it, or a bare index
+  (allow_negative_indices=False), is not lax.dynamic_slice's rule for the
+  plain index (-1 clamps to 0 instead of wrapping): the offsets vector."""
+  def call(r):
+    return lambda x, buf: dyn.gemm(x, np.ones((8, 4), np.float32),
+                                   out=dyn.window(buf, (r, 0), (4, 4)))
+
+  def ins_of(index_fn):
+    def f(x, buf, rows, i):
+      return call(index_fn(rows, i))(x, buf)
+    text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
+                 np.arange(3, dtype=np.int32), np.int32(1), platform=platform)
+    (_, ins, _), = custom_calls(text)
+    return ins[2:]
+
+  lookup = ["tensor<12x4xf32>", "tensor<i32>", "tensor<3xi32>"]
+  vector = ["tensor<12x4xf32>", "tensor<1xi32>"]
+  def wrap(rows, i):  # what jnp's indexing writes before dynamic_slice
+    return lax.select(i < 0, i + 3, i)
+  assert ins_of(lambda rows, i: lax.dynamic_slice(
+      rows, (lax.clamp(0, wrap(rows, i), 2),), (1,),
+      allow_negative_indices=False)[0]) == lookup
+  assert ins_of(lambda rows, i: rows[lax.clamp(0, i, 2)]) == vector
+  assert ins_of(lambda rows, i: lax.dynamic_slice(
+      rows, (i,), (1,), allow_negative_indices=False)[0]) == vector

@@ -146,3 +146,24 @@ def test_computed_and_batched_starts_still_go_through_the_vector():
 
   got, ref = both(vbuild, a, b, rows, np.array([0, 2, -1], np.int32))
   assert_matches(got, ref, TOL[F32], "vmapped")
+
+
+def test_look_up_without_the_wrap_keeps_its_own_rule():
+  """`lax.dynamic_slice(rows, (i,), (1,), allow_negative_indices=False)`
+  clamps i = -1 to 0 (no wrap): the same as the reference, not the
+  wrapped look-up the kernels do for `rows[i]`."""
+  m, n, k = 8, 16, 24
+  rng = np.random.default_rng(6)
+  a = random_array(rng, (6 * m, k), F32)
+  b = random_array(rng, (k, n), F32)
+  rows = np.array([0, m, 3 * m], np.int32)
+
+  def build(gemm):
+    def f(a, b, rows, i):
+      r = lax.dynamic_slice(rows, (i,), (1,), allow_negative_indices=False)
+      return gemm(dyn.window(a, (r[0], 0), (m, k)), b)
+    return f
+
+  for i in (-1, -3, 1, 5):
+    got, ref = both(build, a, b, rows, np.int32(i))
+    assert_matches(got, ref, TOL[F32], f"i={i}")
