@@ -50,9 +50,10 @@ def cuda_graph_flags(min_graph_size: int = 1, whole_loops: bool = True) -> str:
   `+WHILE` adds loops to XLA's default command kinds (conditionals and FFI
   calls such as jax_dynoff's are on by default), so a whole loop is one
   graph; `min_graph_size=1` lets even a single call form a graph.  XLA's
-  default (5) leaves a loop body of one `gemm` call (three thunks: the call,
-  the fusion that makes its offsets operand, the counter) outside any
-  graph, launched thunk by thunk from the host.
+  default (5) leaves a loop body of one `gemm` call (two or three thunks:
+  the call, the counter, and the fusion that makes its offsets vector where
+  a start is computed) outside any graph, launched thunk by thunk from the
+  host.
 
   `whole_loops=False` captures each loop body as its own graph and keeps
   the loop on the host: for loops of small GEMMs that is the fastest
