@@ -178,14 +178,41 @@ def _wrapped(index, length: int):
   return x
 
 
-def _lookup(start):
+def _callee_result(call, module):
+  """The value the function a `func.call` calls returns (its one result),
+  or None where it is not found or returns several."""
+  name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+  for op in module.body.operations:
+    if (op.operation.name == "func.func"
+        and ir.StringAttr(op.attributes["sym_name"]).value == name):
+      ret = op.regions[0].blocks[0].operations[-1]
+      return ret.operands[0] if len(ret.operands) == 1 else None
+  return None
+
+
+def _lookup(start, module):
   """(table, index) when `start` is `table[index]` of a rank-1 integer
   table at a plain index (what `rows[i]` and `lax.dynamic_index_in_dim`
-  lower to) and neither needs an XLA op; else None."""
-  reshape = _producer(start)
-  if reshape is None or reshape.name != "stablehlo.reshape":
+  lower to, also inside a function the caller calls, as newer jax writes
+  `dynamic_index_in_dim`) and neither needs an XLA op; else None."""
+  op = _producer(start)
+  if op is not None and op.name == "func.call":
+    # Match the callee's body, then map its arguments to the call's.
+    inner = _callee_result(op, module)
+    found = None if inner is None else _lookup(inner, module)
+    if found is None:
+      return None
+    mapped = []
+    for v in found:
+      if (not _is_plain(v)
+          or v.owner.owner.operation.name != "func.func"):
+        return None  # not an argument of the callee itself
+      mapped.append(op.operands[ir.BlockArgument(v).arg_number])
+    table, index = mapped
+    return (table, index) if _is_ready(table) and _is_plain(index) else None
+  if op is None or op.name != "stablehlo.reshape":
     return None
-  ds = _producer(reshape.operands[0])
+  ds = _producer(op.operands[0])
   if ds is None or ds.name != "stablehlo.dynamic_slice" or len(ds.operands) != 2:
     return None
   table = ds.operands[0]
@@ -253,7 +280,7 @@ def _pack_offsets(starts, bounds, plain, dtype, batch: int, batched: bool):
   return hlo.concatenate(cols, 0)
 
 
-def _direct_sources(starts, first_arg: int):
+def _direct_sources(starts, first_arg: int, module):
   """Operands and sources when every start is plain or a look-up that
   needs no XLA op (`_lookup`): the handler reads them all on the device, so
   the call needs no XLA op for its starts at all.  None otherwise."""
@@ -271,7 +298,7 @@ def _direct_sources(starts, first_arg: int):
     if _is_plain(s):
       slots.append((spec_lib.SLOT_SCALAR, arg(s), -1))
       continue
-    found = _lookup(s)
+    found = _lookup(s, module)
     if found is None:
       return None
     table, index = found
@@ -302,7 +329,8 @@ def start_operands(ctx, starts, spec: GemmSpec):
     return [], [], spec_lib.vector_sources(spec)
   avals = ctx.avals_in[len(ctx.avals_in) - len(starts):]
   batched = any(a.ndim == 1 for a in avals)
-  direct = None if batched else _direct_sources(starts, first)
+  direct = (None if batched else
+            _direct_sources(starts, first, ctx.module_context.module))
   if direct is not None:
     operands, sources = direct
     return operands, [_int_aval(v) for v in operands], sources
