@@ -18,6 +18,11 @@
 // call slower.
 #include <dlfcn.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define JAX_DYNOFF_F16C 1  // float16 rows by F16C where the CPU has it
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -117,16 +122,37 @@ float Load(const void* base, DType t, int64_t i) {
   return 0.0f;
 }
 
-void Store(void* base, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::kF32: static_cast<float*>(base)[i] = v; break;
-    case DType::kF16: static_cast<uint16_t*>(base)[i] = FloatToF16(v); break;
-    case DType::kBF16: static_cast<uint16_t*>(base)[i] = FloatToBF16(v); break;
-  }
+
+// float16 rows through the F16C instructions where the CPU has them (the
+// same values as F16ToFloat / FloatToF16: exact widening, round to nearest
+// even), else the scalar code above.
+#ifdef JAX_DYNOFF_F16C
+__attribute__((target("avx,f16c"))) void F16RowToFloatF16c(
+    const uint16_t* h, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                  reinterpret_cast<const __m128i*>(h + i))));
+  for (; i < n; ++i) dst[i] = F16ToFloat(h[i]);
 }
+__attribute__((target("avx,f16c"))) void FloatRowToF16F16c(
+    const float* src, int64_t n, uint16_t* h) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+                                     _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) h[i] = FloatToF16(src[i]);
+}
+bool HasF16c() {
+  static const bool has = __builtin_cpu_supports("f16c") &&
+                          __builtin_cpu_supports("avx");
+  return has;
+}
+#endif
 
 // Converts n contiguous elements of type t to float32 (one loop per type,
-// so that the compiler vectorises the float32 and bfloat16 ones).
+// so that the compiler vectorises them).
 void ToFloat(const void* src, DType t, int64_t n, float* dst) {
   if (t == DType::kF32) {
     std::memcpy(dst, src, static_cast<size_t>(n) * 4);
@@ -136,7 +162,26 @@ void ToFloat(const void* src, DType t, int64_t n, float* dst) {
     for (int64_t i = 0; i < n; ++i) u[i] = static_cast<uint32_t>(h[i]) << 16;
   } else {
     const uint16_t* h = static_cast<const uint16_t*>(src);
+#ifdef JAX_DYNOFF_F16C
+    if (HasF16c()) return F16RowToFloatF16c(h, n, dst);
+#endif
     for (int64_t i = 0; i < n; ++i) dst[i] = F16ToFloat(h[i]);
+  }
+}
+
+// Converts n float32 values to n contiguous elements of type t.
+void FromFloat(const float* src, DType t, int64_t n, void* dst) {
+  if (t == DType::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+  } else if (t == DType::kBF16) {
+    uint16_t* h = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) h[i] = FloatToBF16(src[i]);
+  } else {
+    uint16_t* h = static_cast<uint16_t*>(dst);
+#ifdef JAX_DYNOFF_F16C
+    if (HasF16c()) return FloatRowToF16F16c(src, n, h);
+#endif
+    for (int64_t i = 0; i < n; ++i) h[i] = FloatToF16(src[i]);
   }
 }
 
@@ -377,25 +422,29 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
     });
     // alpha * product + beta * C, every row of C read before D is touched
     // (C may be D's own buffer), then D.
-    const void* cb = has_c ? base(C) : nullptr;
+    const char* cb = has_c ? static_cast<const char*>(base(C)) : nullptr;
+    const int64_t eo = ElementBytes(p.out_dtype);
     ParallelFor(&pool, row_blocks, [&](int64_t blk) {
+      std::vector<float> c_row(has_c ? static_cast<size_t>(n) : 0);
       for (int64_t i = BlockBegin(m, row_blocks, blk);
            i < BlockBegin(m, row_blocks, blk + 1); ++i) {
         float* row = acc.data() + i * n;
-        if (has_c)
+        if (has_c) {
+          ToFloat(cb + (c_off + i * C.ld()) * eo, p.out_dtype, n,
+                  c_row.data());
           for (int64_t j = 0; j < n; ++j)
-            row[j] = fa * row[j] + fb * Load(cb, p.out_dtype,
-                                             c_off + i * C.ld() + j);
-        else
+            row[j] = fa * row[j] + fb * c_row[j];
+        } else {
           for (int64_t j = 0; j < n; ++j) row[j] *= fa;
+        }
       }
     });
-    void* db = d_buf.untyped_data();
+    char* db = static_cast<char*>(d_buf.untyped_data());
     ParallelFor(&pool, row_blocks, [&](int64_t blk) {
       for (int64_t i = BlockBegin(m, row_blocks, blk);
            i < BlockBegin(m, row_blocks, blk + 1); ++i)
-        for (int64_t j = 0; j < n; ++j)
-          Store(db, p.out_dtype, d_off + i * D.ld() + j, acc[i * n + j]);
+        FromFloat(acc.data() + i * n, p.out_dtype, n,
+                  db + (d_off + i * D.ld()) * eo);
     });
   }
   return ffi::Error::Success();

@@ -341,3 +341,27 @@ def test_beta_zero_does_not_read_c(c_from_out, dtype):
       assert_bits_equal(got[~mask], c[~mask], nan_payload=False)
       got = got[2:8, 0:4]
     assert_close(got, want, TOL[np.dtype(dtype)])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16], ids=str)
+def test_16_bit_values_round_trip_exactly(dtype):
+  """a @ I is a exactly, for every kind of finite 16-bit value (subnormals,
+  the largest; -0 aside, which the sum of products makes +0): the
+  handlers' conversions to float32 and back (vectorised where the CPU has
+  the instructions) lose nothing."""
+  info = jnp.finfo(dtype)
+  special = [0.0, float(info.tiny), -float(info.tiny), float(info.max),
+             -float(info.max), 1.0, -1.5, 3.0e-3]
+  if dtype == np.float16:  # bfloat16's are float32 subnormals, which the
+    # CPU runtime flushes to zero in arithmetic (as XLA's own dot does)
+    special += [float(info.smallest_subnormal),
+                -float(info.smallest_subnormal)]
+  special = np.array(special, np.float32)
+  rng = np.random.default_rng(8)
+  a = np.concatenate([special, rng.standard_normal(37 * 16 - special.size)
+                      .astype(np.float32) * 100]).reshape(37, 16)
+  a = jnp.asarray(a).astype(dtype)
+  eye = jnp.eye(16, dtype=dtype)
+  got = jax.jit(lambda a, b: dyn.gemm(a, b))(a, eye)
+  np.testing.assert_array_equal(np.asarray(got).view(np.uint16),
+                                np.asarray(a).view(np.uint16))
