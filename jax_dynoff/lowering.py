@@ -3,7 +3,7 @@
 Every call lowers to one custom call of the target "jax_dynoff_gemm"
 (typed FFI, API version 4): the arrays, then the integer operands its
 dynamic starts come from (never attributes, never read on the host;
-`start_operands`), `desc` / `alpha` / `beta` as attributes, and `out`
+`starts.start_operands`), `desc` / `alpha` / `beta` as attributes, and `out`
 aliased to result 0.  On CUDA the call has a second result, the kernel's
 workspace, sized here at trace time so the handler never allocates.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Optional
 
 import jax
 import jax.ffi
@@ -20,14 +19,13 @@ import numpy as np
 from jax.interpreters import mlir
 from jax._src.interpreters import mlir as _mlir_impl  # lower_per_platform
 from jax._src.lib import xla_client
-from jax._src.lib.mlir import ir
-from jax._src.lib.mlir.dialects import hlo
 
 from jax_dynoff import plan as plan_lib
 from jax_dynoff import spec as spec_lib
 from jax_dynoff.extension import ext as _ext
 from jax_dynoff.primitive import gemm_p
 from jax_dynoff.spec import GemmSpec
+from jax_dynoff.starts import start_operands
 
 TARGET = "jax_dynoff_gemm"
 
@@ -87,261 +85,6 @@ def _aliases(spec: GemmSpec):
 def _attrs(spec: GemmSpec, plan: plan_lib.Plan, sources):
   return dict(desc=plan_lib.desc(spec, plan, sources),
               alpha=np.float64(spec.alpha), beta=np.float64(spec.beta))
-
-
-def _is_plain(value) -> bool:
-  """Whether an IR value is an argument of its block (a function parameter,
-  a loop carry such as a `fori_loop` counter) rather than computed here."""
-  return isinstance(value, ir.BlockArgument)
-
-
-def _producer(value):
-  """The op computing `value`, or None for a block argument."""
-  return None if _is_plain(value) else value.owner
-
-
-def _is_ready(value) -> bool:
-  """A value no XLA op has to compute: plain, or a constant."""
-  op = _producer(value)
-  return op is None or op.name == "stablehlo.constant"
-
-
-def _int_constant(value) -> Optional[int]:
-  """The value of an integer splat constant, also through integer
-  conversions that keep it; else None."""
-  op = _producer(value)
-  if op is not None and op.name == "stablehlo.convert":
-    inner = _int_constant(op.operands[0])
-    width = _int_width(value)
-    if inner is None or width == 0 or not (
-        -(2 ** (width - 1)) <= inner < 2 ** (width - 1)):
-      return None
-    return inner
-  if op is None or op.name != "stablehlo.constant":
-    return None
-  attr = ir.DenseIntElementsAttr(op.attributes["value"])
-  return int(ir.IntegerAttr(attr.get_splat_value()).value) if attr.is_splat else None
-
-
-def _int_width(value) -> int:
-  """Bits of an integer tensor value's elements (0: not an integer)."""
-  try:
-    return ir.IntegerType(ir.RankedTensorType(value.type).element_type).width
-  except ValueError:  # not an integer element type
-    return 0
-
-
-def _through_converts(value):
-  """`value` with the integer conversions that keep every value (to the
-  same or a wider integer type) in front of it peeled off."""
-  op = _producer(value)
-  while (op is not None and op.name == "stablehlo.convert"
-         and 0 < _int_width(op.operands[0]) <= _int_width(value)):
-    value = op.operands[0]
-    op = _producer(value)
-  return value
-
-
-def _wrapped(index, length: int):
-  """The plain x when `index` is jnp's `x < 0 ? x + length : x` (what
-  `table[x]` and `lax.dynamic_index_in_dim` lower to), possibly clamped
-  into [0, length - 1] after it; else None.  dynamic_slice then clamps the
-  index into the table, so the look-up is lax.dynamic_slice's rule for x,
-  which is what the handler applies (SlotRef).  A bare index (no wrap) is
-  not: dynamic_slice clamps -1 to 0 where the rule wraps it to length - 1.
-  """
-  index = _through_converts(index)
-  op = _producer(index)
-  if op is None:
-    return None
-  if (op.name == "stablehlo.clamp"
-      and _int_constant(op.operands[0]) == 0
-      and _int_constant(op.operands[2]) == length - 1):
-    index = _through_converts(op.operands[1])
-    op = _producer(index)
-    if op is None:
-      return None
-  if op.name != "stablehlo.select":
-    return None
-  pred, wrapped, x = op.operands
-  x = _through_converts(x)
-  cmp, add = _producer(pred), _producer(wrapped)
-  if (not _is_plain(x) or cmp is None or add is None
-      or cmp.name != "stablehlo.compare" or add.name != "stablehlo.add"
-      or "LT" not in str(cmp.attributes["comparison_direction"])):
-    return None
-  if not (_through_converts(cmp.operands[0]) == x
-          and _int_constant(cmp.operands[1]) == 0
-          and _through_converts(add.operands[0]) == x
-          and _int_constant(add.operands[1]) == length):
-    return None
-  return x
-
-
-def _callee_result(call, module):
-  """The value the function a `func.call` calls returns (its one result),
-  or None where it is not found or returns several."""
-  name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-  for op in module.body.operations:
-    if (op.operation.name == "func.func"
-        and ir.StringAttr(op.attributes["sym_name"]).value == name):
-      ret = op.regions[0].blocks[0].operations[-1]
-      return ret.operands[0] if len(ret.operands) == 1 else None
-  return None
-
-
-def _lookup(start, module):
-  """(table, index) when `start` is `table[index]` of a rank-1 integer
-  table at a plain index (what `rows[i]` and `lax.dynamic_index_in_dim`
-  lower to, also inside a function the caller calls, as newer jax writes
-  `dynamic_index_in_dim`) and neither needs an XLA op; else None."""
-  op = _producer(start)
-  if op is not None and op.name == "func.call":
-    # Match the callee's body, then map its arguments to the call's.
-    inner = _callee_result(op, module)
-    found = None if inner is None else _lookup(inner, module)
-    if found is None:
-      return None
-    mapped = []
-    for v in found:
-      if (not _is_plain(v)
-          or v.owner.owner.operation.name != "func.func"):
-        return None  # not an argument of the callee itself
-      mapped.append(op.operands[ir.BlockArgument(v).arg_number])
-    table, index = mapped
-    return (table, index) if _is_ready(table) and _is_plain(index) else None
-  if op is None or op.name != "stablehlo.reshape":
-    return None
-  ds = _producer(op.operands[0])
-  if ds is None or ds.name != "stablehlo.dynamic_slice" or len(ds.operands) != 2:
-    return None
-  table = ds.operands[0]
-  ttype = ir.RankedTensorType(table.type)
-  if ttype.rank != 1 or list(ir.DenseI64ArrayAttr(
-      ds.attributes["slice_sizes"])) != [1] or not _is_ready(table):
-    return None
-  index = _wrapped(ds.operands[1], ttype.shape[0])
-  return None if index is None else (table, index)
-
-
-def _int_aval(value) -> jax.core.ShapedArray:
-  t = ir.RankedTensorType(value.type)
-  width = ir.IntegerType(t.element_type).width
-  return jax.core.ShapedArray(tuple(t.shape),
-                              np.int64 if width == 64 else np.int32)
-
-
-def _slot_bounds(spec: GemmSpec) -> list[tuple[int, int]]:
-  """(dim, window extent) of every dynamic start, in slot order."""
-  return [(d, w) for _, ws in spec.operands()
-          for d, w, s in zip(ws.dims, ws.win, ws.starts) if s is None]
-
-
-def _splat(value: int, like) -> ir.Value:
-  """A constant of `like`'s integer type and shape, every element `value`."""
-  t = ir.RankedTensorType(like.type)
-  dtype = np.int64 if _int_width(like) == 64 else np.int32
-  return mlir.ir_constant(np.full(tuple(t.shape), value, dtype))
-
-
-def _clamped(start, dim: int, size: int):
-  """`window.clamp_start` on a start in the IR: a start s < 0 becomes s +
-  dim, then s is clamped to [0, dim - size], in the start's own integer
-  type (where dim does not fit it, the start is passed on: the handler
-  clamps on the device in any case)."""
-  width = _int_width(start)
-  if dim > 2 ** (width - 1) - 1:
-    return start
-  zero = _splat(0, start)
-  negative = hlo.compare(
-      start, zero, comparison_direction=hlo.ComparisonDirectionAttr.get("LT"),
-      compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
-  wrapped = hlo.select(negative, hlo.add(start, _splat(dim, start)), start)
-  return hlo.clamp(zero, wrapped, _splat(dim - size, start))
-
-
-def _pack_offsets(starts, bounds, plain, dtype, batch: int, batched: bool):
-  """The offsets vector, slot j at j (or j * batch + t for item t), in
-  StableHLO ops written here rather than traced (no JAX transformation or
-  sharding context of the caller's reaches them)."""
-  elt = ir.IntegerType.get_signless(64 if dtype == np.int64 else 32)
-  cols = []
-  for s, (dim, size), p in zip(starts, bounds, plain):
-    if not p:  # fuses a `table[i]` look-up into this one kernel
-      s = _clamped(s, dim, size)
-    shape = tuple(ir.RankedTensorType(s.type).shape)
-    if _int_width(s) != elt.width:
-      s = hlo.convert(ir.RankedTensorType.get(shape, elt), s)
-    want = (batch,) if batched else (1,)
-    if shape != want:  # a scalar: one value, or the same for every item
-      s = hlo.broadcast_in_dim(ir.RankedTensorType.get(want, elt), s,
-                               mlir.dense_int_array([]))
-    cols.append(s)
-  return hlo.concatenate(cols, 0)
-
-
-def _direct_sources(starts, first_arg: int, module):
-  """Operands and sources when every start is plain or a look-up that
-  needs no XLA op (`_lookup`): the handler reads them all on the device, so
-  the call needs no XLA op for its starts at all.  None otherwise."""
-  operands: list = []
-
-  def arg(value) -> int:
-    for j, v in enumerate(operands):
-      if v == value:
-        return first_arg + j
-    operands.append(value)
-    return first_arg + len(operands) - 1
-
-  slots = []
-  for s in starts:
-    if _is_plain(s):
-      slots.append((spec_lib.SLOT_SCALAR, arg(s), -1))
-      continue
-    found = _lookup(s, module)
-    if found is None:
-      return None
-    table, index = found
-    slots.append((spec_lib.SLOT_LOOKUP, arg(index), arg(table)))
-  return operands, spec_lib.StartSources(-1, tuple(slots))
-
-
-def start_operands(ctx, starts, spec: GemmSpec):
-  """The operands a call's dynamic starts come from, their avals and the
-  StartSources saying which start is where.
-
-  Unbatched calls whose starts are all plain values (a loop counter, a
-  function argument) or `table[i]` look-ups at a plain index pass those
-  values and tables to the handler as they are, with no XLA op at all: the
-  kernels read them, look the tables up and clamp on the device.  A loop
-  body of `gemm(..., window(w, (i, 0, 0), ...), out=window(buf, (rows[i],
-  0), ...))` is then the custom call and the counter, nothing else.
-  Anything else is packed into one integer vector by one XLA fusion, each
-  computed start clamped there as `lax.dynamic_slice` would (the handler
-  clamps again on the device, which is what keeps every buffer access in
-  bounds); a bare `table[i]` inside that fusion is one more load, where on
-  its own it would be a dynamic-slice copy.  The vector is int64 when any
-  start is, else int32; one value per batch item of every slot when any
-  start is batched.
-  """
-  first = spec_lib.num_arrays(spec)
-  if not starts:
-    return [], [], spec_lib.vector_sources(spec)
-  avals = ctx.avals_in[len(ctx.avals_in) - len(starts):]
-  batched = any(a.ndim == 1 for a in avals)
-  direct = (None if batched else
-            _direct_sources(starts, first, ctx.module_context.module))
-  if direct is not None:
-    operands, sources = direct
-    return operands, [_int_aval(v) for v in operands], sources
-  plain = [_is_plain(v) for v in starts]
-  dtype = (np.int64 if any(np.dtype(a.dtype) == np.int64 for a in avals)
-           else np.int32)
-  size = len(starts) * (spec.batch if batched else 1)
-  aval = jax.core.ShapedArray((size,), dtype)
-  out = _pack_offsets(starts, _slot_bounds(spec), plain, dtype, spec.batch,
-                      batched)
-  return [out], [aval], spec_lib.vector_sources(spec)
 
 
 def _operands(ctx, args, spec: GemmSpec):

@@ -70,7 +70,7 @@ def gemm(a: Operand, b: Operand, c: Optional[Operand] = None, *,
       call.a.x, call.b.x,
       call.c.x if spec.c_mode == "own" else None,
       call.out.x if call.out is not None else None,
-      # Clamped where they are lowered (lowering.start_operands) and again
+      # Clamped where they are lowered (starts.start_operands) and again
       # on the device.
       {"a": call.a.dynamic_starts(),
        "b": call.b.dynamic_starts(),

@@ -171,7 +171,7 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
   FFI args are laid out as: a, b, [c if c_mode == "own"], [out if has_out],
   then the operands the dynamic starts come from (`sources`; default: one
   integer vector of every dynamic start, A, B, C, D in dim order, slot j at
-  element j; `lowering.start_operands` chooses).
+  element j; `starts.start_operands` chooses).
   """
   if sources is None:
     sources = vector_sources(spec)

@@ -50,7 +50,7 @@ def test_plain_call_is_captured_by_default():
 # A bare `table[i]` start would reach the FFI call as an asynchronous
 # dynamic-slice copy, which keeps XLA (jax 0.11.2) from converting the loop
 # into one command buffer; gemm clamps traced starts with XLA ops first
-# (lowering.start_operands), so the look-up fuses and the loop is whole;
+# (starts.start_operands), so the look-up fuses and the loop is whole;
 # a bare `table[i]` at a plain index reaches it as the table and the index.
 #
 # A scan over xs is different: XLA reads xs[i] through the same kind of copy,

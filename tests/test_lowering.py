@@ -373,7 +373,7 @@ def test_computed_starts_reach_the_call_through_a_clamp(platform):
   custom call straight from the look-up: XLA would turn that into an
   asynchronous dynamic-slice copy that keeps the loop out of one CUDA graph
   (tests/test_gpu_graphs.py).  The lowering packs computed starts into the
-  offsets vector through a clamp (lowering.start_operands), which XLA fuses
+  offsets vector through a clamp (starts.start_operands), which XLA fuses
   with the look-up."""
   def f(x, buf, rows):
     def body(i, buf):
