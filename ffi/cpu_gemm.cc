@@ -255,25 +255,46 @@ int64_t BlockBegin(int64_t extent, int64_t blocks, int64_t b) {
   return extent * b / blocks;
 }
 
-// acc[m x n] += a[m x k] * b[k x n], blocked so that a block of b stays in
-// cache while the rows of a stream past it.
-void MatMulAdd(const float* a, const float* b, float* acc, int64_t m,
-               int64_t n, int64_t k) {
+// acc[m x n] += a[m x k] * b[k x n], row-major with leading dimensions
+// lda, ldb and ldacc, blocked so that a block of b stays in cache while the
+// rows of a stream past it.
+void MatMulAdd(const float* a, int64_t lda, const float* b, int64_t ldb,
+               float* acc, int64_t ldacc, int64_t m, int64_t n, int64_t k) {
   constexpr int64_t kKb = 128, kNb = 512;
   for (int64_t j0 = 0; j0 < n; j0 += kNb) {
     const int64_t j1 = std::min(n, j0 + kNb);
     for (int64_t k0 = 0; k0 < k; k0 += kKb) {
       const int64_t k1 = std::min(k, k0 + kKb);
       for (int64_t i = 0; i < m; ++i) {
-        float* __restrict row = acc + i * n;
+        float* __restrict row = acc + i * ldacc;
         for (int64_t kk = k0; kk < k1; ++kk) {
-          const float av = a[i * k + kk];
-          const float* __restrict brow = b + kk * n;
+          const float av = a[i * lda + kk];
+          const float* __restrict brow = b + kk * ldb;
           for (int64_t j = j0; j < j1; ++j) row[j] += av * brow[j];
         }
       }
     }
   }
+}
+
+// Block b of the product's output (m x n): rows [lo, hi) where the blocks
+// split the rows, else columns [lo, hi); `rows` x `cols` elements.
+struct OutBlock {
+  int64_t lo, hi, rows, cols;
+  OutBlock(bool by_rows, int64_t m, int64_t n, int64_t blocks, int64_t b)
+      : lo(BlockBegin(by_rows ? m : n, blocks, b)),
+        hi(BlockBegin(by_rows ? m : n, blocks, b + 1)),
+        rows(by_rows ? hi - lo : m),
+        cols(by_rows ? n : hi - lo) {}
+};
+
+// The block's rows of op(A) (by rows) or columns of op(B) (by columns):
+// element (i, j) of op(X) sits at i * ld + j, or at j * ld + i transposed.
+const float* RowsOf(const float* a, int64_t lda, bool trans, int64_t lo) {
+  return a + (trans ? lo : lo * lda);
+}
+const float* ColsOf(const float* b, int64_t ldb, bool trans, int64_t lo) {
+  return b + (trans ? lo * ldb : lo);
 }
 
 ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
@@ -324,11 +345,11 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
   const int64_t blocks =
       Blocks(by_rows ? m : n, workers, by_rows ? 32 : 128);
   const int64_t row_blocks = Blocks(m, workers, 16);
+  const bool product = m > 0 && n > 0 && k > 0;
   for (int64_t t = 0; t < p.batch; ++t) {
     const int64_t a_off = WindowOffset(p, A, t, slots);
     const int64_t b_off = WindowOffset(p, B, t, slots);
     const int64_t d_off = WindowOffset(p, D, t, slots);
-    const bool product = m > 0 && n > 0 && k > 0;
     const int64_t c_off = has_c ? WindowOffset(p, C, t, slots) : 0;
     if (straight_ok &&
         (p.c_mode != CMode::kFromD || (c_off == d_off && C.ld() == D.ld()))) {
@@ -341,24 +362,20 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
       const int64_t lda = A.ld(), ldb = B.ld(), ldc = has_c ? C.ld() : 0,
                     ldd = D.ld();
       ParallelFor(&pool, blocks, [&](int64_t blk) {
-        const int64_t extent = by_rows ? m : n;
-        const int64_t lo = BlockBegin(extent, blocks, blk);
-        const int64_t hi = BlockBegin(extent, blocks, blk + 1);
-        const int64_t rows = by_rows ? hi - lo : m;
-        const int64_t cols = by_rows ? n : hi - lo;
-        if (rows == 0 || cols == 0) return;
-        float* out = d + (by_rows ? lo * ldd : lo);
+        const OutBlock o(by_rows, m, n, blocks, blk);
+        if (o.rows == 0 || o.cols == 0) return;
+        float* out = d + (by_rows ? o.lo * ldd : o.lo);
         if (copy_c) {
-          const float* cb = c + (by_rows ? lo * ldc : lo);
-          for (int64_t i = 0; i < rows; ++i)
+          const float* cb = c + (by_rows ? o.lo * ldc : o.lo);
+          for (int64_t i = 0; i < o.rows; ++i)
             std::memcpy(out + i * ldd, cb + i * ldc,
-                        static_cast<size_t>(cols) * 4);
+                        static_cast<size_t>(o.cols) * 4);
         }
-        const float* ab = by_rows ? a + (p.trans_a ? lo : lo * lda) : a;
-        const float* bb = by_rows ? b : b + (p.trans_b ? lo * ldb : lo);
+        const float* ab = by_rows ? RowsOf(a, lda, p.trans_a, o.lo) : a;
+        const float* bb = by_rows ? b : ColsOf(b, ldb, p.trans_b, o.lo);
         sgemm(kRowMajor, p.trans_a ? kTrans : kNoTrans,
-              p.trans_b ? kTrans : kNoTrans, static_cast<int>(rows),
-              static_cast<int>(cols), static_cast<int>(k), fa, ab,
+              p.trans_b ? kTrans : kNoTrans, static_cast<int>(o.rows),
+              static_cast<int>(o.cols), static_cast<int>(k), fa, ab,
               static_cast<int>(lda), bb, static_cast<int>(ldb),
               has_c ? fb : 0.0f, out, static_cast<int>(ldd));
       });
@@ -391,34 +408,23 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
         }
       });
     }
+    const bool blas = product && (in_place || panels);
     ParallelFor(&pool, blocks, [&](int64_t blk) {
-      const int64_t extent = by_rows ? m : n;
-      const int64_t lo = BlockBegin(extent, blocks, blk);
-      const int64_t hi = BlockBegin(extent, blocks, blk + 1);
-      // This block of acc: rows [lo, hi), or columns [lo, hi).
-      const int64_t rows = by_rows ? hi - lo : m, cols = by_rows ? n : hi - lo;
-      float* out = acc.data() + (by_rows ? lo * n : lo);
-      for (int64_t i = 0; i < rows; ++i)
-        std::fill(out + i * n, out + i * n + cols, 0.0f);
-      if (!product || rows == 0 || cols == 0) return;
-      // The block's rows of op(A) (or columns of op(B)): element (i, j) of
-      // op(X) sits at i * ld + j, or at j * ld + i when transposed.
-      const float* ab = by_rows ? a + (ta ? lo : lo * lda) : a;
-      const float* bb = by_rows ? b : b + (tb ? lo * ldb : lo);
-      if (in_place || panels)
+      const OutBlock o(by_rows, m, n, blocks, blk);
+      float* out = acc.data() + (by_rows ? o.lo * n : o.lo);
+      if (!blas)  // the loops accumulate (and k == 0 leaves zeros)
+        for (int64_t i = 0; i < o.rows; ++i)
+          std::fill(out + i * n, out + i * n + o.cols, 0.0f);
+      if (!product || o.rows == 0 || o.cols == 0) return;
+      const float* ab = by_rows ? RowsOf(a, lda, ta, o.lo) : a;
+      const float* bb = by_rows ? b : ColsOf(b, ldb, tb, o.lo);
+      if (blas)  // beta = 0: sgemm writes the block, reading nothing of it
         sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans,
-              static_cast<int>(rows), static_cast<int>(cols),
+              static_cast<int>(o.rows), static_cast<int>(o.cols),
               static_cast<int>(k), 1.0f, ab, static_cast<int>(lda), bb,
               static_cast<int>(ldb), 0.0f, out, static_cast<int>(n));
-      else if (by_rows)
-        MatMulAdd(ab, bb, out, rows, n, k);
-      else  // the loops on whole rows of acc (a column block of B apart)
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t kk = 0; kk < k; ++kk) {
-            const float av = a[i * k + kk];
-            for (int64_t j = lo; j < hi; ++j)
-              acc[i * n + j] += av * b[kk * n + j];
-          }
+      else
+        MatMulAdd(ab, lda, bb, ldb, out, n, o.rows, o.cols, k);
     });
     // alpha * product + beta * C, every row of C read before D is touched
     // (C may be D's own buffer), then D.
