@@ -79,7 +79,7 @@ def cuda_available() -> bool:
 def _aliases(spec: GemmSpec):
   if not spec.has_out:
     return None
-  return {2 + (spec.c_mode == "own"): 0}  # out follows a, b and c
+  return {spec_lib.num_arrays(spec) - 1: 0}  # out: the last array
 
 
 def _attrs(spec: GemmSpec, plan: plan_lib.Plan, sources):

@@ -155,11 +155,14 @@ def _lookup(start, module):
   return None if index is None else (table, index)
 
 
+def _np_int(value):
+  """The numpy dtype of an int32 / int64 tensor value."""
+  return np.int64 if _int_width(value) == 64 else np.int32
+
+
 def _int_aval(value) -> jax.core.ShapedArray:
-  t = ir.RankedTensorType(value.type)
-  width = ir.IntegerType(t.element_type).width
-  return jax.core.ShapedArray(tuple(t.shape),
-                              np.int64 if width == 64 else np.int32)
+  return jax.core.ShapedArray(tuple(ir.RankedTensorType(value.type).shape),
+                              _np_int(value))
 
 
 def _slot_bounds(spec: GemmSpec) -> list[tuple[int, int]]:
@@ -170,9 +173,8 @@ def _slot_bounds(spec: GemmSpec) -> list[tuple[int, int]]:
 
 def _splat(value: int, like) -> ir.Value:
   """A constant of `like`'s integer type and shape, every element `value`."""
-  t = ir.RankedTensorType(like.type)
-  dtype = np.int64 if _int_width(like) == 64 else np.int32
-  return mlir.ir_constant(np.full(tuple(t.shape), value, dtype))
+  shape = tuple(ir.RankedTensorType(like.type).shape)
+  return mlir.ir_constant(np.full(shape, value, _np_int(like)))
 
 
 def _clamped(start, dim: int, size: int):
