@@ -21,7 +21,7 @@
 #include <type_traits>
 
 #include "kernels/sm90_gemm.h"
-#include "kernels/sm90_direct_epilogue.hpp"
+#include "kernels/sm90_window_epilogue.h"
 
 namespace jax_dynoff {
 namespace kernels {
@@ -170,14 +170,6 @@ struct DirectMainloop : Base {
   }
 };
 
-// The builder's epilogue, as its direct copy (sm90_direct_epilogue.hpp).
-template <class Epilogue>
-struct DirectEpilogueOf;
-template <class... Ts>
-struct DirectEpilogueOf<cutlass::epilogue::collective::CollectiveEpilogue<Ts...>> {
-  using type = cutlass::epilogue::collective::JaxDynoffDirectEpilogue<Ts...>;
-};
-
 // A row-major (m x k), B row-major (k x n), C and D row-major, 16-bit in and
 // out, float32 accumulation.
 template <typename Config, typename Element>
@@ -185,13 +177,13 @@ struct Sm90DirectGemm {
   using RM = cutlass::layout::RowMajor;
   static constexpr int kAlign = 128 / cutlass::sizeof_bits<Element>::value;
 
-  using CollectiveEpilogue = typename DirectEpilogueOf<
+  using CollectiveEpilogue = WindowEpilogue<
       typename cutlass::epilogue::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
           typename Config::TileShape, typename Config::ClusterShape,
           cutlass::epilogue::collective::EpilogueTileAuto, float, float,
           Element, RM, kAlign, Element, RM, kAlign,
-          typename Config::EpilogueSchedule>::CollectiveOp>::type;
+          typename Config::EpilogueSchedule>::CollectiveOp>;
 
   using CollectiveMainloop = DirectMainloop<
       typename cutlass::gemm::collective::CollectiveBuilder<
