@@ -99,7 +99,10 @@ add_library(jax_dynoff_cuda_generic OBJECT
   ffi/kernels/tf32_nn.cu
   ffi/kernels/tf32_nt.cu
   ffi/kernels/tf32_tn.cu
-  ffi/kernels/tf32_tt.cu)
+  ffi/kernels/tf32_tt.cu
+  # The SM90 TF32 kernels' staging (plain CUDA: built with the handler,
+  # which calls it, on every architecture).
+  ffi/kernels/sm90_tf32_stage.cu)
 _jd_cuda_object_library(jax_dynoff_cuda_generic)
 target_compile_options(jax_dynoff_cuda_generic PRIVATE
   ${_jd_cuda_flags} ${_jd_generic_gencode})
@@ -147,7 +150,11 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_direct_splitk_f16_nn.cu
     # The skinny kernel (m <= 16: mma.sync, K shared by a cluster).
     ffi/kernels/sm90_skinny_bf16_nn.cu
-    ffi/kernels/sm90_skinny_f16_nn.cu)
+    ffi/kernels/sm90_skinny_f16_nn.cu
+    # float32 (TF32 wgmma, and 3xTF32 at HIGHEST): one K-major kernel per
+    # tile serves every transpose (kernels/sm90_tf32.h), two tiles.
+    ffi/kernels/sm90_tf32_large.cu
+    ffi/kernels/sm90_tf32_medium.cu)
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)
   target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
     ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")

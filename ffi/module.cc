@@ -39,6 +39,11 @@ nb::dict LayoutDict(const jax_dynoff::WorkspaceLayout& w) {
   d["scratch_item"] = w.scratch_item;
   d["partials"] = w.partials;
   d["partial_item"] = w.partial_item;
+  d["stage_ptrs"] = w.stage_ptrs;
+  d["stage_a"] = w.stage_a;
+  d["stage_a_item"] = w.stage_a_item;
+  d["stage_b"] = w.stage_b;
+  d["stage_b_item"] = w.stage_b_item;
   d["total"] = w.total;
   return d;
 }
@@ -102,16 +107,22 @@ nb::dict PlannerTables() {
     direct_tiles[DirectTileName(t)] = nb::make_tuple(s.m, s.n);
     direct_paths[DirectTileName(t)] = PathName(DirectTilePath(t));
   }
-  nb::list sm90_kernels;  // (input dtype, output dtype, trans_a, trans_b)
+  nb::list sm90_kernels;  // ((input dtype, output dtype, trans_a, trans_b), tiles)
   const DType dts[] = {DType::kBF16, DType::kF16, DType::kF32};
   const char* names[] = {"bfloat16", "float16", "float32"};
   for (int i = 0; i < 3; ++i)
     for (int o = 0; o < 3; ++o)
       for (int ta = 0; ta < 2; ++ta)
         for (int tb = 0; tb < 2; ++tb)
-          if (HasSm90Kernel(dts[i], dts[o], ta, tb))
-            sm90_kernels.append(
-                nb::make_tuple(names[i], names[o], bool(ta), bool(tb)));
+          if (HasSm90Kernel(dts[i], dts[o], ta, tb)) {
+            nb::list tiles;  // the tiles built for it, Sm90Tile order
+            for (int t = 0; t < kNumSm90Tiles; ++t)
+              if (HasSm90Tile(dts[i], static_cast<Sm90Tile>(t)))
+                tiles.append(Sm90TileName(static_cast<Sm90Tile>(t)));
+            sm90_kernels.append(nb::make_tuple(
+                nb::make_tuple(names[i], names[o], bool(ta), bool(tb)),
+                nb::tuple(tiles)));
+          }
   nb::dict d;
   d["paths"] = paths;
   d["sm90_tiles"] = sm90_tiles;

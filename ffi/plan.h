@@ -63,6 +63,31 @@ inline bool IsSm90Path(Path p) {
   return p != Path::kGeneric && p != Path::kTf32;
 }
 
+// The SM90 TF32 kernels (kernels/sm90_tf32.h) read A and B K-major only:
+// which operands a float32 call planned for an SM90 tile has copied K-major
+// into the workspace first, and how many copies of K each holds (3 at
+// precision=HIGHEST: the TF32 split, both operands; else 1, only the
+// MN-major ones: A transposed, B not transposed).  `k` is the GEMM's K:
+// parts * k rounded up to 4 elements (16-byte TMA rows; the staging zeros
+// the padding), which is parts * k whenever an operand is not staged (its
+// own alignment proof makes k a multiple of 4).
+struct Tf32Staging {
+  bool a = false, b = false;
+  int64_t parts = 1;
+  int64_t k = 0;
+};
+inline Tf32Staging StagingOf(const GemmProblem& p) {
+  Tf32Staging s;
+  s.k = p.k;
+  if (!IsSm90Path(p.path) || p.in_dtype != DType::kF32) return s;
+  const bool split = p.precision == Precision::kHighest;
+  s.parts = split ? 3 : 1;
+  s.a = split || p.trans_a;
+  s.b = split || !p.trans_b;
+  s.k = (s.parts * p.k + 3) / 4 * 4;
+  return s;
+}
+
 // ---------------------------------------------------------------------------
 // Workspace (ret 1) layout: the one formula.  jax_dynoff/plan.py asks for
 // it (the module's workspace_layout) to size the workspace result at trace
@@ -88,6 +113,12 @@ inline bool IsSm90Path(Path p) {
 //   [partials, +items*pitem) kSm90SplitK only: one float32 m x n row-major
 //                         (ld = n) partial per item, each at a 256-byte
 //                         aligned stride pitem = RoundUp(m*n*4, 256)
+//   [stage_ptrs, +8*2*batch) float32 on an SM90 tile (StagingOf): the
+//                         GEMM's pointer arrays of the staged A[batch] and
+//                         B[batch], then
+//   [stage_a, +batch*stage_a_item) staged A: m x StagingOf(p).k row-major
+//                         float32 per item, 256-byte aligned stride;
+//   [stage_b, +batch*stage_b_item) staged B: n x StagingOf(p).k likewise
 // A split-K plan that falls back to the generic kernel uses the unsplit
 // pointer layout inside the same (larger) workspace.
 struct WorkspaceLayout {
@@ -98,6 +129,9 @@ struct WorkspaceLayout {
   int64_t scratch_item = 0;
   int64_t partials = 0;
   int64_t partial_item = 0;
+  int64_t stage_ptrs = 0;
+  int64_t stage_a = 0, stage_a_item = 0;
+  int64_t stage_b = 0, stage_b_item = 0;
   int64_t total = 0;
 };
 
@@ -121,7 +155,17 @@ inline WorkspaceLayout Layout(const GemmProblem& p) {
   w.partials = w.scratch + p.batch * w.scratch_item;  // 256-byte aligned
   if (split && p.m > 0 && p.n > 0)
     w.partial_item = RoundUp(p.m * p.n * 4, kWorkspaceAlign);
-  w.total = w.partials + items * w.partial_item;
+  w.stage_ptrs = w.partials + items * w.partial_item;
+  const Tf32Staging st = StagingOf(p);
+  int64_t end = w.stage_ptrs;
+  if (st.a || st.b) {
+    w.stage_a = RoundUp(w.stage_ptrs + 8 * 2 * p.batch, kWorkspaceAlign);
+    if (st.a) w.stage_a_item = RoundUp(p.m * st.k * 4, kWorkspaceAlign);
+    w.stage_b = w.stage_a + p.batch * w.stage_a_item;
+    if (st.b) w.stage_b_item = RoundUp(p.n * st.k * 4, kWorkspaceAlign);
+    end = w.stage_b + p.batch * w.stage_b_item;
+  }
+  w.total = end;
   return w;
 }
 

@@ -28,6 +28,12 @@ constexpr int64_t kPartialBytes = 4;       // float32 partials
 
 constexpr int64_t kSkinnyMaxM = 16;  // kSm90Skinny16*: one m16 fragment
 
+// The float32 SM90 kernels' staged copies (plan.h StagingOf) stay below
+// this many bytes, so that a large batched call does not take a large
+// share of the GPU's memory for copies; above it the CUTLASS 2.x kernels
+// run (they read the windows in place).
+constexpr int64_t kMaxStagingBytes = int64_t{1} << 32;
+
 const char* DTypeName(DType t) {
   switch (t) {
     case DType::kF32: return "float32";
@@ -94,10 +100,18 @@ Reasons WindowAlignment(const GemmProblem& p, const OperandDesc& op,
   return why;
 }
 
+// The float32 operands an SM90 tile would stage (plan.h StagingOf).
+Tf32Staging Sm90Staging(const GemmProblem& p) {
+  GemmProblem q = p;
+  q.path = Path::kSm90Large;
+  return StagingOf(q);
+}
+
 // Per operand (a, b, d, then c where it is read), the reasons TMA alignment
 // is not proven; only operands with reasons are listed.  A C copied into
 // the workspace (c_mode kFromD) keeps C's leading dimension at a 256-byte
-// aligned base: the same proof covers it.
+// aligned base: the same proof covers it.  A float32 operand the SM90
+// kernels read from its staged copy (Sm90Staging) needs no proof.
 std::vector<std::pair<std::string, Reasons>> AlignmentProof(
     const GemmProblem& p) {
   std::vector<std::pair<std::string, Reasons>> out;
@@ -105,8 +119,9 @@ std::vector<std::pair<std::string, Reasons>> AlignmentProof(
     Reasons r = WindowAlignment(p, p.op[o], t);
     if (!r.empty()) out.emplace_back(name, std::move(r));
   };
-  add("a", kA, p.in_dtype);
-  add("b", kB, p.in_dtype);
+  const Tf32Staging st = Sm90Staging(p);
+  if (!st.a) add("a", kA, p.in_dtype);
+  if (!st.b) add("b", kB, p.in_dtype);
   add("d", kD, p.out_dtype);
   if (CRead(p)) add("c", kC, p.out_dtype);
   return out;
@@ -132,6 +147,13 @@ Reasons Sm90Reasons(const GemmProblem& p, const DeviceFacts* dev) {
   if (HugeExtent(p)) why.push_back("extent >= 2^31");
   for (const auto& [name, bad] : AlignmentProof(p))
     why.push_back(name + ": " + Join(bad));
+  const Tf32Staging st = Sm90Staging(p);
+  const double staged = 4.0 * static_cast<double>(p.batch) *
+                        static_cast<double>(st.k) *
+                        static_cast<double>((st.a ? p.m : 0) + (st.b ? p.n : 0));
+  if (staged > static_cast<double>(kMaxStagingBytes))
+    why.push_back("staged float32 copies of " + Str(static_cast<int64_t>(staged)) +
+                  " bytes > " + Str(kMaxStagingBytes));
   if (dev != nullptr && !CcReason(*dev).empty())
     why.push_back(CcReason(*dev));
   return why;
@@ -353,11 +375,16 @@ int64_t ChooseSplitK(const GemmProblem& p, const PlanOptions& o,
   return cands.back();
 }
 
-WorkspaceLayout LayoutFor(const GemmProblem& p, Path path, int64_t split_k) {
+GemmProblem LayoutProblem(const GemmProblem& p, Path path,
+                          int64_t split_k = 1) {
   GemmProblem q = p;
   q.path = path;
   q.split_k = split_k;
-  return Layout(q);
+  return q;
+}
+
+WorkspaceLayout LayoutFor(const GemmProblem& p, Path path, int64_t split_k) {
+  return Layout(LayoutProblem(p, path, split_k));
 }
 
 }  // namespace
@@ -408,7 +435,15 @@ Path DirectTilePath(DirectTile t) {
 
 bool HasSm90Kernel(DType in, DType out, bool ta, bool tb) {
   if (in == DType::kBF16 && out == DType::kBF16) return !(ta && tb);
+  if (in == DType::kF32) return out == DType::kF32;  // staging: any layout
   return in == DType::kF16 && out == DType::kF16 && !ta && !tb;
+}
+
+bool HasSm90Tile(DType in, Sm90Tile t) {
+  // Two float32 tiles keep the build small (each CUTLASS 3.x kernel costs
+  // minutes of nvcc); the wave model chooses between them.
+  if (in == DType::kF32) return t == Sm90Tile::kLarge || t == Sm90Tile::kMedium;
+  return true;
 }
 
 KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
@@ -457,21 +492,29 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     }
     k.path = Path::kSm90SplitK;
     k.split_k = k.split_k_choice;
-  } else if (p.in_dtype == DType::kF32 && p.out_dtype == DType::kF32 &&
-             p.precision == Precision::kDefault) {
-    k.path = Path::kTf32;
   } else if (k.skinny_reasons.empty() && o.tile < 0) {
     k.path = Path::kSm90Skinny;
   } else if (k.sm90_reasons.empty()) {
-    // The forced tile, else the one the wave model predicts fastest
-    // (ties go to the bigger tile: fewer CTAs, less re-reading of A and B).
+    // The forced tile, else the one the wave model predicts fastest among
+    // the tiles built for the dtype (ties go to the bigger tile: fewer
+    // CTAs, less re-reading of A and B).  float32 uses the 16-bit tiles'
+    // measured rates: its tiles have the same M x N footprints, and only
+    // their ratios matter here.  A forced tile not built for the dtype is
+    // ignored (float32 has the large and medium tiles only).
     int best = o.tile;
+    if (best >= 0 && !HasSm90Tile(p.in_dtype, static_cast<Sm90Tile>(best)))
+      best = -1;
     if (best < 0) {
-      best = 0;
-      for (int t = 1; t < kNumSm90Tiles; ++t)
-        if (k.tile_times[t] < k.tile_times[best]) best = t;
+      for (int t = 0; t < kNumSm90Tiles; ++t)
+        if (HasSm90Tile(p.in_dtype, static_cast<Sm90Tile>(t)) &&
+            (best < 0 || k.tile_times[t] < k.tile_times[best]))
+          best = t;
     }
     k.path = Sm90TilePath(static_cast<Sm90Tile>(best));
+  } else if (p.in_dtype == DType::kF32 && p.out_dtype == DType::kF32 &&
+             p.precision == Precision::kDefault) {
+    // Windows the TMA kernels cannot read: CUTLASS 2.x TF32, any alignment.
+    k.path = Path::kTf32;
   }
   k.layout = LayoutFor(p, k.path, k.split_k);
 
@@ -501,6 +544,17 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
   } else if (k.path == Path::kSm90Skinny) {
     k.explain = name + " (split " + Str(k.skinny_split) + " on " + Str(sms) +
                 " SMs; fallback the tiny tile; " + ws;
+  } else if (IsSm90Path(k.path) && p.in_dtype == DType::kF32) {
+    const Tf32Staging st = StagingOf(LayoutProblem(p, k.path));
+    const char* staged = st.a && st.b ? "A and B" : st.a ? "A" : st.b ? "B" : "";
+    std::string kind =
+        st.parts == 3
+            ? std::string("3xTF32 wgmma: A and B split into TF32 parts, "
+                          "staged K-major, K x 3")
+            : std::string("TF32 wgmma, ptr-array kernel") +
+                  (*staged ? std::string(", ") + staged + " staged K-major"
+                           : std::string());
+    k.explain = name + " (" + kind + "; " + ws;
   } else if (IsSm90Path(k.path)) {
     const std::string kind =
         direct != DirectTile::kNone
@@ -508,9 +562,11 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
             : "ptr-array kernel: " + Join(k.direct_reasons);
     k.explain = name + " (" + kind + "; " + ws;
   } else if (k.path == Path::kTf32) {
-    k.explain = name + " (" + ws;
+    k.explain = name + " (CUTLASS 2.x mma.sync, any alignment: " +
+                Join(k.sm90_reasons) + "; " + ws;
   } else if (p.in_dtype == DType::kF32) {
-    k.explain = "generic: float32 at precision highest (exact SIMT kernel)";
+    k.explain = "generic: float32 at precision highest (exact SIMT kernel): " +
+                Join(k.sm90_reasons);
   } else {
     k.explain = "generic: " + Join(k.sm90_reasons);
   }

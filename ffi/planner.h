@@ -118,8 +118,11 @@ Path Sm90TilePath(Sm90Tile t);
 // The planned path a direct tile stands in for.
 Path DirectTilePath(DirectTile t);
 // Whether an SM90 ptr-array kernel is built for the dtypes and transposes
-// (every tile has the same set; kernels/sm90_*.cu).
+// (kernels/sm90_*.cu; float32: kernels/sm90_tf32*, every transpose through
+// the staging), and whether tile `t` is built for input dtype `in` (the
+// 16-bit dtypes: every tile; float32: large and medium).
 bool HasSm90Kernel(DType in, DType out, bool ta, bool tb);
+bool HasSm90Tile(DType in, Sm90Tile t);
 
 }  // namespace jax_dynoff
 

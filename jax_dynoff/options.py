@@ -28,12 +28,15 @@ class KernelOptions:
   """How `gemm` picks its CUDA kernel (the CPU handler ignores all of it).
 
   sm90:          False runs 16-bit inputs on the generic kernel (any
-                 alignment, any GPU) instead of the SM90 TMA kernels.
+                 alignment, any GPU) instead of the SM90 TMA kernels, and
+                 float32 on the CUTLASS 2.x TF32 kernel (HIGHEST: the
+                 generic kernel) instead of the SM90 TF32 kernels.
   tf32:          False runs float32 at default precision on the exact SIMT
                  kernel instead of TF32 tensor cores.
   tile:          forces an SM90 tile ("large", "medium", "small_m",
-                 "tiny") where the call takes an SM90 path; None: the
-                 planner's wave model picks.
+                 "tiny") where the call takes an SM90 path and the tile is
+                 built for its dtype (float32: "large" and "medium"; others
+                 are ignored); None: the planner's wave model picks.
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or

@@ -9,12 +9,26 @@ Paths (enum Path in ffi/gemm_problem.h):
 * ``generic``: CUTLASS 2.x SIMT GEMM in array mode, alignment 1, any
   transpose, every dtype pair, full float32 accuracy; any GPU >= sm_80.
   float32 at ``precision=HIGHEST`` (or under
-  ``jax.default_matmul_precision("highest")``) always comes here.
-* ``tf32``: float32 in and out at default precision, as jnp.dot on GPU:
-  CUTLASS 2.x tensor-op GEMM (TF32 inputs, float32 accumulation) in array
-  mode, alignment 1, one kernel per transpose combination; any GPU >= sm_80.
-  ``KernelOptions(tf32=False)`` (applied by the handler) runs the exact
-  generic kernel instead.
+  ``jax.default_matmul_precision("highest")``) comes here where the SM90
+  3xTF32 kernels cannot run (below).
+* ``tf32``: float32 in and out at default precision, as jnp.dot on GPU,
+  where the SM90 TF32 kernels cannot run (`sm90_reasons`: a window TMA
+  cannot read): CUTLASS 2.x tensor-op GEMM (TF32 inputs, float32
+  accumulation) in array mode, alignment 1, one kernel per transpose
+  combination; any GPU >= sm_80.  ``KernelOptions(tf32=False)`` (applied by
+  the handler) runs the exact generic kernel instead.
+* float32 on ``sm90_large`` / ``sm90_medium`` (the two tiles built for it):
+  CUTLASS 3.x ptr-array TF32 wgmma kernels that read A and B K-major only
+  (ffi/kernels/sm90_tf32.h says why); an MN-major operand (A transposed, B
+  not transposed) is first copied K-major into the workspace by a staging
+  kernel, which reads its window at any alignment.  At ``HIGHEST`` both
+  operands are staged split into TF32 parts (hi, lo) along a K three times
+  as long, so one TF32 GEMM sums hi*hi + lo*hi + hi*lo (3xTF32: about
+  float32's accuracy).  The operands read in place, D and C need the
+  alignment proof; otherwise ``tf32`` (default precision) or ``generic``
+  (HIGHEST).  The handler falls back the same way (and with
+  ``KernelOptions(sm90=False)``).  `explain` names the kernel
+  ("TF32 wgmma" / "3xTF32 wgmma") and the staged operands.
 * ``sm90_large`` / ``sm90_medium`` / ``sm90_small_m`` / ``sm90_tiny``:
   CUTLASS 3.x ptr-array TMA warp-specialized kernels (256x128x64
   cooperative, cluster 1x2 / 128x128x64, 64x128x64 and 64x64x64 ping-pong),
@@ -108,7 +122,7 @@ SM90_TILE_SHAPES = {k: tuple(v) for k, v in _TABLES["sm90_tiles"].items()}
 SM90_TILES = tuple(SM90_TILE_SHAPES)
 # SM90 kernels built (ffi/kernels/sm90_*.cu), keyed by
 # (input dtype, output dtype, transpose_a, transpose_b) -> tiles available.
-SM90_KERNELS = {tuple(k): SM90_TILES for k in _TABLES["sm90_kernels"]}
+SM90_KERNELS = {tuple(k): tuple(t) for k, t in _TABLES["sm90_kernels"]}
 # Direct tiles: tile -> (tile m, tile n), and the planned path each stands
 # in for ("wide" is a second tile of the large path).
 DIRECT_TILES = {k: tuple(v) for k, v in _TABLES["direct_tiles"].items()}
@@ -318,6 +332,13 @@ class WorkspaceLayout:
                       # + 2 * batch)
   partials: int = 0   # offset of the float32 partials (split-K)
   partial_item: int = 0  # bytes per partial (0: none)
+  # float32 on an SM90 tile: the staged operands' pointer arrays, then the
+  # staged A and B (bytes per item; 0: not staged).
+  stage_ptrs: int = 0
+  stage_a: int = 0
+  stage_a_item: int = 0
+  stage_b: int = 0
+  stage_b_item: int = 0
 
 
 def workspace_layout(spec: GemmSpec, path: str,
@@ -328,7 +349,8 @@ def workspace_layout(spec: GemmSpec, path: str,
   [0, kernel_bytes) CUTLASS's scratch (SM90 paths; for sm90_split_k also
   the direct split-K kernel's, `direct_split_k_workspace`); pointer arrays;
   the C copies; for sm90_split_k, batch * split_k float32 m x n partials
-  (the ptr-array slices').
+  (the ptr-array slices'); for float32 on an SM90 tile, the staged
+  operands (K-major copies, TF32 parts at HIGHEST).
   """
   if path == "sm90_split_k" and split_k < 1:
     raise ValueError(f"split_k must be >= 1, got {split_k}")

@@ -122,14 +122,22 @@ def test_plan_uncovered_combinations_are_generic():
 
 
 def test_plan_float32_tf32_unless_highest():
+  """float32: the SM90 TF32 kernels where TMA can read the windows they
+  read in place (tests/test_gpu_tf32.py has the rest), else the CUTLASS
+  2.x TF32 kernel (any alignment); HIGHEST: 3xTF32 on the SM90 kernels,
+  else the exact generic kernel."""
   f32 = np.dtype(F32)
-  assert plan_lib.plan(_spec(dt=f32)).path == "tf32"
-  # Any alignment and transpose: the TF32 kernels take 4-byte alignment
-  # (A transposed: its window is k x m).
-  a = WinSpec((512, 4099), (512, 4096), (None, 3))
-  assert plan_lib.plan(_spec(m=4096, k=512, dt=f32, a=a, ta=True,
+  assert plan_lib.plan(_spec(dt=f32)).path.startswith("sm90_")
+  # B (transposed: K-major) read in place at an odd column: the TF32
+  # kernels take 4-byte alignment.
+  b = WinSpec((4096, 4099), (4096, 4096), (None, 3))
+  assert plan_lib.plan(_spec(m=4096, k=4096, dt=f32, b=b, ta=True,
                              tb=True)).path == "tf32"
   s = dataclasses.replace(_spec(dt=f32), precision="highest")
+  assert plan_lib.plan(s).path.startswith("sm90_")
+  assert "3xTF32" in plan_lib.explain(s)
+  d = WinSpec((512, 4099), (512, 4096), (0, 3))
+  s = dataclasses.replace(_spec(dt=f32, d=d), precision="highest")
   assert plan_lib.plan(s).path == "generic"
   assert "highest" in plan_lib.explain(s)
   assert plan_lib.plan(_spec(k=0)).path == "generic"
@@ -170,8 +178,13 @@ def test_workspace_layout():
   s = _spec(m=128)
   p = plan_lib.plan(s)
   assert p.workspace_bytes == plan_lib.SM90_KERNEL_WORKSPACE + 256
+  # float32, both operands K-major: the SM90 TF32 kernel, nothing staged;
+  # B not transposed: staged (tests/test_planner.py has the layout).
+  s = _spec(dt=np.dtype(F32), tb=True)
+  assert plan_lib.plan(s).workspace_bytes == plan_lib.SM90_KERNEL_WORKSPACE + 256
   s = _spec(dt=np.dtype(F32))
-  assert plan_lib.plan(s).workspace_bytes == 256
+  assert plan_lib.plan(s).workspace_bytes == (
+      plan_lib.SM90_KERNEL_WORKSPACE + 512 + 4096 * 4096 * 4)
   # C from D's buffer with beta != 0: room for a copy of C per batch item.
   c = WinSpec((1024, 4096), (512, 4096), (None, 0))
   s = _spec(c=c, d=c, c_mode="from_d", beta=1.0)
@@ -265,7 +278,7 @@ def test_split_k_not_planned():
   assert path(m=16, k=1000 + 8) == "sm90_split_k"     # 1008 = 2 x 504
   assert _unsplit_sm90(path(m=16, tb=True))           # NN only
   assert _unsplit_sm90(path(m=16, ta=True))
-  assert path(m=16, dt=np.dtype(F32)) == "tf32"       # 16-bit inputs only
+  assert _unsplit_sm90(path(m=16, dt=np.dtype(F32)))  # 16-bit inputs only
   assert path(m=16, k=0) == "generic"
   # A not provably aligned: neither SM90 path.
   a = WinSpec((16, 8192), (16, 4096), (0, None))
@@ -461,7 +474,7 @@ def test_kernels_match_reference(in_dt, out_dt, ta, tb, aligned):
   covered = (np.dtype(in_dt).name, np.dtype(out_dt).name, ta, tb) in \
       plan_lib.SM90_KERNELS
   assert paths[0].startswith("sm90") == (aligned and covered), paths
-  if np.dtype(in_dt) == np.float32:
+  if np.dtype(in_dt) == np.float32 and not aligned:
     assert paths == ["tf32"]   # any alignment
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
@@ -498,8 +511,9 @@ def test_sm90_tiles_large_problems(shape, path, dt):
   assert np.isnan(np.asarray(got[:m].astype(F32))).all()
 
 
-@pytest.mark.parametrize("tile", plan_lib.SM90_TILES)
-@pytest.mark.parametrize("key", sorted(plan_lib.SM90_KERNELS))
+@pytest.mark.parametrize("tile,key", [
+    (t, key) for key in sorted(plan_lib.SM90_KERNELS)
+    for t in plan_lib.SM90_KERNELS[key]])
 @pytest.mark.gpu
 @on_gpu
 def test_every_sm90_kernel(tile, key):
@@ -536,9 +550,9 @@ def test_every_sm90_kernel(tile, key):
 def test_f32_precision(precision):
   ks = jax.random.split(jax.random.key(3))
   a, b = _rand(ks[0], (96, 80), F32), _rand(ks[1], (80, 72), F32)
-  assert plan_lib.traced_paths(
-      lambda a, b: dyn.gemm(a, b, precision=precision), a, b) == \
-      ["tf32" if precision is None else "generic"]
+  paths = plan_lib.traced_paths(
+      lambda a, b: dyn.gemm(a, b, precision=precision), a, b)
+  assert len(paths) == 1 and paths[0].startswith("sm90_"), paths
   got = jax.jit(lambda a, b: dyn.gemm(a, b, precision=precision))(a, b)
   want = _ref_highest(lambda a, b: dyn.reference.gemm(a, b))(a, b)
   _check(got, want, F32, F32, 80,
@@ -1233,7 +1247,11 @@ def test_direct_reasons():
   assert plan_lib.direct_kernel(_spec(
       m=128, opts=KernelOptions(direct_tile="tiny"))) == "tiny"
   # Not an SM90 tile plan at all.
-  assert plan_lib.direct_reasons(_spec(m=128, dt=np.dtype(F32))) == [
+  assert plan_lib.direct_reasons(_spec(
+      m=128, dt=np.dtype(F32), opts=KernelOptions(sm90=False))) == [
+          "no direct kernel for float32 -> float32"]
+  a = WinSpec((128, 4097), (128, 4096), (None, 1))
+  assert plan_lib.direct_reasons(_spec(m=128, dt=np.dtype(F32), a=a)) == [
       "planned tf32: no direct kernel"]
 
 

@@ -172,4 +172,138 @@ def test_tables_come_from_the_planner():
       ("bfloat16", "bfloat16", False, False),
       ("bfloat16", "bfloat16", False, True),
       ("bfloat16", "bfloat16", True, False),
-      ("float16", "float16", False, False)]
+      ("float16", "float16", False, False),
+      ("float32", "float32", False, False),
+      ("float32", "float32", False, True),
+      ("float32", "float32", True, False),
+      ("float32", "float32", True, True)]
+  assert plan_lib.SM90_KERNELS[("bfloat16", "bfloat16", False, False)] == (
+      plan_lib.SM90_TILES)
+  assert plan_lib.SM90_KERNELS[("float32", "float32", True, True)] == (
+      "large", "medium")
+
+
+# --- float32: the SM90 TF32 kernels, 3xTF32 at HIGHEST, the fallbacks. -------
+
+F32 = np.dtype(np.float32)
+
+
+def _f32(m=1024, n=1024, k=1024, ta=False, tb=False, precision="default",
+         a=None, b=None, d=None, batch_shape=(), opts=KernelOptions()):
+  a = a or WinSpec((k, m) if ta else (m, k), (k, m) if ta else (m, k), (0, 0))
+  b = b or WinSpec((n, k) if tb else (k, n), (n, k) if tb else (k, n), (0, 0))
+  d = d or WinSpec((m, n), (m, n), (0, 0), (True,) * len(batch_shape))
+  return GemmSpec(m=m, n=n, k=k, a=a, b=b, c=None, d=d, in_dtype=F32,
+                  out_dtype=F32, trans_a=ta, trans_b=tb, c_mode="none",
+                  has_out=False, alpha=1.0, beta=0.0, precision=precision,
+                  batch_shape=batch_shape, opts=opts)
+
+
+def _layout(spec):
+  p = plan_lib.plan(spec)
+  return p, plan_lib.workspace_layout(spec, p.path, p.split_k)
+
+
+@pytest.mark.parametrize("ta,tb,staged", [
+    (False, False, "B"), (False, True, None), (True, False, "A and B"),
+    (True, True, "A")])
+def test_f32_default_runs_sm90_tf32_staging_mn_major_operands(ta, tb, staged):
+  """float32 at default precision takes an SM90 tile; the kernels read A
+  and B K-major, so A transposed or B not transposed is staged."""
+  m, n, k = 1024, 768, 512
+  s = _f32(m, n, k, ta=ta, tb=tb)
+  p, w = _layout(s)
+  assert p.path in ("sm90_large", "sm90_medium")
+  e = plan_lib.explain(s)
+  assert e.startswith(p.path + " (TF32 wgmma, ptr-array kernel"), e
+  if staged:
+    assert f", {staged} staged K-major;" in e, e
+  else:
+    assert "staged" not in e, e
+  assert w.stage_a_item == (m * k * 4 if ta else 0)
+  assert w.stage_b_item == (n * k * 4 if not tb else 0)
+  assert w.total == (w.stage_b + w.stage_b_item if staged else w.stage_ptrs)
+  assert p.workspace_bytes == w.total
+  assert plan_lib.direct_kernel(s) is None  # ptr-array: no f32 direct kernel
+
+
+def test_f32_highest_runs_3xtf32_on_staged_parts():
+  """HIGHEST: both operands staged as TF32 parts along K x 3, rounded up
+  to 4 elements (16-byte TMA rows)."""
+  m, n, k = 300, 132, 257
+  s = _f32(m, n, k, ta=True, precision="highest")
+  p, w = _layout(s)
+  assert p.path in ("sm90_large", "sm90_medium")
+  assert "3xTF32 wgmma" in plan_lib.explain(s)
+  kk = 3 * k + 1  # 771 -> 772
+  assert w.stage_a_item == -(-m * kk * 4 // 256) * 256
+  assert w.stage_b_item == -(-n * kk * 4 // 256) * 256
+  assert w.stage_b == w.stage_a + w.stage_a_item
+
+
+def test_f32_staged_operands_need_no_alignment_proof():
+  """An operand read from its staged copy may sit anywhere (the staging
+  reads element by element); one read in place needs the proof, else the
+  CUTLASS 2.x TF32 kernel runs (HIGHEST: the generic one)."""
+  odd_b = WinSpec((513, 770), (512, 768), (1, 1))   # B staged in NN
+  s = _f32(1024, 768, 512, b=odd_b)
+  assert plan_lib.alignment_proof(s) == {}
+  assert plan_lib.plan(s).path in ("sm90_large", "sm90_medium")
+  odd_a = WinSpec((1025, 515), (1024, 512), (1, 3))  # A in place in NN
+  s = _f32(1024, 768, 512, a=odd_a)
+  assert set(plan_lib.alignment_proof(s)) == {"a"}
+  assert plan_lib.plan(s).path == "tf32"
+  assert plan_lib.explain(s).startswith("tf32 (CUTLASS 2.x mma.sync, any "
+                                        "alignment: a: ")
+  # HIGHEST stages both: only D must be aligned.
+  s = _f32(1024, 768, 512, a=odd_a, b=odd_b, precision="highest")
+  assert plan_lib.plan(s).path in ("sm90_large", "sm90_medium")
+  odd_d = WinSpec((1024, 771), (1024, 768), (0, 3))
+  s = _f32(1024, 768, 512, d=odd_d, precision="highest")
+  assert plan_lib.plan(s).path == "generic"
+  assert "d: " in plan_lib.explain(s)
+  assert plan_lib.plan(_f32(1024, 768, 512, d=odd_d)).path == "tf32"
+
+
+def test_f32_tiles_and_the_wave_model():
+  """The wave model picks among the two float32 tiles; a forced tile not
+  built for float32 is ignored, a built one is honoured."""
+  for m, n, k in ((512, 512, 512), (2048, 2048, 2048), (8192, 8192, 8192),
+                  (128, 4096, 4096)):
+    s = _f32(m, n, k)
+    t = plan_lib.sm90_tile_times(s)
+    best = min(("large", "medium"), key=t.get)
+    assert plan_lib.plan(s).path == "sm90_" + best
+  s = _f32(8192, 8192, 8192, opts=KernelOptions(tile="tiny"))
+  assert plan_lib.plan(s).path in ("sm90_large", "sm90_medium")
+  s = _f32(8192, 8192, 8192, opts=KernelOptions(tile="medium"))
+  assert plan_lib.plan(s).path == "sm90_medium"
+
+
+def test_f32_batched_and_staging_bound():
+  """Batched calls take the ptr-array kernels too; staged copies above
+  4 GiB keep the CUTLASS 2.x kernels."""
+  s = _f32(256, 256, 256, batch_shape=(8,))
+  p, w = _layout(s)
+  assert p.path in ("sm90_large", "sm90_medium")
+  assert w.stage_b_item == 256 * 256 * 4 and w.total == w.stage_b + 8 * (
+      w.stage_b_item)
+  big = _f32(4096, 4096, 4096, batch_shape=(80,))
+  assert plan_lib.plan(big).path == "tf32"
+  assert any(r.startswith("staged float32 copies of")
+             for r in plan_lib.sm90_reasons(big))
+  assert plan_lib.plan(_f32(4096, 4096, 4096, tb=True,
+                            batch_shape=(80,))).path.startswith("sm90_")
+
+
+def test_f32_lowered_desc_passes_the_handler_check():
+  for s in (_f32(), _f32(ta=True, tb=True), _f32(precision="highest"),
+            _f32(batch_shape=(3,))):
+    d = plan_lib.desc(s)
+    assert ext.check_planned([int(v) for v in d], s.alpha, s.beta) == ""
+  # An MN-major float32 operand in place is never refused (it is staged),
+  # but an unaligned D planned for an SM90 tile is.
+  odd_d = WinSpec((1024, 1027), (1024, 1024), (0, 3))
+  s = _f32(d=odd_d)
+  d = encode_desc(s, plan_lib.PATHS["sm90_large"], 1)
+  assert "d: " in ext.check_planned([int(v) for v in d], s.alpha, s.beta)

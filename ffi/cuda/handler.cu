@@ -245,13 +245,25 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   DirectTile direct_tile = DirectTile::kNone;
   // The skinny kernel (one launch, nothing before it) for its path.
   const SkinnyKernelEntry* skinny = nullptr;
-  if (p.path == Path::kTf32 && !Opt(p, opt::kNoTf32)) {
+  // float32 at default precision: the CUTLASS 2.x TF32 kernel (any
+  // alignment) for its path, and as the fallback of an SM90 tile (the SM90
+  // TF32 kernels); KernelOptions(tf32=False) runs the exact generic kernel.
+  // At HIGHEST an SM90 tile's fallback is the generic kernel.
+  const bool f32_default = p.in_dtype == DType::kF32 &&
+                           p.out_dtype == DType::kF32 &&
+                           p.precision == Precision::kDefault;
+  const bool no_tf32 = f32_default && Opt(p, opt::kNoTf32);
+  if ((p.path == Path::kTf32 || IsSm90Path(p.path)) && f32_default &&
+      !no_tf32) {
     if (const KernelEntry* kt =
             Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
       kernel = kt;
   }
-  if (IsSm90Path(p.path) && !Opt(p, opt::kNoSm90) && dev.major == 9 &&
-      dev.minor == 0 && p.k > 0) {
+  // The SM90 TF32 kernels' staging, where one runs (plan.h StagingOf).
+  const Tf32Staging staging = StagingOf(p);
+  bool staged = false;
+  if (IsSm90Path(p.path) && !Opt(p, opt::kNoSm90) && !no_tf32 &&
+      dev.major == 9 && dev.minor == 0 && p.k > 0) {
     const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
                           Ptr16(P.base[kC]) && Ptr16(P.base[kD]) && Ptr16(ws);
     const bool direct_ok = !Opt(p, opt::kNoDirect) && bases_ok;
@@ -288,6 +300,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
                    tile_path, p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
                k90 != nullptr && bases_ok) {
       kernel = k90;
+      staged = p.in_dtype == DType::kF32;
       if (direct_ok) {
         direct_tile = planned.direct;
         direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
@@ -337,7 +350,8 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   const bool grid_z_batch =
       kernel == generic ||
       kernel == Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
-  return RunPtrArray(kernel, grid_z_batch, split, common, P, w);
+  return RunPtrArray(kernel, grid_z_batch, split, common, P, w,
+                     staged ? &staging : nullptr);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/sm90_tf32.h"
+
 #define JAX_DYNOFF_STR2(x) #x
 #define JAX_DYNOFF_STRINGIFY(x) JAX_DYNOFF_STR2(x)
 
@@ -50,6 +52,12 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
   }
   if (in == DType::kF16 && out == DType::kF16 && !ta && !tb)
     return set->f16_nn;
+  // float32: one K-major kernel per tile serves every transpose (the
+  // runner stages MN-major operands; kernels/sm90_tf32.h).
+  if (in == DType::kF32 && out == DType::kF32) {
+    if (path == Path::kSm90Large) return &kSm90Tf32LargeNT;
+    if (path == Path::kSm90Medium) return &kSm90Tf32MediumNT;
+  }
 #endif
   (void)path; (void)in; (void)out; (void)ta; (void)tb;
   return nullptr;
@@ -145,7 +153,15 @@ const char* BuildInfo() {
          "; generic=CUTLASS 2.x SIMT kArray, alignment 1, any transpose "
          "(f32, bf16->bf16, bf16->f32, f16->f16, f16->f32)"
          "; tf32=CUTLASS 2.x tensor-op kArray, alignment 1, f32 NN/NT/TN/TT "
-         "(default precision; KernelOptions(tf32=False) sends it to generic)"
+         "(default precision where the SM90 TF32 kernels cannot run; "
+         "KernelOptions(tf32=False) sends it to generic)"
+#ifdef JAX_DYNOFF_WITH_SM90
+         "; sm90 tf32=ptr-array TMA wgmma, f32 in/out/C, A and B K-major "
+         "(MN-major operands staged K-major in the workspace), large "
+         "256x128x32 cooperative 1x2 and medium 128x128x32 pingpong; "
+         "precision=HIGHEST as 3xTF32 (operands split into TF32 parts by "
+         "the staging, K x 3)"
+#endif
          "; rule: an sm90 path falls back to generic unless the device is "
          "sm_90, the kernel exists, alignment holds and "
          "the options allow SM90 kernels";

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/sm90_tf32.h"
+
 namespace jax_dynoff {
 namespace cuda {
 namespace {
@@ -195,7 +197,8 @@ ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
 
 ffi::Error RunPtrArray(const KernelEntry* kernel, bool grid_z_batch,
                        bool split, const kernels::LaunchCommon& common,
-                       const PrepParams& P, const WorkspaceLayout& w) {
+                       const PrepParams& P, const WorkspaceLayout& w,
+                       const Tf32Staging* staging) {
   const GemmProblem& p = P.p;
   const cudaStream_t stream = common.stream;
   cudaError_t e;
@@ -230,12 +233,58 @@ ffi::Error RunPtrArray(const KernelEntry* kernel, bool grid_z_batch,
   l.ldc = ldc;
   l.ldd = ldd;
   const void** ptrs = P.ptrs;
+  // The pointer arrays the GEMM reads for A and B: the windows', or the
+  // staged copies' (3b).
+  const void* const* gemm_a = ptrs;
+  const void* const* gemm_b = ptrs + p.batch;
+  if (staging != nullptr && (staging->a || staging->b)) {
+    // (3b) MN-major operands (every operand at HIGHEST, split into TF32
+    // parts) copied K-major into the workspace.
+    char* ws = static_cast<char*>(common.workspace);
+    void** stage_ptrs = reinterpret_cast<void**>(ws + w.stage_ptrs);
+    kernels::Tf32StageParams s;
+    s.k = p.k;
+    s.ld = staging->k;
+    s.batch = p.batch;
+    s.parts = static_cast<int>(staging->parts);
+    if (staging->a) {  // op(A) (i, q) at i * a_row + q * a_col
+      s.src = ptrs;
+      s.dst_ptrs = stage_ptrs;
+      s.dst = ws + w.stage_a;
+      s.item_bytes = w.stage_a_item;
+      s.rows = p.m;
+      s.row_stride = l.a_row;
+      s.k_stride = l.a_col;
+      s.lo_part = 1;  // [hi | lo | hi]
+      if ((e = kernels::LaunchTf32Stage(s, stream)) != cudaSuccess)
+        return CudaError("TF32 staging (A) launch", e);
+      gemm_a = stage_ptrs;
+      l.a_row = staging->k;
+      l.a_col = 1;
+    }
+    if (staging->b) {  // op(B) (q, j) at q * b_row + j * b_col
+      s.src = ptrs + p.batch;
+      s.dst_ptrs = stage_ptrs + p.batch;
+      s.dst = ws + w.stage_b;
+      s.item_bytes = w.stage_b_item;
+      s.rows = p.n;
+      s.row_stride = l.b_col;
+      s.k_stride = l.b_row;
+      s.lo_part = 2;  // [hi | hi | lo]
+      if ((e = kernels::LaunchTf32Stage(s, stream)) != cudaSuccess)
+        return CudaError("TF32 staging (B) launch", e);
+      gemm_b = stage_ptrs + p.batch;
+      l.b_row = 1;  // stored n x K: K-major
+      l.b_col = staging->k;
+    }
+    l.k = static_cast<int>(staging->k);
+  }
   const int64_t chunk = grid_z_batch ? 65535 : p.batch;
   for (int64_t t0 = 0; t0 < p.batch; t0 += chunk) {
     const int64_t nb = std::min(chunk, p.batch - t0);
     l.batch = static_cast<int>(nb);
-    l.ptr_a = ptrs + t0;
-    l.ptr_b = ptrs + p.batch + t0;
+    l.ptr_a = gemm_a + t0;
+    l.ptr_b = gemm_b + t0;
     l.ptr_c = ptrs + 2 * p.batch + t0;
     l.ptr_d = const_cast<void* const*>(ptrs + 3 * p.batch + t0);
     if (ffi::Error err = RunKernel(kernel, l); err.failure()) return err;

@@ -117,10 +117,13 @@ ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
 // D = beta * C where k == 0, or (3) the GEMM `kernel` over the pointer
 // arrays, split-K's slices and (4) reduction where `split`.  The CUTLASS
 // 2.x kernels (generic, TF32; `grid_z_batch`) take at most 65535 items a
-// launch.
+// launch.  `staging` (the SM90 TF32 kernels, plan.h StagingOf; nullptr:
+// none): the operands it names are staged K-major into the workspace
+// (kernels/sm90_tf32.h) between (2) and (3), and the GEMM reads them there.
 ffi::Error RunPtrArray(const kernels::KernelEntry* kernel, bool grid_z_batch,
                        bool split, const kernels::LaunchCommon& common,
-                       const PrepParams& P, const WorkspaceLayout& w);
+                       const PrepParams& P, const WorkspaceLayout& w,
+                       const Tf32Staging* staging = nullptr);
 
 }  // namespace cuda
 }  // namespace jax_dynoff
