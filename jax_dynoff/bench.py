@@ -17,7 +17,8 @@ where nothing else does), so XLA cannot hoist a GEMM out of the loop.
 Scenarios (bf16 unless said; sizes are the GPU ones, CPU runs tiny ones):
 - `plain`: one GEMM with A and D at non-zero offsets read from a device
   table, vs `jnp.dot` on the same shapes (2048^3, 4096^3, 8192^3,
-  128x4096x4096; bf16, f16, f32);
+  128x4096x4096; bf16, f16, f32; f32 also at precision=HIGHEST on both
+  sides at the three cubes, case "... highest", not with --quick);
 - `slices`: L GEMMs written into row slices of one buffer in a fori_loop
   (L=16 m=512, L=64 m=128, L=16 m=4096; n = k = 4096), vs XLA's loop
   (dynamic_slice + jnp.dot + dynamic_update_slice) and vs one big GEMM of
@@ -262,9 +263,11 @@ def _iters(flops: float, gpu: bool) -> int:
 
 
 def plain_loops(m: int, n: int, k: int, dtype,
-                opts: Optional[dyn.KernelOptions] = None) -> dict[str, Loop]:
+                opts: Optional[dyn.KernelOptions] = None,
+                precision=None) -> dict[str, Loop]:
   """The `plain` scenario's two loops: A and D at non-zero device offsets
-  (ours, its calls with `opts`) and jnp.dot on the same shapes (xla)."""
+  (ours, its calls with `opts`) and jnp.dot on the same shapes (xla), both
+  at `precision` (None: the default)."""
   ka, kb, kd = jax.random.split(jax.random.key(m * 7 + n), 3)
   pad = 128
   a_big = _rand(ka, (m + pad, k), dtype)
@@ -277,13 +280,14 @@ def plain_loops(m: int, n: int, k: int, dtype,
     d, offs = carry
     off = offs[i % 2]
     d = dyn.gemm(dyn.window(a_big, (off, 0), (m, k)), b,
-                 out=dyn.window(d, (offs[1 - i % 2], 0), (m, n)), opts=opts)
+                 out=dyn.window(d, (offs[1 - i % 2], 0), (m, n)), opts=opts,
+                 precision=precision)
     return d, offs
 
   def xla(i, d, a, b):
     # The carry is the last product, so no iteration is dead code.
     aa, bb, _ = lax.optimization_barrier((a, b, i))
-    return jnp.dot(aa, bb, preferred_element_type=dtype)
+    return jnp.dot(aa, bb, preferred_element_type=dtype, precision=precision)
 
   return {"ours": Loop(ours, (d_big, offs), (a_big, b)),
           "xla": Loop(xla, jnp.zeros((m, n), dtype), (a, b))}
@@ -295,6 +299,17 @@ def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
   t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats)
   return Row("plain", f"{m}x{n}x{k}", jnp.dtype(dtype).name, t_ours, t_xla,
              2.0 * m * n * k, float((m * k + k * n + m * n) * _esize(dtype)))
+
+
+def plain_highest(m: int, n: int, k: int, dtype, iters: int,
+                  repeats: int) -> Row:
+  """`plain` at precision=HIGHEST on both sides (float32: our 3xTF32
+  kernels against whatever XLA runs for a full-precision dot)."""
+  loops = plain_loops(m, n, k, dtype, precision=lax.Precision.HIGHEST)
+  t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats)
+  return Row("plain", f"{m}x{n}x{k} highest", jnp.dtype(dtype).name, t_ours,
+             t_xla, 2.0 * m * n * k,
+             float((m * k + k * n + m * n) * _esize(dtype)))
 
 
 def cpu_plain(m: int, n: int, k: int, dtype, iters: int,
@@ -579,9 +594,12 @@ def _cases(gpu: bool, quick: bool):
   plain_shapes = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                   (128, 4096, 4096)]
   dtypes = [bf16, f16] if quick else [bf16, f16, f32]
+  # float32 at precision=HIGHEST too (not with --quick), at the three cubes.
+  highest = [] if quick else [(plain_highest, (m, n, k, f32))
+                              for (m, n, k) in plain_shapes[:3]]
   return {
       "plain": [(plain, (m, n, k, dt)) for dt in dtypes
-                for (m, n, k) in plain_shapes],
+                for (m, n, k) in plain_shapes] + highest,
       "slices": [(slices, (16, 512, 4096, bf16)), (slices, (64, 128, 4096, bf16)),
                  (slices, (16, 4096, 4096, bf16))],
       "stacked": [(stacked, (32, 16, 4096, bf16)),
@@ -594,7 +612,7 @@ def _cases(gpu: bool, quick: bool):
 
 def _flops_of(fn, args) -> float:
   """FLOPs of one timed iteration, to size `iters`."""
-  if fn is plain or fn is cpu_plain:
+  if fn is plain or fn is cpu_plain or fn is plain_highest:
     m, n, k, _ = args
     return 2.0 * m * n * k
   if fn is kv:

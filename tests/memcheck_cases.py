@@ -13,6 +13,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 import jax_dynoff as dyn
 from jax_dynoff import plan
@@ -186,6 +187,32 @@ def main(argv):
               lambda mod, *a: lookup(mod, *a, ta=True),
               rand(16, (k, 200), BF16), wl, outl, rows, jnp.int32(2),
               jnp.int32(-1))
+
+  # float32 on the SM90 TF32 kernels: every transpose (the staging of
+  # MN-major operands), both tiles, TF32 and 3xTF32 (HIGHEST: both operands
+  # staged as TF32 parts, K = 3 x 61 padded to 184), clamped starts; a
+  # batch of staged items.
+  def f32(mod, a, b, out, r, o, ta, tb, kk, prec, opts=None):
+    wa = (kk, m) if ta else (m, kk)
+    wb = (n, kk) if tb else (kk, n)
+    return mod.gemm(dyn.window(a, (r, 4), wa), dyn.window(b, (0, 4), wb),
+                    out=dyn.window(out, (o, 8), (m, n)), transpose_a=ta,
+                    transpose_b=tb, precision=prec, opts=opts)
+
+  a32 = rand(17, (160, 160), F32)
+  out32 = jnp.full((m + 24, n + 16), jnp.nan, F32)
+  for ta in (False, True):
+    for tb in (False, True):
+      for kk, prec, tile in ((k, None, "medium"), (61, lax.Precision.HIGHEST, "large")):
+        name = f"sm90_tf32_{int(ta)}{int(tb)}_{'highest' if prec else 'tf32'}"
+        ok &= check(name,
+                    lambda mod, *a, ta=ta, tb=tb, kk=kk, prec=prec, **kw:
+                    f32(mod, *a, ta, tb, kk, prec, **kw),
+                    a32, a32, out32, jnp.int32(10 ** 6), jnp.int32(-3),
+                    opts=dyn.KernelOptions(tile=tile))
+  ok &= check("sm90_tf32_vmap", lambda mod, xb, w: jax.vmap(
+      lambda xi: mod.gemm(xi, w, precision=lax.Precision.HIGHEST))(xb),
+              rand(18, (3, m, k), F32), rand(19, (k, n), F32))
 
   # A batch (vmap) and k = 0.
   xb = rand(8, (4, m, k), BF16)
