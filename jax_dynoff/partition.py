@@ -7,8 +7,8 @@ program over several devices, with mesh axes XLA partitions, goes through
 `jax.experimental.custom_partitioning`: XLA's partitioner calls back with
 the operands' shardings, `sharding.choose` picks the split (leniently:
 what cannot be split is gathered), and each device runs one local call on
-its slices.  A split k dim adds one all-reduce of float32 partial products
-over the k mesh axes, after which C is added and `out` written on each
+its slices.  A split k dim adds one sum of float32 partial products over
+the k mesh axes (`_sum_over`), after which C is added and `out` written on each
 device.
 """
 
@@ -121,6 +121,24 @@ def _infer(lay, mesh, arg_shapes, result_shape):
                 arg_shapes[0])
 
 
+def _sum_over(acc, axes):
+  """psum(acc, axes), written as a reduce-scatter (all_to_all, then a sum
+  in device order) and an all_gather: the same bytes on the wire as a ring
+  all-reduce, and no reduction region.  jax 0.11 lowers psum's region inside
+  a partitioning callback with a sharding annotation on its add, which XLA
+  then rejects ("Unsupported reduction computation")."""
+  p = jax.lax.axis_size(axes)
+  if p == 1:
+    return acc
+  flat = acc.reshape(-1)
+  chunk = -(-flat.size // p)
+  flat = jnp.pad(flat, (0, chunk * p - flat.size)).reshape(p, chunk)
+  # Row j of `mine`: device j's partial of this device's chunk.
+  mine = jax.lax.all_to_all(flat, axes, 0, 0, tiled=True)
+  total = jax.lax.all_gather(mine.sum(axis=0), axes, axis=0, tiled=True)
+  return total[:acc.size].reshape(acc.shape)
+
+
 def _local_call(spec: GemmSpec, k_axes, *args):
   """What one device runs: the call on its slices; with k split, float32
   partial products summed over the k axes, then C and `out` on each."""
@@ -135,7 +153,7 @@ def _local_call(spec: GemmSpec, k_axes, *args):
   acc = bind(partial, Operands(ops.a, ops.b, None, None,
                                {"a": ops.starts["a"], "b": ops.starts["b"],
                                 "d": []}))
-  acc = jax.lax.psum(acc, k_axes)
+  acc = _sum_over(acc, k_axes)
   item = _unbatched(spec)
 
   def finish(arrays, starts):  # reference.gemm's last lines, on one item

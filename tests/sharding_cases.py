@@ -55,8 +55,8 @@ def collectives(hlo: str) -> dict:
   out = {}
   for name in ("all-gather", "all-reduce", "all-to-all",
                "collective-permute", "reduce-scatter"):
-    out[name] = re.findall(
-        rf"= (\S+) {name}(?:-start)?\(", hlo)
+    out[name] = re.findall(  # an array or a tuple result
+        rf"= (\S+|\([^)]*\)) {name}(?:-start)?\(", hlo)
   return out
 
 
@@ -135,7 +135,7 @@ def main(path: str) -> None:
        [A.astype(jnp.bfloat16), B.astype(jnp.bfloat16)],
        [P("x"), P(None, "y")])
 
-  # --- k split: partial products and one all-reduce ------------------------
+  # --- k split: partial products and one sum over the k axes ---------------
   case("k split", "reduce", plain, [A, B], [P(None, "y"), P("y")])
   case("k split with m split, c and an out window at a column start",
        "reduce",

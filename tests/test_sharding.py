@@ -55,6 +55,18 @@ def _colls(rec, *names):
   return {n: len(rec["collectives"][n]) for n in names}
 
 
+def _k_sums(rec):
+  """The k split's sums of partial products (partition._sum_over): each one
+  all-to-all of float32 chunks and one all-gather of the 1-D float32 sums."""
+  return len(rec["collectives"]["all-to-all"])
+
+
+def _operand_gathers(rec):
+  """All-gathers other than a k sum's (whose result is 1-D float32)."""
+  return [g for g in rec["collectives"]["all-gather"]
+          if not re.fullmatch(r"f32\[\d+\]\S*", g)]
+
+
 NO_COMMS = ("all-gather", "all-reduce", "all-to-all", "collective-permute",
             "reduce-scatter")
 
@@ -107,7 +119,8 @@ def test_local_split_runs_one_call_per_device(cases, name):
     assert rec["spec"] == LOCAL[name], (mode, rec["spec"])
     comms = {c: len(rec["collectives"][c]) for c in NO_COMMS}
     if name.startswith("grad"):  # the transpose's own k split
-      comms["all-reduce"] = 0
+      comms["all-to-all"] = 0
+      comms["all-gather"] = len(_operand_gathers(rec))
     assert not any(comms.values()), (mode, rec)
 
 
@@ -118,10 +131,13 @@ def test_k_split_sums_partial_products_once(cases, name):
     assert "error" not in rec, (mode, rec["error"])
     assert rec["err"] <= _tol(name), (mode, rec["err"])
     assert rec["spec"] == REDUCE[name], (mode, rec["spec"])
-    # One all-reduce of float32 partial products, nothing gathered.
+    # One sum of float32 partial products (an all-to-all and the all-gather
+    # of its sums), no operand gathered.
+    assert _k_sums(rec) == 1 and not _operand_gathers(rec), (
+        mode, rec["collectives"])
     assert _colls(rec, "all-reduce", "all-gather") == {
-        "all-reduce": 1, "all-gather": 0}, (mode, rec["collectives"])
-    assert rec["collectives"]["all-reduce"][0].startswith("f32["), rec
+        "all-reduce": 0, "all-gather": 1}, (mode, rec["collectives"])
+    assert rec["collectives"]["all-to-all"][0].lstrip("(").startswith("f32["), rec
 
 
 @pytest.mark.parametrize("name", GATHER)
@@ -179,8 +195,8 @@ def test_gspmd_partitioner_uses_the_same_rule(cases, kind):
   rec = cases[(f"GSPMD partitioner: {kind}", "gspmd")]
   assert rec["err"] <= 1e-5, rec
   want = {"local": ([None, "y"], 0), "reduce": ([None, None], 1)}[kind]
-  assert (rec["spec"], len(rec["collectives"]["all-reduce"])) == want, rec
-  assert not rec["collectives"]["all-gather"], rec
+  assert (rec["spec"], _k_sums(rec)) == want, rec
+  assert not _operand_gathers(rec), rec
 
 
 def test_benchmark_smoke_run(tmp_path):
