@@ -115,6 +115,36 @@ int main() {
               }, s));
   std::printf("%-58s %7.3f\n", "cudaLaunchKernelExC, cluster 2 (the GEMM's launch)",
               PerCallUs(launches, [&] { launch_ex(2); }, s));
+  // The same launch through the driver API, the function handle looked up
+  // once (cudaGetFuncBySymbol) and cuLaunchKernelEx's entry point cached:
+  // what the runtime layer adds to a launch.
+  cudaFunction_t cfn;
+  cudaGetFuncBySymbol(&cfn, fn);
+  void* plaunch = nullptr;
+  cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &plaunch, 12000,
+                                   cudaEnableDefault, &q);
+  auto cu_launch_ex = reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(plaunch);
+  auto launch_drv = [&](unsigned cluster) {
+    CUlaunchAttribute attr;
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster;
+    attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+    CUlaunchConfig c = {};
+    c.gridDimX = 132;
+    c.gridDimY = c.gridDimZ = 1;
+    c.blockDimX = 384;
+    c.blockDimY = c.blockDimZ = 1;
+    c.sharedMemBytes = smem;
+    c.hStream = s;
+    c.attrs = &attr;
+    c.numAttrs = 1;
+    void* args[] = {&map, &out};
+    cu_launch_ex(&c, reinterpret_cast<CUfunction>(cfn), args, nullptr);
+  };
+  std::printf("%-58s %7.3f\n", "cuLaunchKernelEx (driver entry point), cluster 1",
+              PerCallUs(launches, [&] { launch_drv(1); }, s));
+  std::printf("%-58s %7.3f\n", "cudaLaunchKernelExC, cluster 1",
+              PerCallUs(launches, [&] { launch_ex(1); }, s));
   // A GEMM's four TMA descriptors, as CUTLASS encodes them.
   auto encode_four = [&] {
     for (int i = 0; i < 4; ++i) {
