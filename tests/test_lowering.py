@@ -474,7 +474,7 @@ def test_explain_names_each_calls_kernel_and_why():
   assert len(lines) == 3, lines
   assert lines[0].startswith("sm90_skinny"), lines
   assert lines[1].startswith("sm90_tiny (direct kernel, tiny tile"), lines
-  assert lines[2].startswith("generic: float32 at precision highest"), lines
+  assert lines[2].startswith("sm90_medium (3xTF32 wgmma"), lines
 
 
 def test_cpu_handler_multiplies_with_openblas():
