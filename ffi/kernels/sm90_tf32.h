@@ -15,7 +15,11 @@
 // A row-major m x k, B stored n x k), and a call whose operand is
 // MN-major (A transposed, or B not transposed) has that operand copied
 // K-major into the workspace first: one extra pass over that operand,
-// which also takes any alignment and any window offset.
+// which also takes any alignment and any window offset.  (The register-
+// sourced non-array kernels would read an MN-major operand in place; they
+// need the direct kernels' device-side window location, sm90_direct.h, to
+// serve windows at device offsets: not done here, so NN, TN and TT calls
+// pay the pass.)
 //
 // precision=HIGHEST (3xTF32): the staging kernel splits every element x of
 // both operands into x_hi = tf32(x) and x_lo = tf32(x - x_hi) (round to
