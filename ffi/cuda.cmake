@@ -154,7 +154,9 @@ if(_jd_with_sm90)
     # float32 (TF32 wgmma, and 3xTF32 at HIGHEST): one K-major kernel per
     # tile serves every transpose (kernels/sm90_tf32.h), two tiles.
     ffi/kernels/sm90_tf32_large.cu
-    ffi/kernels/sm90_tf32_medium.cu)
+    ffi/kernels/sm90_tf32_medium.cu
+    # ... and for precision=HIGHEST (3xTF32), accumulators promoted.
+    ffi/kernels/sm90_tf32_highest.cu)
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)
   target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
     ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")

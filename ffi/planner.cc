@@ -550,7 +550,8 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     std::string kind =
         st.parts == 3
             ? std::string("3xTF32 wgmma: A and B split into TF32 parts, "
-                          "staged K-major, K x 3")
+                          "staged K-major, K x 3; 128x128 tile, promoted "
+                          "accumulators")
             : std::string("TF32 wgmma, ptr-array kernel") +
                   (*staged ? std::string(", ") + staged + " staged K-major"
                            : std::string());

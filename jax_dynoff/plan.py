@@ -23,8 +23,10 @@ Paths (enum Path in ffi/gemm_problem.h):
   not transposed) is first copied K-major into the workspace by a staging
   kernel, which reads its window at any alignment.  At ``HIGHEST`` both
   operands are staged split into TF32 parts (hi, lo) along a K three times
-  as long, so one TF32 GEMM sums hi*hi + lo*hi + hi*lo (3xTF32: about
-  float32's accuracy).  The operands read in place, D and C need the
+  as long, so one TF32 GEMM sums hi*hi + lo*hi + hi*lo (3xTF32), on a
+  128x128 cooperative kernel whose wgmma accumulators are promoted to
+  CUDA-core float32 every k-tile (about float32's accuracy; without the
+  promotion the error grew with K).  The operands read in place, D and C need the
   alignment proof; otherwise ``tf32`` (default precision) or ``generic``
   (HIGHEST).  The handler falls back the same way (and with
   ``KernelOptions(sm90=False)``).  `explain` names the kernel

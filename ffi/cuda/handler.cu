@@ -296,8 +296,12 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
         kernel = ks;
         split = true;
       }
-    } else if (const KernelEntry* k90 = Sm90Kernel(
-                   tile_path, p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
+    } else if (const KernelEntry* k90 =
+                   p.in_dtype == DType::kF32 &&
+                           p.precision == Precision::kHighest
+                       ? Sm90Tf32HighestKernel(tile_path)
+                       : Sm90Kernel(tile_path, p.in_dtype, p.out_dtype,
+                                    p.trans_a, p.trans_b);
                k90 != nullptr && bases_ok) {
       kernel = k90;
       staged = p.in_dtype == DType::kF32;

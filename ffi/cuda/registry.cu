@@ -63,6 +63,17 @@ const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
   return nullptr;
 }
 
+const KernelEntry* Sm90Tf32HighestKernel(Path path) {
+#ifdef JAX_DYNOFF_WITH_SM90
+  using namespace kernels;
+  // One promoted tile serves both float32 tile paths (sm90_tf32_gemm.h).
+  if (path == Path::kSm90Large || path == Path::kSm90Medium)
+    return &kSm90Tf32HighestNT;
+#endif
+  (void)path;
+  return nullptr;
+}
+
 // The direct kernel of `tile`, or nullptr when none is built for the dtypes
 // and transposes.
 const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
@@ -160,7 +171,8 @@ const char* BuildInfo() {
          "(MN-major operands staged K-major in the workspace), large "
          "256x128x32 cooperative 1x2 and medium 128x128x32 pingpong; "
          "precision=HIGHEST as 3xTF32 (operands split into TF32 parts by "
-         "the staging, K x 3)"
+         "the staging, K x 3) on 128x128x32 cooperative with "
+         "promoted accumulators"
 #endif
          "; rule: an sm90 path falls back to generic unless the device is "
          "sm_90, the kernel exists, alignment holds and "

@@ -24,6 +24,9 @@ const KernelEntry* Tf32Kernel(DType in, DType out, bool ta, bool tb);
 // The ptr-array SM90 kernel of an unsplit SM90 tile path.
 const KernelEntry* Sm90Kernel(Path path, DType in, DType out, bool ta,
                               bool tb);
+// The SM90 3xTF32 kernel (float32 at precision=HIGHEST, accumulators
+// promoted; one tile for both float32 tile paths), or nullptr.
+const KernelEntry* Sm90Tf32HighestKernel(Path path);
 // The direct (non-array, one launch) SM90 kernel of a direct tile.
 const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
                                           bool tb, DirectTile tile);

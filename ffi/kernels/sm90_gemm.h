@@ -117,9 +117,28 @@ void SetTileOrder(Arguments& args, int64_t m, int64_t n, int64_t batch,
   args.scheduler.raster_order = Raster::AlongM;
 }
 
+// The builder's ptr-array mainloop `M` with its accumulators promoted: the
+// wgmma accumulator is added into a second, CUDA-core float32 accumulator
+// every few k-blocks and restarted (CUTLASS's FP8 mainloop, which does
+// that and nothing else differently).  Hopper's wgmma accumulates with
+// less than float32's rounding; over a long K that shows.
+template <typename M>
+struct PromotedMainloop;
+template <typename Policy, typename... Rest>
+struct PromotedMainloop<cutlass::gemm::collective::CollectiveMma<Policy,
+                                                                 Rest...>> {
+  using type = cutlass::gemm::collective::CollectiveMma<
+      cutlass::gemm::MainloopSm90ArrayTmaGmmaWarpSpecializedFP8<
+          Policy::Stages, typename Policy::ClusterShape,
+          typename Policy::Schedule>,
+      Rest...>;
+};
+
 // ElementC_ = void: a sourceless epilogue (beta must be 0, ptr_c unused).
+// kPromote: PromotedMainloop (the 16-bit kernels: false).
 template <typename Config, typename ElementIn, typename ElementOut,
-          typename LayoutA, typename LayoutB, typename ElementC_ = ElementOut>
+          typename LayoutA, typename LayoutB, typename ElementC_ = ElementOut,
+          bool kPromote = false>
 struct Sm90Gemm {
   using LayoutC = cutlass::layout::RowMajor;
   static constexpr bool kHasC = !std::is_void_v<ElementC_>;
@@ -140,7 +159,7 @@ struct Sm90Gemm {
           ElementOut, LayoutC, kAlignOut,           // D
           typename Config::EpilogueSchedule>::CollectiveOp;
 
-  using CollectiveMainloop =
+  using BuiltMainloop =
       typename cutlass::gemm::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
           ElementIn, LayoutA, kAlignIn,
@@ -150,6 +169,9 @@ struct Sm90Gemm {
           cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
               sizeof(typename CollectiveEpilogue::SharedStorage))>,
           typename Config::KernelSchedule>::CollectiveOp;
+  using CollectiveMainloop =
+      std::conditional_t<kPromote, typename PromotedMainloop<BuiltMainloop>::type,
+                         BuiltMainloop>;
 
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
       cutlass::gemm::ArrayProblemShape<cute::Shape<int, int, int, int>>,

@@ -48,6 +48,14 @@ namespace kernels {
 // medium 128x128x32 ping-pong.
 extern const KernelEntry kSm90Tf32LargeNT;
 extern const KernelEntry kSm90Tf32MediumNT;
+// precision=HIGHEST (3xTF32 on the staged parts), for either tile path:
+// 128x128x32 cooperative with its accumulators promoted to CUDA-core
+// float32 every k-tile.  Measured on an H200 (256 x k x 192, uniform
+// [-1, 1], max error over the exact product's largest value): the wgmma
+// accumulation alone left 3xTF32 at 2.7e-5 (k = 2048) and 7.0e-5
+// (k = 8192); promoted, 7.2e-7 and 1.6e-6 (the exact SIMT kernel 1.5e-6
+// and 3.5e-6, XLA's HIGHEST 2.5e-7 and 3.2e-7).
+extern const KernelEntry kSm90Tf32HighestNT;
 #endif
 
 // One operand's staging: for every batch item t, the rows x k matrix whose

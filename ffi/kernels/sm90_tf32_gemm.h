@@ -36,7 +36,32 @@ struct Sm90Tf32MediumConfig {
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 };
 
+// precision=HIGHEST (3xTF32 on the staged parts), accumulators promoted
+// (PromotedMainloop in sm90_gemm.h): 128x128x32 cooperative, whatever tile
+// the plan chose.  The promotion keeps a second accumulator in registers:
+// the 256x128 tile's warp groups (128x128 each) spilled 984 bytes and ran
+// 3xTF32 at 8192^3 in 36.7 ms on an H200 (unpromoted: 9.6 ms); this tile's
+// (64x128 each) spill 36 bytes (ptxas -v).
+struct Sm90Tf32HighestConfig {
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_32>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+};
+
 }  // namespace kernels
 }  // namespace jax_dynoff
+
+// The HIGHEST (3xTF32) kernel: accumulators promoted to CUDA-core float32
+// every k-tile.
+#define JAX_DYNOFF_SM90_TF32_PROMOTED_KERNEL(NAME, CONFIG)                   \
+  namespace jax_dynoff {                                                     \
+  namespace kernels {                                                        \
+  using NAME##_t = Sm90Gemm<CONFIG, float, float, cutlass::layout::RowMajor,  \
+                            cutlass::layout::ColumnMajor, float, true>;     \
+  extern const KernelEntry NAME = {#NAME, &NAME##_t::Workspace,              \
+                                   &NAME##_t::Run};                          \
+  }                                                                          \
+  }
 
 #endif  // JAX_DYNOFF_KERNELS_SM90_TF32_GEMM_H_
