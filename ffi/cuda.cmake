@@ -145,6 +145,8 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_direct_small_f16_nn.cu
     ffi/kernels/sm90_direct_tiny_bf16_nn.cu
     ffi/kernels/sm90_direct_tiny_f16_nn.cu
+    ffi/kernels/sm90_direct_tiny_pair_bf16_nn.cu
+    ffi/kernels/sm90_direct_tiny_pair_f16_nn.cu
     # The split-K path's direct kernel (stream-K scheduler, split-K mode).
     ffi/kernels/sm90_direct_splitk_bf16_nn.cu
     ffi/kernels/sm90_direct_splitk_f16_nn.cu

@@ -226,7 +226,8 @@ Reasons StoreReasons(const OperandDesc& d, DirectTile tile) {
 // direct twin; the large path has two: the wide tile (128x256) where its
 // tiles fit one wave of SMs (its m64n256 wgmmas make each tile faster; with
 // several waves the large tile was as fast or faster), else the large one;
-// either one where only its store rule holds.  KernelOptions.direct_tile
+// either one where only its store rule holds; the tiny path has two as well
+// (DirectChoice's own comment).  KernelOptions.direct_tile
 // (p.direct_tile) forces one of the path's tiles where its rules hold.
 std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
                                             Path planned, int sms) {
@@ -278,11 +279,24 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
     stores.push_back(StoreReasons(p.op[kD], t));
     any_store |= stores.back().empty();
   }
-  if (!any_store)
-    for (const Reasons& s : stores)
-      for (const std::string& r : s) why.push_back(r);
+  if (!any_store)  // each tile shape's reasons once
+    for (size_t i = 0; i < stores.size(); ++i)
+      if (i == 0 || kDirectTileShapes[static_cast<int>(candidates[i])].m !=
+                        kDirectTileShapes[static_cast<int>(candidates[0])].m ||
+          kDirectTileShapes[static_cast<int>(candidates[i])].n !=
+              kDirectTileShapes[static_cast<int>(candidates[0])].n)
+        for (const std::string& r : stores[i]) why.push_back(r);
   if (!why.empty()) return {DirectTile::kNone, why};
   if (candidates.size() == 1) return {candidates[0], {}};
+  if (planned == Path::kSm90Tiny) {
+    // {tiny, tiny_pair}, one tile shape: the pair (B multicast to a cluster
+    // of two along M) wherever the output has two rows of tiles or more;
+    // with one, the pair's second CTA would have nothing to store.
+    return {p.m > kDirectTileShapes[static_cast<int>(DirectTile::kTiny)].m
+                ? DirectTile::kTinyPair
+                : DirectTile::kTiny,
+            {}};
+  }
   // The large path's two tiles: candidates are {large, wide}.
   const bool large_ok = stores[0].empty(), wide_ok = stores[1].empty();
   const int64_t wide_tiles =
@@ -410,7 +424,8 @@ const char* Sm90TileName(Sm90Tile t) {
 
 const char* DirectTileName(DirectTile t) {
   static const char* const kNames[] = {"none",  "large", "wide",   "medium",
-                                       "small_m", "tiny", "split_k"};
+                                       "small_m", "tiny", "split_k",
+                                       "tiny_pair"};
   return kNames[static_cast<int>(t)];
 }
 
@@ -426,7 +441,8 @@ Path DirectTilePath(DirectTile t) {
     case DirectTile::kWide: return Path::kSm90Large;
     case DirectTile::kMedium: return Path::kSm90Medium;
     case DirectTile::kSmall: return Path::kSm90SmallM;
-    case DirectTile::kTiny: return Path::kSm90Tiny;
+    case DirectTile::kTiny:
+    case DirectTile::kTinyPair: return Path::kSm90Tiny;
     case DirectTile::kSplitK: return Path::kSm90SplitK;
     case DirectTile::kNone: break;
   }

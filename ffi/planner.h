@@ -44,11 +44,15 @@ inline constexpr Sm90TileShape kSm90TileShapes[kNumSm90Tiles] = {
 // The direct tiles (kernels/sm90_direct.h); the codes are desc[kDirectTile]'s
 // (1 + the index in options.py DIRECT_TILES), kNone: the ptr-array kernel.
 enum class DirectTile : int64_t {
-  kNone = 0, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK
+  kNone = 0, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK, kTinyPair
 };
 inline constexpr DirectTile kAllDirectTiles[] = {
     DirectTile::kLarge, DirectTile::kWide, DirectTile::kMedium,
-    DirectTile::kSmall, DirectTile::kTiny, DirectTile::kSplitK};
+    DirectTile::kSmall, DirectTile::kTiny, DirectTile::kSplitK,
+    DirectTile::kTinyPair};
+static_assert(sizeof(kAllDirectTiles) / sizeof(kAllDirectTiles[0]) ==
+                  opt::kNumDirectTiles,
+              "opt::kNumDirectTiles (gemm_problem.h) counts the direct tiles");
 // (tile m, tile n): the Sm90Direct*Config of each, by DirectTile code.
 struct TileMN {
   int64_t m, n;
@@ -56,7 +60,8 @@ struct TileMN {
 inline constexpr TileMN kDirectTileShapes[] = {
     {0, 0},    {256, 128}, {128, 256}, {128, 128},
     {64, 128}, {64, 64},   {kernels::kDirectSplitKTileM,
-                            kernels::kDirectSplitKTileN}};
+                            kernels::kDirectSplitKTileN},
+    {64, 64}};
 
 // KernelOptions the planner applies that the desc does not carry (the
 // handler needs only their outcome).
@@ -77,6 +82,8 @@ struct PlannedKernel {
 };
 // desc[kKernel] = direct tile code + kSkinnySplitUnit x skinny split.
 inline constexpr int64_t kSkinnySplitUnit = 8;
+static_assert(opt::kNumDirectTiles < kSkinnySplitUnit,
+              "a direct tile code must fit below the skinny split unit");
 inline int64_t EncodeKernel(const PlannedKernel& k) {
   return static_cast<int64_t>(k.direct) + kSkinnySplitUnit * k.skinny_split;
 }

@@ -94,6 +94,8 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
       return bf16 ? &kSm90DirectSmallBf16NN : &kSm90DirectSmallF16NN;
     case DirectTile::kTiny:
       return bf16 ? &kSm90DirectTinyBf16NN : &kSm90DirectTinyF16NN;
+    case DirectTile::kTinyPair:
+      return bf16 ? &kSm90DirectTinyPairBf16NN : &kSm90DirectTinyPairF16NN;
     case DirectTile::kSplitK:
       return bf16 ? &kSm90DirectSplitKBf16NN : &kSm90DirectSplitKF16NN;
     case DirectTile::kNone:
@@ -152,7 +154,8 @@ const char* BuildInfo() {
          "opt-in: planned only with KernelOptions(split_k=True); direct (non-array) "
          "twins of each tile, bf16/f16 NN: large 256x128 cooperative 1x2 "
          "and wide 128x256 cooperative 2x1 for the large path, medium, "
-         "small_m and tiny ping-pong, and for split_k 128x128 cooperative "
+         "small_m and tiny ping-pong (tiny also in 2x1 clusters, B "
+         "multicast, where m > 64), and for split_k 128x128 cooperative "
          "on the stream-K scheduler in split-K mode, for one-item calls "
          "whose windows suit them, KernelOptions(direct=False) keeps "
          "ptr-array); skinny m <= 16 bf16/f16 NN: mma.sync 16x128 CTAs "

@@ -252,6 +252,8 @@ extern const DirectKernelEntry kSm90DirectSmallBf16NN;
 extern const DirectKernelEntry kSm90DirectSmallF16NN;
 extern const DirectKernelEntry kSm90DirectTinyBf16NN;
 extern const DirectKernelEntry kSm90DirectTinyF16NN;
+extern const DirectKernelEntry kSm90DirectTinyPairBf16NN;
+extern const DirectKernelEntry kSm90DirectTinyPairF16NN;
 extern const DirectKernelEntry kSm90DirectSplitKBf16NN;
 extern const DirectKernelEntry kSm90DirectSplitKF16NN;
 // Skinny kernels (m <= 16 / 32 / 64), bf16 / f16 NN, sm_90 clusters.
