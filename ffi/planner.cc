@@ -289,13 +289,11 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
   if (!why.empty()) return {DirectTile::kNone, why};
   if (candidates.size() == 1) return {candidates[0], {}};
   if (planned == Path::kSm90Tiny) {
-    // {tiny, tiny_pair}, one tile shape: the pair (B multicast to a cluster
-    // of two along M) wherever the output has two rows of tiles or more;
-    // with one, the pair's second CTA would have nothing to store.
-    return {p.m > kDirectTileShapes[static_cast<int>(DirectTile::kTiny)].m
-                ? DirectTile::kTinyPair
-                : DirectTile::kTiny,
-            {}};
+    // {tiny, tiny_pair}, one tile shape.  The pair (B multicast to a
+    // cluster of two along M) runs only where forced
+    // (KernelOptions(direct_tile="tiny_pair")) until an H200 run shows
+    // where it is faster (benchmarks/tile_ab.py).
+    return {DirectTile::kTiny, {}};
   }
   // The large path's two tiles: candidates are {large, wide}.
   const bool large_ok = stores[0].empty(), wide_ok = stores[1].empty();
