@@ -1071,8 +1071,8 @@ def test_fallback_rule():
   out, lines = _run_script()
   assert "['sm90_tiny']" in out
   assert all("planned=sm90_tiny" in l for l in lines), lines
-  if _is_sm90():  # the tiny tile's direct twin in pairs (one item, NN, m > 64)
-    assert all("kernel=kSm90DirectTinyPairBf16NN" in l for l in lines), lines
+  if _is_sm90():  # the tiny tile's direct twin (one item, NN)
+    assert all("kernel=kSm90DirectTinyBf16NN" in l for l in lines), lines
   else:  # not sm_90: the handler must fall back by itself
     assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
   _, lines = _run_script(direct=False)
@@ -1233,10 +1233,9 @@ def test_direct_reasons():
   # rule.
   assert plan_lib.direct_kernel(_spec(m=512)) == "medium"
   assert plan_lib.direct_kernel(_spec(m=256)) == "small_m"
-  # The tiny path: in clusters of two along M where m > 64.
-  assert plan_lib.direct_kernel(_spec(m=128)) == "tiny_pair"
-  assert "direct kernel, tiny_pair tile" in plan_lib.explain(_spec(m=128))
-  assert plan_lib.direct_kernel(_spec(m=64)) == "tiny"
+  # The tiny path: its tile, in clusters of two along M where forced.
+  assert plan_lib.direct_kernel(_spec(m=128)) == "tiny"
+  assert "direct kernel, tiny tile" in plan_lib.explain(_spec(m=128))
   assert plan_lib.direct_kernel(_spec(
       m=64, opts=KernelOptions(direct_tile="tiny_pair"))) == "tiny_pair"
   d = WinSpec((4096, 4096), (100, 4096), (None, 0))
