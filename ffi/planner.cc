@@ -238,7 +238,25 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
     return {DirectTile::kNone,
             {std::string("planned ") + PathName(planned) +
              ": no direct kernel"}};
-  Reasons why = OneItemNNReasons(p, "direct");
+  // The tiles built for the dtypes and transposes (NT / TN: some only).
+  // The transposed ones run only where KernelOptions(direct_tile=...) asks
+  // for them, until an H200 run has checked and timed them; otherwise such
+  // a call keeps the ptr-array kernel ("transposed operand").
+  std::vector<DirectTile> built;
+  const bool transposed = p.trans_a || p.trans_b;
+  for (DirectTile t : candidates)
+    if (HasDirectKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b, t) &&
+        (!transposed || static_cast<DirectTile>(p.direct_tile) == t))
+      built.push_back(t);
+  Reasons why;
+  if (built.empty()) {  // says which: batch, transposes, dtypes, C
+    why = OneItemNNReasons(p, "direct");
+  } else {
+    candidates = built;
+    if (p.batch != 1) why.push_back(Str(p.batch) + " batch items");
+    if (p.c_mode == CMode::kFromD && CRead(p))
+      why.push_back("C is read from out's own array (may overlap D partly)");
+  }
   if (planned == Path::kSm90SplitK) {
     // The unsplit SM90 paths are planned only with every window aligned;
     // split-K proves it for A and B alone (its ptr-array slices leave C and
@@ -251,14 +269,17 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
   DirectWindowReasons("d", p.op[kD], &why);
   if (CRead(p)) DirectWindowReasons("c", p.op[kC], &why);
   // The windows' K extents a multiple of the K tile or their buffer's dim
-  // (a K tile past the window would be summed).
+  // (a K tile past the window would be summed).  K is A's width and B's
+  // height, the other way round for a transposed operand.
   const OperandDesc &A = p.op[kA], &B = p.op[kB];
+  const int ak = p.trans_a ? A.rank - 2 : A.rank - 1;
+  const int bk = p.trans_b ? B.rank - 1 : B.rank - 2;
   const struct {
     const char* name;
     int64_t win, dim;
     const char* edge;
-  } ks[] = {{"a", A.win[A.rank - 1], A.dims[A.rank - 1], "width"},
-            {"b", B.win[B.rank - 2], B.dims[B.rank - 2], "height"}};
+  } ks[] = {{"a", A.win[ak], A.dims[ak], p.trans_a ? "height" : "width"},
+            {"b", B.win[bk], B.dims[bk], p.trans_b ? "width" : "height"}};
   for (const auto& k : ks)
     if (!TileOrEdge(k.win, k.dim, kDirectTileK))
       why.push_back(std::string(k.name) + ": k = " + Str(k.win) +
@@ -451,6 +472,16 @@ bool HasSm90Kernel(DType in, DType out, bool ta, bool tb) {
   if (in == DType::kBF16 && out == DType::kBF16) return !(ta && tb);
   if (in == DType::kF32) return out == DType::kF32;  // staging: any layout
   return in == DType::kF16 && out == DType::kF16 && !ta && !tb;
+}
+
+bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t) {
+  if (t == DirectTile::kNone || in != out ||
+      (in != DType::kBF16 && in != DType::kF16))
+    return false;
+  if (!ta && !tb) return true;
+  return in == DType::kBF16 && !(ta && tb) &&
+         (t == DirectTile::kMedium || t == DirectTile::kSmall ||
+          t == DirectTile::kTiny);
 }
 
 bool HasSm90Tile(DType in, Sm90Tile t) {

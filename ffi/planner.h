@@ -130,6 +130,11 @@ Path DirectTilePath(DirectTile t);
 // 16-bit dtypes: every tile; float32: large and medium).
 bool HasSm90Kernel(DType in, DType out, bool ta, bool tb);
 bool HasSm90Tile(DType in, Sm90Tile t);
+// Whether direct tile `t` is built for the dtypes and transposes
+// (kernels/sm90_direct_*.cu): every tile NN for bfloat16 and float16
+// (16-bit in and out of one dtype); NT and TN for bfloat16 on the ping-pong
+// tiles (medium, small_m, tiny).  The registry serves exactly these.
+bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
 
 }  // namespace jax_dynoff
 

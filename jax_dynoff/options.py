@@ -44,7 +44,9 @@ class KernelOptions:
                  "wide" for the large path, "tiny" or "tiny_pair" (the
                  tiny tile in clusters of two along M, B multicast) for the
                  tiny path, else the path's own tile, or "split_k") where
-                 its rules hold.
+                 its rules hold; a bfloat16 call with a transposed operand
+                 runs a direct kernel (medium, small_m, tiny) only where
+                 this asks for one.
   skinny:        False runs the tiny tile where the skinny (m <= 16) kernel
                  would run.
   split_k:       True plans split-K for skinny problems (m <= 256) where it

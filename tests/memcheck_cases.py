@@ -125,6 +125,34 @@ def main(argv):
                 lambda mod, a, b, opts: mod.gemm(a, b, opts=opts), xe, we,
                 opts=opts)
 
+  # The transposed direct kernels (bfloat16 NT / TN): x^T @ y and x @ w^T
+  # with windows at clamped starts.
+  xt = rand(11, (300, 256), BF16)   # stored k x m: 192 rows of it
+  wt = rand(12, (3, 128, 192), BF16)  # stored n x k
+  yt = rand(13, (250, 128), BF16)
+
+  def direct_tn(mod, x, y, cache, r, s, opts=None):
+    return mod.gemm(dyn.window(x, (r, 0), (192, 256)),
+                    dyn.window(y, (s, 0), (192, 128)),
+                    out=dyn.window(cache, (1, 0, 0), (256, 128)),
+                    transpose_a=True, opts=opts)
+
+  def direct_nt(mod, x, w, cache, r, i, opts=None):
+    return mod.gemm(dyn.window(x, (r, 0), (256, 192)),
+                    dyn.window(w, (i, 0, 0), (128, 192)),
+                    out=dyn.window(cache, (0, 300, 0), (256, 128)),
+                    transpose_b=True, opts=opts)
+
+  xn = rand(14, (300, 192), BF16)
+  for tile in ("medium", "small_m", "tiny"):
+    opts = dyn.KernelOptions(
+        tile=plan.DIRECT_TILE_PATHS[tile].removeprefix("sm90_"),
+        direct_tile=tile)
+    ok &= check("direct_tn_" + tile, direct_tn, xt, yt, cache,
+                jnp.int32(10 ** 6), jnp.int32(-3), opts=opts)
+    ok &= check("direct_nt_" + tile, direct_nt, xn, wt, cache,
+                jnp.int32(2 ** 31 - 1), jnp.int32(-1), opts=opts)
+
   ok &= skinny_cases()
 
   # Generic kernel: odd static column start, every transpose.

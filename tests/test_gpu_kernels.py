@@ -1393,6 +1393,75 @@ def test_direct_kernel_tiles_past_the_window(case, tile):
   _check_direct(case, BF16, tile, _force_direct(tile))
 
 
+# The direct kernels with a transposed operand (bfloat16 NT / TN, the
+# ping-pong tiles): (name, transpose_a, transpose_b, m, n, k, A buffer,
+# A start, B buffer, B start, out buffer, out start); A and B as stored
+# (TN: A is k x m; NT: B is n x k), starts dynamic (int32), one clamped.
+DIRECT_T_CASES = [
+    # dW = X^T dY: X's rows (k) at a dynamic start, a static column start
+    # (m) in a wider buffer; dY a window of rows; out a window of a cache.
+    ("tn", True, False, 256, 256, 192, (400, 264), (100,), (300, 256),
+     (10 ** 6,), (700, 256), (300,)),
+    # dX = dY W^T: W stacked (layer 1 of 2), stored n x k, whole width.
+    ("nt", False, True, 256, 256, 320, (300, 320), (7,), (2, 256, 320),
+     (1, 0), (600, 256), (128,)),
+]
+
+
+def _direct_t_case(case, tile):
+  name, ta, tb, m, n, k, ash, ast, bsh, bst, osh, ost = case
+  ks = jax.random.split(jax.random.key(23), 2)
+  a = _rand(ks[0], ash, BF16)
+  b = _rand(ks[1], bsh, BF16)
+  out = jnp.full(osh, jnp.nan, BF16)
+  starts = [jnp.int32(v) for v in (*ast, *bst, *ost)]
+  na, nb = len(ast), len(bst)
+  path = plan_lib.DIRECT_TILE_PATHS[tile]
+  opts = KernelOptions(tile=path.removeprefix("sm90_"), direct_tile=tile)
+
+  def f(mod, a, b, out, *st):
+    sa, sb, so = st[:na], st[na:na + nb], st[na + nb:]
+    aw = dyn.window(a, (*sa, 8 if ta else 0), (k, m) if ta else (m, k))
+    bw = dyn.window(b, (*sb, 0), (n, k) if tb else (k, n))
+    return mod.gemm(aw, bw, out=dyn.window(out, (*so, 0), (m, n)),
+                    transpose_a=ta, transpose_b=tb, opts=opts)
+
+  return f, (a, b, out, *starts)
+
+
+@pytest.mark.parametrize("case", DIRECT_T_CASES,
+                         ids=[c[0] for c in DIRECT_T_CASES])
+@pytest.mark.parametrize("tile", ["medium", "small_m", "tiny"])
+def test_direct_transposed_plan(case, tile):
+  """The transposed cases take the direct kernel of the forced tile (CPU:
+  the plan only); a tile without a transposed build keeps the ptr-array
+  kernel and says why."""
+  f, args = _direct_t_case(case, tile)
+  spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
+  assert plan_lib.direct_reasons(spec) == []
+  assert plan_lib.direct_kernel(spec) == tile
+  large = dataclasses.replace(spec, opts=KernelOptions(tile="large"))
+  assert plan_lib.direct_kernel(large) is None
+  assert plan_lib.direct_reasons(large) == ["transposed operand"]
+
+
+@pytest.mark.parametrize("case", DIRECT_T_CASES,
+                         ids=[c[0] for c in DIRECT_T_CASES])
+@pytest.mark.parametrize("tile", ["medium", "small_m", "tiny"])
+@pytest.mark.gpu
+@on_gpu
+def test_direct_transposed_matches_reference(case, tile):
+  f, args = _direct_t_case(case, tile)
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  w = np.asarray(want.astype(F32))
+  outside = np.isnan(w)
+  assert outside.any() and not outside.all()
+  np.testing.assert_array_equal(_bits(got)[outside], _bits(args[2])[outside])
+  _check(jnp.asarray(np.asarray(got.astype(F32))[~outside]),
+         jnp.asarray(w[~outside]), BF16, BF16, case[5])
+
+
 # The direct split-K kernel (Sm90DirectSplitKConfig: 128x128 cooperative,
 # CUTLASS's stream-K scheduler in split-K mode): cases as DIRECT_CASES,
 # with the slices to force (None: the plan's choice).

@@ -80,9 +80,20 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
                                           bool tb, DirectTile tile) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
-  if (ta || tb || in != out || (in != DType::kBF16 && in != DType::kF16))
-    return nullptr;
+  if (!HasDirectKernel(in, out, ta, tb, tile)) return nullptr;
   const bool bf16 = in == DType::kBF16;
+  if (ta || tb) {  // bfloat16 NT / TN (planner.cc HasDirectKernel)
+    switch (tile) {
+      case DirectTile::kMedium:
+        return ta ? &kSm90DirectMediumBf16TN : &kSm90DirectMediumBf16NT;
+      case DirectTile::kSmall:
+        return ta ? &kSm90DirectSmallBf16TN : &kSm90DirectSmallBf16NT;
+      case DirectTile::kTiny:
+        return ta ? &kSm90DirectTinyBf16TN : &kSm90DirectTinyBf16NT;
+      default:
+        return nullptr;
+    }
+  }
   switch (tile) {
     case DirectTile::kLarge:
       return bf16 ? &kSm90DirectLargeBf16NN : &kSm90DirectLargeF16NN;

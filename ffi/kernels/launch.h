@@ -254,6 +254,13 @@ extern const DirectKernelEntry kSm90DirectTinyBf16NN;
 extern const DirectKernelEntry kSm90DirectTinyF16NN;
 extern const DirectKernelEntry kSm90DirectTinyPairBf16NN;
 extern const DirectKernelEntry kSm90DirectTinyPairF16NN;
+// bfloat16 with A or B transposed, the ping-pong tiles.
+extern const DirectKernelEntry kSm90DirectMediumBf16NT;
+extern const DirectKernelEntry kSm90DirectMediumBf16TN;
+extern const DirectKernelEntry kSm90DirectSmallBf16NT;
+extern const DirectKernelEntry kSm90DirectSmallBf16TN;
+extern const DirectKernelEntry kSm90DirectTinyBf16NT;
+extern const DirectKernelEntry kSm90DirectTinyBf16TN;
 extern const DirectKernelEntry kSm90DirectSplitKBf16NN;
 extern const DirectKernelEntry kSm90DirectSplitKF16NN;
 // Skinny kernels (m <= 16 / 32 / 64), bf16 / f16 NN, sm_90 clusters.

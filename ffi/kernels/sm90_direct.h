@@ -115,8 +115,10 @@ struct SchedulerOf<Config, std::void_t<typename Config::TileScheduler>> {
 
 // CUTLASS's mainloop with its TMA descriptors over the whole A and B buffers
 // and its tiles shifted to the windows (computed once per CTA, by the
-// producer warp, in load_init).
-template <class Base>
+// producer warp, in load_init).  A window's rows are its buffer's rows as
+// stored: along M for A and along K for B, or the other way round for a
+// transposed operand (TA: A stored k x m; TB: B stored n x k).
+template <class Base, bool TA = false, bool TB = false>
 struct DirectMainloop : Base {
   struct Arguments : Base::Arguments {
     DirectWindow a_win, b_win;
@@ -134,15 +136,18 @@ struct DirectMainloop : Base {
         reinterpret_cast<typename Base::InternalElementA const*>(args.ptr_A);
     auto ptr_b =
         reinterpret_cast<typename Base::InternalElementB const*>(args.ptr_B);
-    // A is (m, k, l) and B (n, k, l) in CUTLASS's indexing.
-    Tensor a = make_tensor(ptr_a, make_layout(make_shape(args.a_win.rows,
-                                                         args.a_win.cols,
-                                                         args.a_win.layers),
-                                              args.dA));
-    Tensor b = make_tensor(ptr_b, make_layout(make_shape(args.b_win.cols,
-                                                         args.b_win.rows,
-                                                         args.b_win.layers),
-                                              args.dB));
+    // A is (m, k, l) and B (n, k, l) in CUTLASS's indexing: a buffer's
+    // stored (rows, cols) are (m, k) for A, (k, m) for a transposed A;
+    // (k, n) for B, (n, k) for a transposed B.
+    const DirectWindow &wa = args.a_win, &wb = args.b_win;
+    Tensor a = make_tensor(
+        ptr_a, make_layout(TA ? make_shape(wa.cols, wa.rows, wa.layers)
+                              : make_shape(wa.rows, wa.cols, wa.layers),
+                           args.dA));
+    Tensor b = make_tensor(
+        ptr_b, make_layout(TB ? make_shape(wb.rows, wb.cols, wb.layers)
+                              : make_shape(wb.cols, wb.rows, wb.layers),
+                           args.dB));
     Params p;
     p.tma_load_a = make_tma_copy_A_sm90(
         typename Base::GmemTiledCopyA{}, a,
@@ -166,13 +171,15 @@ struct DirectMainloop : Base {
     using namespace cute;
     using X = Underscore;
     auto [M, N, K, L] = problem_shape_MNKL;
-    const int2 a_at = params.a_win.Locate();  // A's window: rows = m
-    const int2 b_at = params.b_win.Locate();  // B's window: rows = k
+    // (row, layer) of each window's first element; its row is along m (A)
+    // or k (B), the other way round for a transposed operand.
+    const int2 a_at = params.a_win.Locate();
+    const int2 b_at = params.b_win.Locate();
     Tensor mA_mkl = domain_offset(
-        make_coord(a_at.x, 0, a_at.y),
+        TA ? make_coord(0, a_at.x, a_at.y) : make_coord(a_at.x, 0, a_at.y),
         params.tma_load_a.get_tma_tensor(make_shape(M, K, L)));
     Tensor mB_nkl = domain_offset(
-        make_coord(0, b_at.x, b_at.y),
+        TB ? make_coord(b_at.x, 0, b_at.y) : make_coord(0, b_at.x, b_at.y),
         params.tma_load_b.get_tma_tensor(make_shape(N, K, L)));
     Tensor gA_mkl = local_tile(mA_mkl, typename Base::TileShape{},
                                make_coord(_, _, _), Step<_1, X, _1>{});
@@ -183,10 +190,13 @@ struct DirectMainloop : Base {
 };
 
 // A row-major (m x k), B row-major (k x n), C and D row-major, 16-bit in and
-// out, float32 accumulation.
-template <typename Config, typename Element>
+// out, float32 accumulation; TA: A stored k x m (column-major m x k), TB: B
+// stored n x k.
+template <typename Config, typename Element, bool TA = false, bool TB = false>
 struct Sm90DirectGemm {
   using RM = cutlass::layout::RowMajor;
+  using LayoutA = std::conditional_t<TA, cutlass::layout::ColumnMajor, RM>;
+  using LayoutB = std::conditional_t<TB, cutlass::layout::ColumnMajor, RM>;
   static constexpr int kAlign = 128 / cutlass::sizeof_bits<Element>::value;
 
   using CollectiveEpilogue = WindowEpilogue<
@@ -199,12 +209,14 @@ struct Sm90DirectGemm {
 
   using CollectiveMainloop = DirectMainloop<
       typename cutlass::gemm::collective::CollectiveBuilder<
-          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, RM,
-          kAlign, Element, RM, kAlign, float, typename Config::TileShape,
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element,
+          LayoutA, kAlign, Element, LayoutB, kAlign, float,
+          typename Config::TileShape,
           typename Config::ClusterShape,
           cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
               sizeof(typename CollectiveEpilogue::SharedStorage))>,
-          typename Config::KernelSchedule>::CollectiveOp>;
+          typename Config::KernelSchedule>::CollectiveOp,
+      TA, TB>;
 
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
       cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue,
@@ -213,8 +225,10 @@ struct Sm90DirectGemm {
   static constexpr bool kSplitK =
       std::is_same_v<typename SchedulerOf<Config>::type,
                      cutlass::gemm::StreamKScheduler>;
-  using StrideA = typename GemmKernel::StrideA;  // (ld, 1, layer)
-  using StrideB = typename GemmKernel::StrideB;  // (1, ld, layer): B as (n, k)
+  // (ld, 1, layer); transposed (1, ld, layer).
+  using StrideA = typename GemmKernel::StrideA;
+  // B as (n, k): (1, ld, layer); transposed (ld, 1, layer).
+  using StrideB = typename GemmKernel::StrideB;
   using StrideC = typename GemmKernel::StrideC;  // (ld, 1, layer)
 
   // A buffer's strides: rows of ld elements, layers of w.rows rows.
@@ -285,13 +299,16 @@ struct Sm90DirectGemm {
 // One instantiation per translation unit:
 //   JAX_DYNOFF_SM90_DIRECT_KERNEL(kSm90DirectLargeBf16NN,
 //                                 Sm90DirectLargeConfig, cutlass::bfloat16_t)
-#define JAX_DYNOFF_SM90_DIRECT_KERNEL(NAME, CONFIG, ELEMENT)                 \
+// (..._T: the same with A and / or B transposed.)
+#define JAX_DYNOFF_SM90_DIRECT_KERNEL_T(NAME, CONFIG, ELEMENT, TA, TB)       \
   namespace jax_dynoff {                                                     \
   namespace kernels {                                                        \
-  using NAME##_t = Sm90DirectGemm<CONFIG, ELEMENT>;                          \
+  using NAME##_t = Sm90DirectGemm<CONFIG, ELEMENT, TA, TB>;                  \
   extern const DirectKernelEntry NAME = {#NAME, &NAME##_t::Workspace,        \
                                          &NAME##_t::Run, NAME##_t::kPrepare};\
   }                                                                          \
   }
+#define JAX_DYNOFF_SM90_DIRECT_KERNEL(NAME, CONFIG, ELEMENT) \
+  JAX_DYNOFF_SM90_DIRECT_KERNEL_T(NAME, CONFIG, ELEMENT, false, false)
 
 #endif  // JAX_DYNOFF_KERNELS_SM90_DIRECT_H_
