@@ -799,12 +799,7 @@ def _check_skinny_case(case, dt, opts=None):
       "sm90_skinny"]
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
-  w = np.asarray(want.astype(F32))
-  outside = np.isnan(w)
-  assert outside.any() and not outside.all()
-  np.testing.assert_array_equal(_bits(got)[outside], _bits(args[3])[outside])
-  _check(jnp.asarray(np.asarray(got.astype(F32))[~outside]),
-         jnp.asarray(w[~outside]), dt, dt, case[2])
+  _check_window(got, want, args[3], dt, case[2])
 
 
 def _layer_script(m):
@@ -864,6 +859,18 @@ def test_skinny_kernel_ran():
 def _bits(x):
   x = np.asarray(x)
   return x.view(np.uint16 if x.dtype.itemsize == 2 else np.uint32)
+
+
+def _check_window(got, want, poison, dt, k):
+  """`got` (the whole out array) against the reference's `want` inside
+  out's window (where `want` is not the NaN poison); every element outside
+  it: bit for bit `poison`, the array passed in."""
+  w = np.asarray(want.astype(F32))
+  outside = np.isnan(w)
+  assert outside.any() and not outside.all()
+  np.testing.assert_array_equal(_bits(got)[outside], _bits(poison)[outside])
+  _check(jnp.asarray(np.asarray(got.astype(F32))[~outside]),
+         jnp.asarray(w[~outside]), dt, dt, k)
 
 
 SPLITK_DTYPES = [(BF16, BF16), (F16, F16), (BF16, F32)]
@@ -1340,16 +1347,8 @@ def _check_direct(case, dt, tile, opts):
   assert plan_lib.direct_kernel(specs[0]) == tile
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
-  out = args[3]
-  if out is not None:
-    # Every element outside the window: bit for bit the poison.
-    w = np.asarray(want.astype(F32))
-    outside = np.isnan(w)
-    assert outside.any()
-    np.testing.assert_array_equal(_bits(got)[outside], _bits(out)[outside])
-    inside = ~outside
-    _check(jnp.asarray(np.asarray(got.astype(F32))[inside]),
-           jnp.asarray(w[inside]), dt, dt, case[3])
+  if args[3] is not None:
+    _check_window(got, want, args[3], dt, case[3])
   else:
     _check(got, want, dt, dt, case[3])
 
@@ -1454,12 +1453,7 @@ def test_direct_transposed_matches_reference(case, tile):
   f, args = _direct_t_case(case, tile)
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
-  w = np.asarray(want.astype(F32))
-  outside = np.isnan(w)
-  assert outside.any() and not outside.all()
-  np.testing.assert_array_equal(_bits(got)[outside], _bits(args[2])[outside])
-  _check(jnp.asarray(np.asarray(got.astype(F32))[~outside]),
-         jnp.asarray(w[~outside]), BF16, BF16, case[5])
+  _check_window(got, want, args[2], BF16, case[5])
 
 
 # The direct split-K kernel (Sm90DirectSplitKConfig: 128x128 cooperative,
