@@ -29,6 +29,7 @@ import pytest
 from jax import lax
 
 import jax_dynoff as dyn
+from checks import bits, ref_highest
 from jax_dynoff import plan as plan_lib
 from jax_dynoff.options import KernelOptions
 from jax_dynoff.spec import GemmSpec, WinSpec
@@ -427,16 +428,6 @@ def _check(got, want, in_dt, out_dt, k, precision=None):
   assert err <= tol * 4, f"max error {err:.3g} (scaled), tolerance {tol * 4:.3g}"
 
 
-def _ref_highest(f):
-  """f jitted, traced and run with full-fp32 matmuls (no TF32)."""
-  jf = jax.jit(f)
-
-  def run(*args):
-    with jax.default_matmul_precision("highest"):
-      return jf(*args)
-  return run
-
-
 PAIRS = [(BF16, BF16), (BF16, F32), (F16, F16), (F16, F32), (F32, F32)]
 TRANS = [(False, False), (False, True), (True, False), (True, True)]
 
@@ -477,7 +468,7 @@ def test_kernels_match_reference(in_dt, out_dt, ta, tb, aligned):
   if np.dtype(in_dt) == np.float32 and not aligned:
     assert paths == ["tf32"]   # any alignment
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
-  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   # Outside the window: untouched (NaN stays NaN, bit for bit).
   outside = np.ones(got.shape, bool)
   outside[5:5 + m, 8:8 + n] = False
@@ -506,7 +497,7 @@ def test_sm90_tiles_large_problems(shape, path, dt):
   args = (x, w, buf, jnp.int32(2), jnp.int32(m))
   assert plan_lib.traced_paths(lambda *a: f(dyn, *a), *args) == [path]
   got = jax.jit(lambda *a: f(dyn, *a))(*args)
-  want = _ref_highest(lambda *a: f(dyn.reference, *a))(*args)
+  want = ref_highest(lambda *a: f(dyn.reference, *a))(*args)
   _check(got[m:2 * m], want[m:2 * m], dt, dt, k)
   assert np.isnan(np.asarray(got[:m].astype(F32))).all()
 
@@ -537,10 +528,10 @@ def test_every_sm90_kernel(tile, key):
   assert plan_lib.traced_paths(lambda *x: f(dyn, *x), *args) == \
       ["sm90_" + tile]
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
-  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   outside = np.ones(got.shape, bool)
   outside[16:16 + m, 8:8 + n] = False
-  np.testing.assert_array_equal(_bits(got)[outside], _bits(out)[outside])
+  np.testing.assert_array_equal(bits(got)[outside], bits(out)[outside])
   _check(got[16:16 + m, 8:8 + n], want[16:16 + m, 8:8 + n], in_dt, out_dt, k)
 
 
@@ -554,7 +545,7 @@ def test_f32_precision(precision):
       lambda a, b: dyn.gemm(a, b, precision=precision), a, b)
   assert len(paths) == 1 and paths[0].startswith("sm90_"), paths
   got = jax.jit(lambda a, b: dyn.gemm(a, b, precision=precision))(a, b)
-  want = _ref_highest(lambda a, b: dyn.reference.gemm(a, b))(a, b)
+  want = ref_highest(lambda a, b: dyn.reference.gemm(a, b))(a, b)
   _check(got, want, F32, F32, 80,
          "highest" if precision is not None else None)
 
@@ -579,7 +570,7 @@ def test_clamped_offsets_int32(dt, start):
 
   args = (a, b, out, jnp.int32(start))
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
-  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   rows = ~np.isnan(np.asarray(want.astype(F32))).any(axis=1)
   np.testing.assert_array_equal(
       ~np.isnan(np.asarray(got.astype(F32))).any(axis=1), rows)
@@ -601,7 +592,7 @@ def test_clamped_offsets_int64(start):
 
     args = (a, b, jnp.int64(start))
     got = jax.jit(lambda *x: f(dyn, *x))(*args)
-    want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+    want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
     _check(got, want, BF16, BF16, k)
 
 
@@ -624,12 +615,12 @@ def test_fori_loop_device_table(dt):
     return lax.fori_loop(0, layers, body, buf)
 
   got = jax.jit(lambda *a: f(dyn, *a))(x, w, buf, table)
-  want = _ref_highest(lambda *a: f(dyn.reference, *a))(x, w, buf, table)
+  want = ref_highest(lambda *a: f(dyn.reference, *a))(x, w, buf, table)
   _check(got, want, dt, dt, k)
   # New table, same compiled loop (a captured graph must read new offsets).
   table2 = jnp.roll(table, 1)
   got = jax.jit(lambda *a: f(dyn, *a))(x, w, buf, table2)
-  want = _ref_highest(lambda *a: f(dyn.reference, *a))(x, w, buf, table2)
+  want = ref_highest(lambda *a: f(dyn.reference, *a))(x, w, buf, table2)
   _check(got, want, dt, dt, k)
 
 
@@ -647,8 +638,8 @@ def test_vmap_batched_offsets(dt):
     return mod.gemm(dyn.window(a, (r, 0), (m, k)), b)
 
   got = jax.jit(jax.vmap(lambda b, r: f(dyn, a, b, r)))(b, rows)
-  want = _ref_highest(jax.vmap(lambda b, r: f(dyn.reference, a, b, r)))(b,
-                                                                        rows)
+  want = ref_highest(jax.vmap(lambda b, r: f(dyn.reference, a, b, r)))(
+      b, rows)
   _check(got, want, dt, dt, k)
 
 
@@ -673,7 +664,7 @@ def test_c_from_out_windows(dt, c_row, c_col):
 
   args = (a, b, buf, jnp.int32(c_row), jnp.int32(8))
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
-  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   _check(got, want, dt, dt, k)
 
 
@@ -693,7 +684,7 @@ def test_in_place_accumulate_loop():
     return lax.fori_loop(0, steps, body, acc)
 
   got = jax.jit(lambda *a: f(dyn, *a))(x, w, acc)
-  want = _ref_highest(lambda *a: f(dyn.reference, *a))(x, w, acc)
+  want = ref_highest(lambda *a: f(dyn.reference, *a))(x, w, acc)
   _check(got, want, BF16, F32, k)
 
 
@@ -798,7 +789,7 @@ def _check_skinny_case(case, dt, opts=None):
   assert plan_lib.traced_paths(lambda *x: f(dyn, *x), *args) == [
       "sm90_skinny"]
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
-  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   _check_window(got, want, args[3], dt, case[2])
 
 
@@ -856,10 +847,6 @@ def test_skinny_kernel_ran():
 # ---------------------------------------------------------------------------
 # GPU: split-K (KernelOptions(split_k=True)) against the reference.
 
-def _bits(x):
-  x = np.asarray(x)
-  return x.view(np.uint16 if x.dtype.itemsize == 2 else np.uint32)
-
 
 def _check_window(got, want, poison, dt, k):
   """`got` (the whole out array) against the reference's `want` inside
@@ -868,7 +855,7 @@ def _check_window(got, want, poison, dt, k):
   w = np.asarray(want.astype(F32))
   outside = np.isnan(w)
   assert outside.any() and not outside.all()
-  np.testing.assert_array_equal(_bits(got)[outside], _bits(poison)[outside])
+  np.testing.assert_array_equal(bits(got)[outside], bits(poison)[outside])
   _check(jnp.asarray(np.asarray(got.astype(F32))[~outside]),
          jnp.asarray(w[~outside]), dt, dt, k)
 
@@ -910,10 +897,10 @@ def test_split_k_matches_reference(in_dt, out_dt, m, n, k):
   if p.path == "sm90_split_k":
     assert p.split_k > 1 and k % p.split_k == 0
   got = jax.jit(lambda *a: f(dyn, *a))(*args)
-  want = _ref_highest(lambda *a: f(dyn.reference, *a))(*args)
+  want = ref_highest(lambda *a: f(dyn.reference, *a))(*args)
   outside = np.ones(got.shape, bool)
   outside[17:17 + m, 8:8 + n] = False
-  np.testing.assert_array_equal(_bits(got)[outside], _bits(out)[outside])
+  np.testing.assert_array_equal(bits(got)[outside], bits(out)[outside])
   _check(got[17:17 + m, 8:8 + n], want[17:17 + m, 8:8 + n], in_dt, out_dt, k)
 
 
@@ -949,11 +936,11 @@ def test_split_k_beta_c(dt, out_dt, c_win):
   assert plan_lib.traced_paths(lambda *a: f(dyn, *a), *args) == \
       ["sm90_split_k"]
   got = jax.jit(lambda *a: f(dyn, *a))(*args)
-  want = _ref_highest(lambda *a: f(dyn.reference, *a))(*args)
+  want = ref_highest(lambda *a: f(dyn.reference, *a))(*args)
   win = (slice(d_at[0], d_at[0] + m), slice(d_at[1], d_at[1] + n))
   outside = np.ones(got.shape, bool)
   outside[win] = False
-  np.testing.assert_array_equal(_bits(got)[outside], _bits(buf)[outside])
+  np.testing.assert_array_equal(bits(got)[outside], bits(buf)[outside])
   _check(got[win], want[win], dt, out_dt, k)
 
 
@@ -974,10 +961,10 @@ def test_split_k_unaligned_d():
   assert plan_lib.traced_paths(lambda *a: f(dyn, *a), *args) == \
       ["sm90_split_k"]
   got = jax.jit(lambda *a: f(dyn, *a))(*args)
-  want = _ref_highest(lambda *a: f(dyn.reference, *a))(*args)
+  want = ref_highest(lambda *a: f(dyn.reference, *a))(*args)
   outside = np.ones(got.shape, bool)
   outside[5:5 + m, 3:3 + n] = False
-  np.testing.assert_array_equal(_bits(got)[outside], _bits(out)[outside])
+  np.testing.assert_array_equal(bits(got)[outside], bits(out)[outside])
   _check(got[5:5 + m, 3:3 + n], want[5:5 + m, 3:3 + n], BF16, BF16, k)
 
 
@@ -1006,7 +993,7 @@ def test_split_k_stacked_weights_loop(dt):
   run = jax.jit(lambda *a: f(dyn, *a))
   for t in (table, jnp.roll(table, 1)):
     got = run(x, w, buf, t)
-    want = _ref_highest(lambda *a: f(dyn.reference, *a))(x, w, buf, t)
+    want = ref_highest(lambda *a: f(dyn.reference, *a))(x, w, buf, t)
     _check(got, want, dt, dt, k)
 
 
@@ -1028,8 +1015,8 @@ def test_split_k_vmap():
   assert spec.batch == nb
   assert plan_lib.plan(spec).path == "sm90_split_k"
   got = jax.jit(g)(b, rows)
-  want = _ref_highest(jax.vmap(lambda b, r: f(dyn.reference, a, b, r)))(b,
-                                                                        rows)
+  want = ref_highest(jax.vmap(lambda b, r: f(dyn.reference, a, b, r)))(
+      b, rows)
   _check(got, want, BF16, BF16, k)
 
 
@@ -1346,7 +1333,7 @@ def _check_direct(case, dt, tile, opts):
   assert plan_lib.direct_reasons(specs[0]) == []
   assert plan_lib.direct_kernel(specs[0]) == tile
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
-  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   if args[3] is not None:
     _check_window(got, want, args[3], dt, case[3])
   else:
@@ -1452,7 +1439,7 @@ def test_direct_transposed_plan(case, tile):
 def test_direct_transposed_matches_reference(case, tile):
   f, args = _direct_t_case(case, tile)
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
-  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   _check_window(got, want, args[2], BF16, case[5])
 
 
@@ -1501,9 +1488,9 @@ def test_direct_split_k_is_deterministic():
   spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
   assert plan_lib.direct_kernel(spec) == "split_k"
   run = jax.jit(lambda *x: f(dyn, *x))
-  first = _bits(run(*args))
+  first = bits(run(*args))
   for _ in range(3):
-    np.testing.assert_array_equal(_bits(run(*args)), first)
+    np.testing.assert_array_equal(bits(run(*args)), first)
 
 
 @pytest.mark.gpu
@@ -1595,7 +1582,7 @@ def test_direct_kernel_int64_starts():
   assert plan_lib.direct_reasons(
       plan_lib.first_spec(lambda *x: f(dyn, *x), *args)) == []
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
-  want = _ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   w = np.asarray(want.astype(F32))
   np.testing.assert_array_equal(np.isnan(np.asarray(got.astype(F32))),
                                 np.isnan(w))

@@ -27,6 +27,7 @@ import pytest
 from jax import lax
 
 import jax_dynoff as dyn
+from checks import bits, ref_highest
 from jax_dynoff import plan as plan_lib
 from jax_dynoff.options import KernelOptions
 
@@ -50,24 +51,10 @@ def _rand(key, shape):
   return jnp.where(jnp.abs(x) < 1e-3, 0.5, x)
 
 
-def _bits(x):
-  return np.asarray(x).view(np.uint32)
-
-
 def _err(got, want):
   got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
   assert np.isfinite(got).all(), "NaN/inf in the window: not written?"
   return float(np.abs(got - want).max()) / max(1.0, float(np.abs(want).max()))
-
-
-def _ref(f):
-  """f jitted and run with full-float32 matmuls (no TF32)."""
-  jf = jax.jit(f)
-
-  def run(*args):
-    with jax.default_matmul_precision("highest"):
-      return jf(*args)
-  return run
 
 
 def _case(m, n, k, ta, tb, precision, col=0, pad=8, key=0, opts=None,
@@ -105,10 +92,10 @@ def _run(f, args, win):
   """Ours and the reference; checks that out is untouched outside the
   window.  Returns the scaled error inside it."""
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
-  want = _ref(lambda *x: f(dyn.reference, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   outside = np.ones(got.shape, bool)
   outside[win] = False
-  np.testing.assert_array_equal(_bits(got)[outside], _bits(args[3])[outside])
+  np.testing.assert_array_equal(bits(got)[outside], bits(args[3])[outside])
   return _err(got[win], want[win])
 
 
@@ -220,10 +207,10 @@ def test_misaligned_windows(precision):
   assert plan_lib.traced_paths(lambda *x: g(dyn, *x), *gargs) == [
       "tf32" if precision is None else "generic"]
   got = jax.jit(lambda *x: g(dyn, *x))(*gargs)
-  want = _ref(lambda *x: g(dyn.reference, *x))(*gargs)
+  want = ref_highest(lambda *x: g(dyn.reference, *x))(*gargs)
   outside = np.ones(got.shape, bool)
   outside[6:76, 3:55] = False
-  np.testing.assert_array_equal(_bits(got)[outside], _bits(out)[outside])
+  np.testing.assert_array_equal(bits(got)[outside], bits(out)[outside])
   assert _err(got[6:76, 3:55], want[6:76, 3:55]) <= (
       F32_TOL if precision else TF32_TOL)
 
@@ -237,10 +224,10 @@ def test_clamped_offsets(precision):
   for ia, ib, io in ((10**6, -5, 10**6), (-10**6, 10**6, -3)):
     a2 = args[:4] + (jnp.int32(ia), jnp.int32(ib), jnp.int32(io))
     got = jax.jit(lambda *x: f(dyn, *x))(*a2)
-    want = _ref(lambda *x: f(dyn.reference, *x))(*a2)
+    want = ref_highest(lambda *x: f(dyn.reference, *x))(*a2)
     w = np.asarray(want)
     written = ~np.isnan(w)
-    np.testing.assert_array_equal(_bits(got)[~written], _bits(w)[~written])
+    np.testing.assert_array_equal(bits(got)[~written], bits(w)[~written])
     assert _err(np.asarray(got)[written], w[written]) <= (
         F32_TOL if precision else TF32_TOL)
 
@@ -266,7 +253,7 @@ def test_vmap(tb, precision):
   [path] = plan_lib.traced_paths(lambda *x: f(dyn, *x), a, b, starts)
   assert path.startswith("sm90_"), path
   got = jax.jit(lambda *x: f(dyn, *x))(a, b, starts)
-  want = _ref(lambda *x: f(dyn.reference, *x))(a, b, starts)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(a, b, starts)
   assert _err(got, want) <= (F32_TOL if precision else TF32_TOL)
 
 
@@ -290,7 +277,7 @@ def test_grad(precision):
   paths = plan_lib.traced_paths(grad(dyn), a, b, jnp.int32(40))
   assert len(paths) == 3 and all(p.startswith("sm90_") for p in paths), paths
   got = jax.jit(grad(dyn))(a, b, jnp.int32(40))
-  want = _ref(grad(dyn.reference))(a, b, jnp.int32(40))
+  want = ref_highest(grad(dyn.reference))(a, b, jnp.int32(40))
   for x, y in zip(got, want):
     assert _err(x, y) <= (F32_TOL if precision else TF32_TOL)
 

@@ -242,36 +242,39 @@ ffi::Error RunPtrArray(const KernelEntry* kernel, bool grid_z_batch,
     // parts) copied K-major into the workspace.
     char* ws = static_cast<char*>(common.workspace);
     void** stage_ptrs = reinterpret_cast<void**>(ws + w.stage_ptrs);
-    kernels::Tf32StageParams s;
-    s.k = p.k;
-    s.ld = staging->k;
-    s.batch = p.batch;
-    s.parts = static_cast<int>(staging->parts);
+    // One operand, `rows` x K read at (row_stride, k_stride), written as
+    // rows x staging->k K-major; its pointer array follows at `slot`.
+    // lo_part: which third of the staged K holds the low TF32 part (A's
+    // [hi | lo | hi] against B's [hi | hi | lo] pairs hi*lo and lo*hi).
+    const auto stage = [&](int slot, int64_t rows, int64_t row_stride,
+                           int64_t k_stride, size_t offset, size_t item,
+                           int lo_part) {
+      kernels::Tf32StageParams s;
+      s.k = p.k;
+      s.ld = staging->k;
+      s.batch = p.batch;
+      s.parts = static_cast<int>(staging->parts);
+      s.src = ptrs + slot * p.batch;
+      s.dst_ptrs = stage_ptrs + slot * p.batch;
+      s.dst = ws + offset;
+      s.item_bytes = item;
+      s.rows = rows;
+      s.row_stride = row_stride;
+      s.k_stride = k_stride;
+      s.lo_part = lo_part;
+      return kernels::LaunchTf32Stage(s, stream);
+    };
     if (staging->a) {  // op(A) (i, q) at i * a_row + q * a_col
-      s.src = ptrs;
-      s.dst_ptrs = stage_ptrs;
-      s.dst = ws + w.stage_a;
-      s.item_bytes = w.stage_a_item;
-      s.rows = p.m;
-      s.row_stride = l.a_row;
-      s.k_stride = l.a_col;
-      s.lo_part = 1;  // [hi | lo | hi]
-      if ((e = kernels::LaunchTf32Stage(s, stream)) != cudaSuccess)
+      if ((e = stage(0, p.m, l.a_row, l.a_col, w.stage_a, w.stage_a_item,
+                     1)) != cudaSuccess)
         return CudaError("TF32 staging (A) launch", e);
       gemm_a = stage_ptrs;
       l.a_row = staging->k;
       l.a_col = 1;
     }
     if (staging->b) {  // op(B) (q, j) at q * b_row + j * b_col
-      s.src = ptrs + p.batch;
-      s.dst_ptrs = stage_ptrs + p.batch;
-      s.dst = ws + w.stage_b;
-      s.item_bytes = w.stage_b_item;
-      s.rows = p.n;
-      s.row_stride = l.b_col;
-      s.k_stride = l.b_row;
-      s.lo_part = 2;  // [hi | hi | lo]
-      if ((e = kernels::LaunchTf32Stage(s, stream)) != cudaSuccess)
+      if ((e = stage(1, p.n, l.b_col, l.b_row, w.stage_b, w.stage_b_item,
+                     2)) != cudaSuccess)
         return CudaError("TF32 staging (B) launch", e);
       gemm_b = stage_ptrs + p.batch;
       l.b_row = 1;  // stored n x K: K-major
