@@ -145,8 +145,6 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_direct_small_f16_nn.cu
     ffi/kernels/sm90_direct_tiny_bf16_nn.cu
     ffi/kernels/sm90_direct_tiny_f16_nn.cu
-    ffi/kernels/sm90_direct_tiny_pair_bf16_nn.cu
-    ffi/kernels/sm90_direct_tiny_pair_f16_nn.cu
     ffi/kernels/sm90_direct_medium_bf16_nt.cu
     ffi/kernels/sm90_direct_medium_bf16_tn.cu
     ffi/kernels/sm90_direct_small_bf16_nt.cu

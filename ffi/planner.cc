@@ -226,8 +226,7 @@ Reasons StoreReasons(const OperandDesc& d, DirectTile tile) {
 // direct twin; the large path has two: the wide tile (128x256) where its
 // tiles fit one wave of SMs (its m64n256 wgmmas make each tile faster; with
 // several waves the large tile was as fast or faster), else the large one;
-// either one where only its store rule holds; the tiny path has two as well
-// (DirectChoice's own comment).  KernelOptions.direct_tile
+// either one where only its store rule holds.  KernelOptions.direct_tile
 // (p.direct_tile) forces one of the path's tiles where its rules hold.
 std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
                                             Path planned, int sms) {
@@ -309,13 +308,6 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
         for (const std::string& r : stores[i]) why.push_back(r);
   if (!why.empty()) return {DirectTile::kNone, why};
   if (candidates.size() == 1) return {candidates[0], {}};
-  if (planned == Path::kSm90Tiny) {
-    // {tiny, tiny_pair}, one tile shape.  The pair (B multicast to a
-    // cluster of two along M) runs only where forced
-    // (KernelOptions(direct_tile="tiny_pair")) until an H200 run shows
-    // where it is faster (benchmarks/tile_ab.py).
-    return {DirectTile::kTiny, {}};
-  }
   // The large path's two tiles: candidates are {large, wide}.
   const bool large_ok = stores[0].empty(), wide_ok = stores[1].empty();
   const int64_t wide_tiles =
@@ -443,8 +435,7 @@ const char* Sm90TileName(Sm90Tile t) {
 
 const char* DirectTileName(DirectTile t) {
   static const char* const kNames[] = {"none",  "large", "wide",   "medium",
-                                       "small_m", "tiny", "split_k",
-                                       "tiny_pair"};
+                                       "small_m", "tiny", "split_k"};
   return kNames[static_cast<int>(t)];
 }
 
@@ -460,8 +451,7 @@ Path DirectTilePath(DirectTile t) {
     case DirectTile::kWide: return Path::kSm90Large;
     case DirectTile::kMedium: return Path::kSm90Medium;
     case DirectTile::kSmall: return Path::kSm90SmallM;
-    case DirectTile::kTiny:
-    case DirectTile::kTinyPair: return Path::kSm90Tiny;
+    case DirectTile::kTiny: return Path::kSm90Tiny;
     case DirectTile::kSplitK: return Path::kSm90SplitK;
     case DirectTile::kNone: break;
   }

@@ -44,12 +44,11 @@ inline constexpr Sm90TileShape kSm90TileShapes[kNumSm90Tiles] = {
 // The direct tiles (kernels/sm90_direct.h); the codes are desc[kDirectTile]'s
 // (1 + the index in options.py DIRECT_TILES), kNone: the ptr-array kernel.
 enum class DirectTile : int64_t {
-  kNone = 0, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK, kTinyPair
+  kNone = 0, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK
 };
 inline constexpr DirectTile kAllDirectTiles[] = {
     DirectTile::kLarge, DirectTile::kWide, DirectTile::kMedium,
-    DirectTile::kSmall, DirectTile::kTiny, DirectTile::kSplitK,
-    DirectTile::kTinyPair};
+    DirectTile::kSmall, DirectTile::kTiny, DirectTile::kSplitK};
 static_assert(sizeof(kAllDirectTiles) / sizeof(kAllDirectTiles[0]) ==
                   opt::kNumDirectTiles,
               "opt::kNumDirectTiles (gemm_problem.h) counts the direct tiles");
@@ -60,8 +59,7 @@ struct TileMN {
 inline constexpr TileMN kDirectTileShapes[] = {
     {0, 0},    {256, 128}, {128, 256}, {128, 128},
     {64, 128}, {64, 64},   {kernels::kDirectSplitKTileM,
-                            kernels::kDirectSplitKTileN},
-    {64, 64}};
+                            kernels::kDirectSplitKTileN}};
 
 // KernelOptions the planner applies that the desc does not carry (the
 // handler needs only their outcome).

@@ -264,30 +264,33 @@ def _iters(flops: float, gpu: bool) -> int:
 
 def plain_loops(m: int, n: int, k: int, dtype,
                 opts: Optional[dyn.KernelOptions] = None,
-                precision=None) -> dict[str, Loop]:
+                precision=None, trans=(False, False)) -> dict[str, Loop]:
   """The `plain` scenario's two loops: A and D at non-zero device offsets
   (ours, its calls with `opts`) and jnp.dot on the same shapes (xla), both
-  at `precision` (None: the default)."""
+  at `precision` (None: the default).  trans = (transpose_a, transpose_b):
+  A stored k x m (its window at a row start along K) and B stored n x k."""
+  ta, tb = trans
   ka, kb, kd = jax.random.split(jax.random.key(m * 7 + n), 3)
   pad = 128
-  a_big = _rand(ka, (m + pad, k), dtype)
-  b = _rand(kb, (k, n), dtype)
+  a_big = _rand(ka, (k + pad, m) if ta else (m + pad, k), dtype)
+  b = _rand(kb, (n, k) if tb else (k, n), dtype)
   d_big = _rand(kd, (m + pad, n), dtype)
   offs = jnp.asarray([64, 128], jnp.int32)   # aligned, non-zero, dynamic
-  a = a_big[:m]
+  a = a_big[:k] if ta else a_big[:m]
 
   def ours(i, carry, a_big, b):
     d, offs = carry
     off = offs[i % 2]
-    d = dyn.gemm(dyn.window(a_big, (off, 0), (m, k)), b,
+    d = dyn.gemm(dyn.window(a_big, (off, 0), (k, m) if ta else (m, k)), b,
                  out=dyn.window(d, (offs[1 - i % 2], 0), (m, n)), opts=opts,
-                 precision=precision)
+                 precision=precision, transpose_a=ta, transpose_b=tb)
     return d, offs
 
   def xla(i, d, a, b):
     # The carry is the last product, so no iteration is dead code.
     aa, bb, _ = lax.optimization_barrier((a, b, i))
-    return jnp.dot(aa, bb, preferred_element_type=dtype, precision=precision)
+    return jnp.dot(aa.T if ta else aa, bb.T if tb else bb,
+                   preferred_element_type=dtype, precision=precision)
 
   return {"ours": Loop(ours, (d_big, offs), (a_big, b)),
           "xla": Loop(xla, jnp.zeros((m, n), dtype), (a, b))}

@@ -20,8 +20,7 @@ from typing import Optional
 
 # The choices, named as the planner names them (jax_dynoff/plan.py).
 SM90_TILES = ("large", "medium", "small_m", "tiny")
-DIRECT_TILES = ("large", "wide", "medium", "small_m", "tiny", "split_k",
-                "tiny_pair")
+DIRECT_TILES = ("large", "wide", "medium", "small_m", "tiny", "split_k")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,12 +40,10 @@ class KernelOptions:
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or
-                 "wide" for the large path, "tiny" or "tiny_pair" (the
-                 tiny tile in clusters of two along M, B multicast) for the
-                 tiny path, else the path's own tile, or "split_k") where
-                 its rules hold; a bfloat16 call with a transposed operand
-                 runs a direct kernel (medium, small_m, tiny) only where
-                 this asks for one.
+                 "wide" for the large path, else the path's own tile, or
+                 "split_k") where its rules hold; a bfloat16 call with a
+                 transposed operand runs a direct kernel (medium, small_m,
+                 tiny) only where this asks for one.
   skinny:        False runs the tiny tile where the skinny (m <= 16) kernel
                  would run.
   split_k:       True plans split-K for skinny problems (m <= 256) where it

@@ -21,7 +21,9 @@ import jax
 import jax.numpy as jnp
 from jax._src import dispatch  # prim_requires_devices_during_lowering
 from jax._src import sharding_impls  # the lowering's axis contexts
+from jax.core import ShapedArray
 from jax.experimental.custom_partitioning import custom_partitioning
+from jax.extend.core import Primitive
 from jax.interpreters import mlir
 from jax.sharding import NamedSharding
 
@@ -153,7 +155,12 @@ def _local_call(spec: GemmSpec, k_axes, *args):
   acc = bind(partial, Operands(ops.a, ops.b, None, None,
                                {"a": ops.starts["a"], "b": ops.starts["b"],
                                 "d": []}))
-  acc = _sum_over(acc, k_axes)
+  values = {"acc": acc}
+  windows = {"acc": None}  # a value without a WinSpec has every vmap dim
+  if spec.c_mode == "own":
+    values["c"], windows["c"] = ops.c, spec.c
+  if spec.has_out:
+    values["out"], windows["out"] = ops.out, None
   item = _unbatched(spec)
 
   def finish(arrays, starts):  # reference.gemm's last lines, on one item
@@ -167,9 +174,51 @@ def _local_call(spec: GemmSpec, k_axes, *args):
     return reference.write_window(_window(arrays["out"][0], item.d,
                                           starts["d"]), acc)
 
-  arrays = {"acc": (acc, None)}
-  if spec.c_mode == "own":
-    arrays["c"] = (ops.c, spec.c)
-  if spec.has_out:
-    arrays["out"] = (ops.out, None)  # out carries every vmap dim
-  return _per_item(finish, spec, arrays, ops.starts)
+  def sum_and_finish(values, starts):
+    values = dict(values, acc=_sum_over(values["acc"], k_axes))
+    return _per_item(finish, spec,
+                     {n: (v, windows[n]) for n, v in values.items()}, starts)
+
+  result = jax.eval_shape(functools.partial(gemm_p.bind, spec=spec), *args)
+  return _mesh_free(sum_and_finish, result, values, ops.starts)
+
+
+# The k split's sum and epilogue run inside the partitioning callback, whose
+# operands carry the caller's mesh.  Under explicit mesh axes (jax.set_mesh
+# with AxisType.Explicit) JAX annotates each op's result with its sharding,
+# and in a callback's module those annotations survive partitioning: jax
+# 0.11 then fails the compile ("No registered implementation for untyped
+# custom call to Sharding", or psum's "Unsupported reduction computation").
+# The callback's code is per device already, so it is traced and lowered
+# here with mesh-free types, through one primitive of ours.
+_mesh_free_p = Primitive("jax_dynoff_mesh_free")
+_mesh_free_p.multiple_results = True
+
+
+@_mesh_free_p.def_abstract_eval
+def _mesh_free_abstract(*avals, fn, treedef, result):
+  del avals, fn, treedef
+  return [ShapedArray(result.shape, result.dtype)]
+
+
+def _mesh_free_lowering(ctx, *args, fn, treedef, result):
+  with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((), ())):
+    free = dataclasses.replace(
+        ctx,
+        avals_in=[ShapedArray(a.shape, a.dtype)
+                  for a in ctx.avals_in],
+        avals_out=[ShapedArray(result.shape, result.dtype)])
+    return mlir.lower_fun(
+        lambda *leaves: [fn(*jax.tree_util.tree_unflatten(treedef, leaves))],
+        multiple_results=True)(free, *args)
+
+
+mlir.register_lowering(_mesh_free_p, _mesh_free_lowering, cacheable=False)
+
+
+def _mesh_free(fn, result, *operands):
+  """fn(*operands), lowered with mesh-free types (above); `result`: its
+  result's shape and dtype."""
+  leaves, treedef = jax.tree_util.tree_flatten(operands)
+  out, = _mesh_free_p.bind(*leaves, fn=fn, treedef=treedef, result=result)
+  return out

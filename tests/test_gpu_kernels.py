@@ -1227,11 +1227,9 @@ def test_direct_reasons():
   # rule.
   assert plan_lib.direct_kernel(_spec(m=512)) == "medium"
   assert plan_lib.direct_kernel(_spec(m=256)) == "small_m"
-  # The tiny path: its tile, in clusters of two along M where forced.
+  # The tiny path: its tile.
   assert plan_lib.direct_kernel(_spec(m=128)) == "tiny"
   assert "direct kernel, tiny tile" in plan_lib.explain(_spec(m=128))
-  assert plan_lib.direct_kernel(_spec(
-      m=64, opts=KernelOptions(direct_tile="tiny_pair"))) == "tiny_pair"
   d = WinSpec((4096, 4096), (100, 4096), (None, 0))
   assert plan_lib.plan(_spec(m=100, d=d)).path == "sm90_tiny"
   assert plan_lib.direct_reasons(_spec(m=100, d=d)) == [
@@ -1350,17 +1348,17 @@ DIRECT_PHANTOM_CASES = [
     # Large tile, cluster 1x2 along N: 3 column tiles, a 4th past the window.
     (("cluster_n", 256, 384, 128, (300, 128), (40,), (128, 512), (0,),
       (600, 512), (100,), None),
-     ("large", "medium", "small_m", "tiny", "split_k", "tiny_pair")),
+     ("large", "medium", "small_m", "tiny", "split_k")),
     # Wide tile, cluster 2x1 along M: 3 row tiles, a 4th past the window.
     (("cluster_m", 384, 256, 128, (400, 128), (10,), (128, 256), (0,),
       (1000, 256), (300,), None),
-     ("wide", "medium", "small_m", "tiny", "tiny_pair")),
-    # The tiny tile in pairs along M: 5 row tiles, a 6th past the window;
-    # and m = 64 (forced), one row of tiles, every pair's second CTA past it.
-    (("pair_m", 320, 256, 128, (400, 128), (10,), (128, 256), (0,),
-      (1000, 256), (300,), None), ("tiny_pair", "tiny", "small_m")),
-    (("pair_one_row", 64, 256, 128, (100, 128), (5,), (128, 256), (0,),
-      (500, 256), (200,), None), ("tiny_pair", "tiny", "small_m")),
+     ("wide", "medium", "small_m", "tiny")),
+    # An odd count of row tiles (5 tiny, 3 small_m: the last one half
+    # past the window) and one row of tiles.
+    (("odd_rows", 320, 256, 128, (400, 128), (10,), (128, 256), (0,),
+      (1000, 256), (300,), None), ("tiny", "small_m")),
+    (("one_row", 64, 256, 128, (100, 128), (5,), (128, 256), (0,),
+      (500, 256), (200,), None), ("tiny", "small_m")),
     # More tiles than SMs: swizzle 4 rounds 17 (large) / 34 (wide, medium)
     # row tiles up to 20 / 36, swizzle 8 (tiny: 1088 tiles) 68 up to 72;
     # small_m's 68 stay.

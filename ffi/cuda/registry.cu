@@ -105,8 +105,6 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
       return bf16 ? &kSm90DirectSmallBf16NN : &kSm90DirectSmallF16NN;
     case DirectTile::kTiny:
       return bf16 ? &kSm90DirectTinyBf16NN : &kSm90DirectTinyF16NN;
-    case DirectTile::kTinyPair:
-      return bf16 ? &kSm90DirectTinyPairBf16NN : &kSm90DirectTinyPairF16NN;
     case DirectTile::kSplitK:
       return bf16 ? &kSm90DirectSplitKBf16NN : &kSm90DirectSplitKF16NN;
     case DirectTile::kNone:

@@ -252,8 +252,6 @@ extern const DirectKernelEntry kSm90DirectSmallBf16NN;
 extern const DirectKernelEntry kSm90DirectSmallF16NN;
 extern const DirectKernelEntry kSm90DirectTinyBf16NN;
 extern const DirectKernelEntry kSm90DirectTinyF16NN;
-extern const DirectKernelEntry kSm90DirectTinyPairBf16NN;
-extern const DirectKernelEntry kSm90DirectTinyPairF16NN;
 // bfloat16 with A or B transposed, the ping-pong tiles.
 extern const DirectKernelEntry kSm90DirectMediumBf16NT;
 extern const DirectKernelEntry kSm90DirectMediumBf16TN;

@@ -68,18 +68,6 @@ using Sm90DirectMediumConfig = Sm90DirectPingpong<Sm90MediumConfig>;
 using Sm90DirectSmallConfig = Sm90DirectPingpong<Sm90SmallConfig>;
 using Sm90DirectTinyConfig = Sm90DirectPingpong<Sm90TinyConfig>;
 
-// The tiny tile in clusters of two along M, B multicast to both CTAs: where
-// the output has exactly two rows of tiles (64 < m <= 128) every B tile is
-// read from L2 once instead of twice, which is most of a short-m GEMM's
-// traffic (at 128x4096x4096 each CTA streams 512 KB of A and 512 KB of B
-// on the tiny tile, 768 KB in pairs).
-struct Sm90DirectTinyPairConfig {
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
-  using TileShape = typename Sm90TinyConfig::TileShape;
-  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
-};
-
 // Skinny problems (few output tiles, long K: stacked-weight layers at m =
 // 16 or 128 with n = k = 4096): the medium tile, cooperative, on CUTLASS's
 // stream-K scheduler in split-K mode.  The handler's split_k CTAs share each
