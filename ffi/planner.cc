@@ -238,14 +238,9 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
             {std::string("planned ") + PathName(planned) +
              ": no direct kernel"}};
   // The tiles built for the dtypes and transposes (NT / TN: some only).
-  // The transposed ones run only where KernelOptions(direct_tile=...) asks
-  // for them, until an H200 run has checked and timed them; otherwise such
-  // a call keeps the ptr-array kernel ("transposed operand").
   std::vector<DirectTile> built;
-  const bool transposed = p.trans_a || p.trans_b;
   for (DirectTile t : candidates)
-    if (HasDirectKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b, t) &&
-        (!transposed || static_cast<DirectTile>(p.direct_tile) == t))
+    if (HasDirectKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b, t))
       built.push_back(t);
   Reasons why;
   if (built.empty()) {  // says which: batch, transposes, dtypes, C

@@ -41,9 +41,7 @@ class KernelOptions:
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or
                  "wide" for the large path, else the path's own tile, or
-                 "split_k") where its rules hold; a bfloat16 call with a
-                 transposed operand runs a direct kernel (medium, small_m,
-                 tiny) only where this asks for one.
+                 "split_k") where its rules hold.
   skinny:        False runs the tiny tile where the skinny (m <= 16) kernel
                  would run.
   split_k:       True plans split-K for skinny problems (m <= 256) where it

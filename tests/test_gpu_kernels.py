@@ -1417,13 +1417,17 @@ def _direct_t_case(case, tile):
                          ids=[c[0] for c in DIRECT_T_CASES])
 @pytest.mark.parametrize("tile", ["medium", "small_m", "tiny"])
 def test_direct_transposed_plan(case, tile):
-  """The transposed cases take the direct kernel of the forced tile (CPU:
-  the plan only); a tile without a transposed build keeps the ptr-array
-  kernel and says why."""
+  """The transposed cases take the direct kernel of the forced or planned
+  tile (CPU: the plan only); a tile without a transposed build keeps the
+  ptr-array kernel and says why."""
   f, args = _direct_t_case(case, tile)
   spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
   assert plan_lib.direct_reasons(spec) == []
   assert plan_lib.direct_kernel(spec) == tile
+  # Not forced: the planned tile's direct kernel all the same.
+  planned = dataclasses.replace(spec, opts=KernelOptions(
+      tile=plan_lib.DIRECT_TILE_PATHS[tile].removeprefix("sm90_")))
+  assert plan_lib.direct_kernel(planned) == tile
   large = dataclasses.replace(spec, opts=KernelOptions(tile="large"))
   assert plan_lib.direct_kernel(large) is None
   assert plan_lib.direct_reasons(large) == ["transposed operand"]

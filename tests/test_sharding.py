@@ -153,11 +153,14 @@ def test_unsplittable_sharding_is_gathered_or_rejected(cases, name):
 
 
 def test_shard_map_windows_read_local_shards(cases):
-  assert cases[("shard_map: windows into local shards", None)]["err"] == 0
+  # Against numpy's product: the same sums, in the order of whichever BLAS
+  # each side links (equal bits on one machine, 2e-7 apart on another).
+  assert cases[("shard_map: windows into local shards", None)]["err"] <= \
+      TOL["float32"]
 
 
 def test_docs_examples_run(cases):
-  assert cases[("docs: shard_map example", None)]["err"] == 0
+  assert cases[("docs: shard_map example", None)]["err"] <= TOL["float32"]
   assert cases[("docs: shard_map k split", None)]["err"] <= 1e-5
 
 
