@@ -16,7 +16,6 @@ split-K kernel where its windows suit it, else the ptr-array slices.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import pytest
 from jax import lax
 
 import jax_dynoff as dyn
-from checks import bits, ref_highest
+from checks import bits, ref_highest, run_logged
 from jax_dynoff import plan as plan_lib
 from jax_dynoff.options import KernelOptions
 from jax_dynoff.spec import GemmSpec, WinSpec
@@ -1050,13 +1049,7 @@ def _run_script(script=_SCRIPT, **options):
   (the script reads them as JSON from its argv); returns its stdout and the
   handler's per-call kernel lines."""
   KernelOptions(**options)   # a misspelt or invalid option fails here
-  e = dict(os.environ, JAX_DYNOFF_LOG="1")
-  r = subprocess.run([sys.executable, "-c", script, json.dumps(options)],
-                     env=e, capture_output=True, text=True, timeout=600)
-  assert r.returncode == 0, r.stdout + r.stderr
-  kernels = [l for l in r.stderr.splitlines() if l.startswith("jax_dynoff: ")]
-  assert kernels, r.stderr
-  return r.stdout, kernels
+  return run_logged(script, options)
 
 
 @pytest.mark.gpu

@@ -14,10 +14,6 @@ Run on an H200:  pytest -v tests/test_gpu_tf32.py
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax
@@ -27,7 +23,7 @@ import pytest
 from jax import lax
 
 import jax_dynoff as dyn
-from checks import bits, ref_highest
+from checks import bits, ref_highest, run_logged
 from jax_dynoff import plan as plan_lib
 from jax_dynoff.options import KernelOptions
 
@@ -303,15 +299,10 @@ _SCRIPT = textwrap.dedent("""
 
 
 def _run_script(**args):
-  """The script in a fresh process with JAX_DYNOFF_LOG=1: its ERR and the
+  """The script in a fresh process with the kernel log: its ERR and the
   handler's kernel lines."""
-  e = dict(os.environ, JAX_DYNOFF_LOG="1")
-  r = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(args)],
-                     env=e, capture_output=True, text=True, timeout=600)
-  assert r.returncode == 0, r.stdout + r.stderr
-  lines = [l for l in r.stderr.splitlines() if l.startswith("jax_dynoff: ")]
-  assert lines, r.stderr
-  return float(r.stdout.split("ERR")[1].split()[0]), lines
+  out, lines = run_logged(_SCRIPT, args)
+  return float(out.split("ERR")[1].split()[0]), lines
 
 
 def _is_sm90() -> bool:
