@@ -162,7 +162,10 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_tf32_large.cu
     ffi/kernels/sm90_tf32_medium.cu
     # ... and for precision=HIGHEST (3xTF32), accumulators promoted.
-    ffi/kernels/sm90_tf32_highest.cu)
+    ffi/kernels/sm90_tf32_highest.cu
+    # float32 NN's direct kernels (no staging: B read through registers).
+    ffi/kernels/sm90_direct_large_f32_nn.cu
+    ffi/kernels/sm90_direct_medium_f32_nn.cu)
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)
   target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
     ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")

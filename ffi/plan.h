@@ -63,14 +63,36 @@ inline bool IsSm90Path(Path p) {
   return p != Path::kGeneric && p != Path::kTf32;
 }
 
+// desc[kKernel], the planned kernel within the path (planner.h
+// EncodeKernel): direct tile code + kSkinnySplitUnit x skinny split.
+inline constexpr int64_t kSkinnySplitUnit = 8;
+static_assert(opt::kNumDirectTiles < kSkinnySplitUnit,
+              "a direct tile code must fit below the skinny split unit");
+inline int64_t PlannedDirectCode(const GemmProblem& p) {
+  return p.kernel % kSkinnySplitUnit;
+}
+
+// Whether a float32 call runs the direct TF32 kernel (kernels/
+// sm90_direct_tf32.h: NN at default precision, B read in place through
+// registers) as planned: a direct tile in desc[kKernel] (the planner put
+// it there only where the kernel's rules hold) and KernelOptions(direct=
+// False) not set.  Such a call has nothing staged (StagingOf), so its
+// workspace holds no copy of B.
+inline bool Tf32DirectPlanned(const GemmProblem& p) {
+  return p.in_dtype == DType::kF32 && p.precision == Precision::kDefault &&
+         !p.trans_a && !p.trans_b && PlannedDirectCode(p) != 0 &&
+         (p.options & opt::kNoDirect) == 0;
+}
+
 // The SM90 TF32 kernels (kernels/sm90_tf32.h) read A and B K-major only:
 // which operands a float32 call planned for an SM90 tile has copied K-major
 // into the workspace first, and how many copies of K each holds (3 at
 // precision=HIGHEST: the TF32 split, both operands; else 1, only the
-// MN-major ones: A transposed, B not transposed).  `k` is the GEMM's K:
-// parts * k rounded up to 4 elements (16-byte TMA rows; the staging zeros
-// the padding), which is parts * k whenever an operand is not staged (its
-// own alignment proof makes k a multiple of 4).
+// MN-major ones: A transposed, B not transposed; none where the direct
+// TF32 kernel runs, Tf32DirectPlanned).  `k` is the GEMM's K: parts * k
+// rounded up to 4 elements (16-byte TMA rows; the staging zeros the
+// padding), which is parts * k whenever an operand is not staged (its own
+// alignment proof makes k a multiple of 4).
 struct Tf32Staging {
   bool a = false, b = false;
   int64_t parts = 1;
@@ -79,7 +101,9 @@ struct Tf32Staging {
 inline Tf32Staging StagingOf(const GemmProblem& p) {
   Tf32Staging s;
   s.k = p.k;
-  if (!IsSm90Path(p.path) || p.in_dtype != DType::kF32) return s;
+  if (!IsSm90Path(p.path) || p.in_dtype != DType::kF32 ||
+      Tf32DirectPlanned(p))
+    return s;
   const bool split = p.precision == Precision::kHighest;
   s.parts = split ? 3 : 1;
   s.a = split || p.trans_a;

@@ -16,7 +16,9 @@ constexpr int64_t kTmaAlignBytes = 16;
 constexpr int64_t kInt32Max = 0x7fffffff;
 constexpr int64_t kTwoPow31 = int64_t{1} << 31;
 
-constexpr int64_t kDirectTileK = 64;
+// The direct kernels' K tile: 128 bytes (the widest shared-memory swizzle),
+// 64 elements of a 16-bit dtype, 32 of float32.
+constexpr int64_t kDirectTileKBytes = 128;
 
 // Split-K (path kSm90SplitK): the direct split-K kernel where its windows
 // suit it, else the ptr-array slices (64x128 tiles) and a reduction.
@@ -160,13 +162,17 @@ Reasons Sm90Reasons(const GemmProblem& p, const DeviceFacts* dev) {
 }
 
 // The rules the direct and skinny kernels share: one item, no transposes,
-// 16-bit in and out of one dtype, and no C read from out's own array (a C
-// window overlapping D's partly would be read after other CTAs wrote it).
-Reasons OneItemNNReasons(const GemmProblem& p, const char* kind) {
+// in and out of one dtype (16-bit; `f32`: float32 too), and no C read from
+// out's own array (a C window overlapping D's partly would be read after
+// other CTAs wrote it).
+Reasons OneItemNNReasons(const GemmProblem& p, const char* kind,
+                         bool f32 = false) {
   Reasons why;
   if (p.batch != 1) why.push_back(Str(p.batch) + " batch items");
   if (p.trans_a || p.trans_b) why.push_back("transposed operand");
-  if (!Is16Bit(p.in_dtype) || p.out_dtype != p.in_dtype)
+  const bool dtype_ok =
+      Is16Bit(p.in_dtype) || (f32 && p.in_dtype == DType::kF32);
+  if (!dtype_ok || p.out_dtype != p.in_dtype)
     why.push_back(std::string("no ") + kind + " kernel for " +
                   DTypeName(p.in_dtype) + " -> " + DTypeName(p.out_dtype));
   if (p.c_mode == CMode::kFromD && CRead(p))
@@ -244,12 +250,25 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
       built.push_back(t);
   Reasons why;
   if (built.empty()) {  // says which: batch, transposes, dtypes, C
-    why = OneItemNNReasons(p, "direct");
+    why = OneItemNNReasons(p, "direct", /*f32=*/true);
+    if (why.empty())  // float32 NN: the large and medium tiles only
+      why.push_back(std::string("no ") + DTypeName(p.in_dtype) +
+                    " direct kernel for " + PathName(planned));
   } else {
     candidates = built;
     if (p.batch != 1) why.push_back(Str(p.batch) + " batch items");
     if (p.c_mode == CMode::kFromD && CRead(p))
       why.push_back("C is read from out's own array (may overlap D partly)");
+  }
+  if (p.in_dtype == DType::kF32) {
+    // The float32 direct kernel is TF32 (HIGHEST runs 3xTF32 on staged
+    // parts), and it reads B in place: the SM90 path's alignment proof
+    // leaves out the B it would stage (plan.h StagingOf).
+    if (p.precision == Precision::kHighest)
+      why.push_back("float32 at precision=HIGHEST (3xTF32 on staged "
+                    "operands)");
+    const Reasons bad = WindowAlignment(p, p.op[kB], p.in_dtype);
+    if (!bad.empty()) why.push_back("b: " + Join(bad));
   }
   if (planned == Path::kSm90SplitK) {
     // The unsplit SM90 paths are planned only with every window aligned;
@@ -274,10 +293,11 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
     const char* edge;
   } ks[] = {{"a", A.win[ak], A.dims[ak], p.trans_a ? "height" : "width"},
             {"b", B.win[bk], B.dims[bk], p.trans_b ? "width" : "height"}};
+  const int64_t tile_k = kDirectTileKBytes / ElementBytes(p.in_dtype);
   for (const auto& k : ks)
-    if (!TileOrEdge(k.win, k.dim, kDirectTileK))
+    if (!TileOrEdge(k.win, k.dim, tile_k))
       why.push_back(std::string(k.name) + ": k = " + Str(k.win) +
-                    " neither a multiple of " + Str(kDirectTileK) +
+                    " neither a multiple of " + Str(tile_k) +
                     " nor the array's " + k.edge);
   const DirectTile forced = static_cast<DirectTile>(p.direct_tile);
   const bool has_forced = forced != DirectTile::kNone;
@@ -403,10 +423,6 @@ GemmProblem LayoutProblem(const GemmProblem& p, Path path,
   return q;
 }
 
-WorkspaceLayout LayoutFor(const GemmProblem& p, Path path, int64_t split_k) {
-  return Layout(LayoutProblem(p, path, split_k));
-}
-
 }  // namespace
 
 const char* PathName(Path p) {
@@ -460,9 +476,11 @@ bool HasSm90Kernel(DType in, DType out, bool ta, bool tb) {
 }
 
 bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t) {
-  if (t == DirectTile::kNone || in != out ||
-      (in != DType::kBF16 && in != DType::kF16))
-    return false;
+  if (t == DirectTile::kNone || in != out) return false;
+  // float32 (TF32): NN only, the two float32 tiles' twins.
+  if (in == DType::kF32)
+    return !ta && !tb && (t == DirectTile::kLarge || t == DirectTile::kMedium);
+  if (in != DType::kBF16 && in != DType::kF16) return false;
   if (!ta && !tb) return true;
   return in == DType::kBF16 && !(ta && tb) &&
          (t == DirectTile::kMedium || t == DirectTile::kSmall ||
@@ -546,7 +564,6 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     // Windows the TMA kernels cannot read: CUTLASS 2.x TF32, any alignment.
     k.path = Path::kTf32;
   }
-  k.layout = LayoutFor(p, k.path, k.split_k);
 
   // The kernel within the path.
   auto [direct, why] = DirectChoice(p, k.path, sms);
@@ -559,6 +576,12 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     k.kernel.direct = DirectChoice(p, Path::kSm90Tiny, sms).first;
     k.kernel.skinny_split = k.skinny_split;
   }
+  // The workspace of the path and the kernel (a float32 call planned for
+  // its direct kernel stages nothing: plan.h StagingOf), as the handler
+  // computes it from the desc this plan goes into.
+  GemmProblem planned = LayoutProblem(p, k.path, k.split_k);
+  planned.kernel = EncodeKernel(k.kernel);
+  k.layout = Layout(planned);
 
   // One line: the path and why.
   const std::string ws =
@@ -575,16 +598,25 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     k.explain = name + " (split " + Str(k.skinny_split) + " on " + Str(sms) +
                 " SMs; fallback the tiny tile; " + ws;
   } else if (IsSm90Path(k.path) && p.in_dtype == DType::kF32) {
-    const Tf32Staging st = StagingOf(LayoutProblem(p, k.path));
+    const Tf32Staging st = StagingOf(planned);
     const char* staged = st.a && st.b ? "A and B" : st.a ? "A" : st.b ? "B" : "";
-    std::string kind =
-        st.parts == 3
-            ? std::string("3xTF32 wgmma: A and B split into TF32 parts, "
-                          "staged K-major, K x 3; 128x128 tile, promoted "
-                          "accumulators")
-            : std::string("TF32 wgmma, ptr-array kernel") +
-                  (*staged ? std::string(", ") + staged + " staged K-major"
-                           : std::string());
+    std::string kind;
+    if (st.parts == 3) {
+      kind = "3xTF32 wgmma: A and B split into TF32 parts, staged K-major, "
+             "K x 3; 128x128 tile, promoted accumulators";
+    } else if (Tf32DirectPlanned(planned)) {
+      kind = std::string("TF32 wgmma, direct kernel, ") +
+             DirectTileName(direct) + " tile, B read in place";
+    } else {
+      // Why not the direct kernel where float32 has one (NN): the options,
+      // or its rules.
+      kind = "TF32 wgmma, ptr-array kernel";
+      if (direct != DirectTile::kNone)
+        kind += " (KernelOptions(direct=False))";
+      else if (!p.trans_a && !p.trans_b)
+        kind += " (not direct: " + Join(k.direct_reasons) + ")";
+      if (*staged) kind += std::string(", ") + staged + " staged K-major";
+    }
     k.explain = name + " (" + kind + "; " + ws;
   } else if (IsSm90Path(k.path)) {
     const std::string kind =

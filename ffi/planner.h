@@ -78,10 +78,8 @@ struct PlannedKernel {
   DirectTile direct = DirectTile::kNone;
   int skinny_split = 0;  // the skinny path: CTAs per column tile, else 0
 };
-// desc[kKernel] = direct tile code + kSkinnySplitUnit x skinny split.
-inline constexpr int64_t kSkinnySplitUnit = 8;
-static_assert(opt::kNumDirectTiles < kSkinnySplitUnit,
-              "a direct tile code must fit below the skinny split unit");
+// desc[kKernel] = direct tile code + kSkinnySplitUnit x skinny split
+// (plan.h, which decodes the direct tile for the workspace layout).
 inline int64_t EncodeKernel(const PlannedKernel& k) {
   return static_cast<int64_t>(k.direct) + kSkinnySplitUnit * k.skinny_split;
 }

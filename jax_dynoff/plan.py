@@ -29,8 +29,14 @@ Paths (enum Path in ffi/gemm_problem.h):
   promotion the error grew with K).  The operands read in place, D and C need the
   alignment proof; otherwise ``tf32`` (default precision) or ``generic``
   (HIGHEST).  The handler falls back the same way (and with
-  ``KernelOptions(sm90=False)``).  `explain` names the kernel
-  ("TF32 wgmma" / "3xTF32 wgmma") and the staged operands.
+  ``KernelOptions(sm90=False)``).  NN at default precision runs the
+  direct TF32 kernel of its tile where the direct rules hold (below, with
+  a K tile of 32 and B aligned as well): one launch, nothing staged (it
+  computes D^T = B^T A^T, B read through registers; ffi/kernels/
+  sm90_direct_tf32.h), and no workspace for a staged B unless
+  ``KernelOptions(direct=False)`` asks for the ptr-array kernel.
+  `explain` names the kernel ("TF32 wgmma" / "3xTF32 wgmma", ptr-array
+  or direct) and the staged operands.
 * ``sm90_large`` / ``sm90_medium`` / ``sm90_small_m`` / ``sm90_tiny``:
   CUTLASS 3.x ptr-array TMA warp-specialized kernels (256x128x64
   cooperative, cluster 1x2 / 128x128x64, 64x128x64 and 64x64x64 ping-pong),
@@ -79,12 +85,15 @@ buffers and its tile coordinates shifted on the device to the windows (ffi/kerne
 kernel, no pointer arrays.  ``sm90_large`` has two: ``wide`` (128x256) where
 its tiles fit one wave of SMs, else ``large`` (256x128); ``sm90_medium``,
 ``sm90_small_m`` and ``sm90_tiny`` one each (DIRECT_TILE_PATHS).  It needs
-one item, no transposes, 16-bit inputs and output of the same dtype,
-no C read from D's own buffer (that may overlap D partly), no dynamic
-column start, windows whose K extent is a multiple of 64 or spans its
-buffer's dim, and an output window whose rows / columns are multiples of
-the tile's or span its buffer's dims.  ``KernelOptions(direct=False)``
-(applied by the handler) keeps the ptr-array kernel;
+one item, inputs and output of the same dtype (16-bit: no transposes, or
+bfloat16 NT / TN on the ping-pong tiles; float32: NN at default
+precision, the large and medium tiles), no C read from D's own buffer
+(that may overlap D partly), no dynamic column start, windows whose K
+extent is a multiple of the K tile (128 bytes: 64 16-bit elements, 32
+float32 ones) or spans its buffer's dim, and an output window whose rows /
+columns are multiples of the tile's or span its buffer's dims.
+``KernelOptions(direct=False)`` (applied by the handler; for float32 the
+workspace then holds the staged B) keeps the ptr-array kernel;
 ``KernelOptions(direct_tile=...)`` forces one of the planned path's direct
 tiles.
 
@@ -343,20 +352,22 @@ class WorkspaceLayout:
   stage_b_item: int = 0
 
 
-def workspace_layout(spec: GemmSpec, path: str,
-                     split_k: int = 1) -> WorkspaceLayout:
-  """The handler's workspace layout for `spec` planned for `path`, as the
-  extension computes it (ffi/plan.h, Layout; the one formula).
+def workspace_layout(spec: GemmSpec, path: str, split_k: int = 1,
+                     kernel: int = 0) -> WorkspaceLayout:
+  """The handler's workspace layout for `spec` planned for `path` (and the
+  planned kernel within it, `Plan.kernel`), as the extension computes it
+  (ffi/plan.h, Layout; the one formula).
 
   [0, kernel_bytes) CUTLASS's scratch (SM90 paths; for sm90_split_k also
   the direct split-K kernel's, `direct_split_k_workspace`); pointer arrays;
   the C copies; for sm90_split_k, batch * split_k float32 m x n partials
   (the ptr-array slices'); for float32 on an SM90 tile, the staged
-  operands (K-major copies, TF32 parts at HIGHEST).
+  operands (K-major copies, TF32 parts at HIGHEST; none where the direct
+  TF32 kernel is planned, `kernel`, and the options allow it).
   """
   if path == "sm90_split_k" and split_k < 1:
     raise ValueError(f"split_k must be >= 1, got {split_k}")
-  d = encode_desc(spec, PATHS[path], split_k)
+  d = encode_desc(spec, PATHS[path], split_k, kernel=kernel)
   return WorkspaceLayout(**_ext.workspace_layout(
       [int(v) for v in d], float(spec.alpha), float(spec.beta)))
 

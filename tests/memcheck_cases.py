@@ -242,6 +242,33 @@ def main(argv):
       lambda xi: mod.gemm(xi, w, precision=lax.Precision.HIGHEST))(xb),
               rand(18, (3, m, k), F32), rand(19, (k, n), F32))
 
+  # The direct float32 NN kernels (TF32, no staging; D^T computed into the
+  # row-major window), each tile: windows of a weight stack and a 3-d
+  # cache at clamped starts, C at a clamped row; 3 column tiles in a
+  # wider out (the large tile's CTA pair rounds them up to 4: the 4th must
+  # store nothing); then k = 80 and a 72 x 136 output that are no tile
+  # multiples but span their arrays.
+  xf = rand(20, (300, 128), F32)
+  wf = rand(21, (3, 128, 512), F32)
+  cf = rand(22, (280, 384), F32)
+  cachef = jnp.full((2, 600, 512), jnp.nan, F32)
+
+  def direct_f32(mod, x, w, c, cache, r, i, l, p, opts=None):
+    return mod.gemm(dyn.window(x, (r, 0), (256, 128)),
+                    dyn.window(w, (i, 0, 0), (128, 384)),
+                    dyn.window(c, (p, 0), (256, 384)), beta=-0.5,
+                    out=dyn.window(cache, (l, p, 0), (256, 384)), opts=opts)
+
+  xe32, we32 = rand(23, (m, k), F32), rand(24, (k, n), F32)
+  for tile in ("large", "medium"):
+    opts = dyn.KernelOptions(tile=tile, direct_tile=tile)
+    ok &= check("direct_f32_" + tile, direct_f32, xf, wf, cf, cachef,
+                jnp.int32(10 ** 6), jnp.int32(-1), jnp.int32(7),
+                jnp.int32(2 ** 31 - 1), opts=opts)
+    ok &= check("direct_f32_edges_" + tile,
+                lambda mod, a, b, opts: mod.gemm(a, b, opts=opts), xe32,
+                we32, opts=opts)
+
   # A batch (vmap) and k = 0.
   xb = rand(8, (4, m, k), BF16)
   ok &= check("vmap", lambda mod, xb, w: jax.vmap(

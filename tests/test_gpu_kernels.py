@@ -179,10 +179,14 @@ def test_workspace_layout():
   p = plan_lib.plan(s)
   assert p.workspace_bytes == plan_lib.SM90_KERNEL_WORKSPACE + 256
   # float32, both operands K-major: the SM90 TF32 kernel, nothing staged;
-  # B not transposed: staged (tests/test_planner.py has the layout).
+  # B not transposed: the direct TF32 kernel, nothing staged, or (direct=
+  # False) the ptr-array kernel with B staged (tests/test_planner.py has
+  # the layout).
   s = _spec(dt=np.dtype(F32), tb=True)
   assert plan_lib.plan(s).workspace_bytes == plan_lib.SM90_KERNEL_WORKSPACE + 256
   s = _spec(dt=np.dtype(F32))
+  assert plan_lib.plan(s).workspace_bytes == plan_lib.SM90_KERNEL_WORKSPACE + 256
+  s = _spec(dt=np.dtype(F32), opts=KernelOptions(direct=False))
   assert plan_lib.plan(s).workspace_bytes == (
       plan_lib.SM90_KERNEL_WORKSPACE + 512 + 4096 * 4096 * 4)
   # C from D's buffer with beta != 0: room for a copy of C per batch item.
@@ -1234,10 +1238,14 @@ def test_direct_reasons():
           "direct_tile=large: not a tile of sm90_tiny"]
   assert plan_lib.direct_kernel(_spec(
       m=128, opts=KernelOptions(direct_tile="tiny"))) == "tiny"
+  # float32: NN only (the TF32 direct kernels, tests/test_gpu_tf32.py);
+  # bfloat16 in, float32 out: none.
+  assert plan_lib.direct_kernel(_spec(m=128, dt=np.dtype(F32))) == "medium"
+  assert plan_lib.direct_reasons(_spec(m=128, dt=np.dtype(F32), tb=True)) == [
+      "transposed operand"]
+  assert plan_lib.direct_reasons(_spec(m=2048, out_dt=np.dtype(F32))) == [
+      "planned generic: no direct kernel"]
   # Not an SM90 tile plan at all.
-  assert plan_lib.direct_reasons(_spec(
-      m=128, dt=np.dtype(F32), opts=KernelOptions(sm90=False))) == [
-          "no direct kernel for float32 -> float32"]
   a = WinSpec((128, 4097), (128, 4096), (None, 1))
   assert plan_lib.direct_reasons(_spec(m=128, dt=np.dtype(F32), a=a)) == [
       "planned tf32: no direct kernel"]

@@ -1,7 +1,8 @@
 """float32 on the SM90 TF32 kernels (ffi/kernels/sm90_tf32.h): TF32 wgmma
 at default precision, 3xTF32 at precision=HIGHEST, the staging of MN-major
-operands, and the fallbacks (CUTLASS 2.x TF32 / generic) for windows the
-TMA kernels cannot read.
+operands, the direct NN kernels that need no staging (ffi/kernels/
+sm90_direct_tf32.h), and the fallbacks (the staged ptr-array kernel,
+CUTLASS 2.x TF32 / generic) for windows those kernels cannot read.
 
 The plan checks run everywhere; everything that runs a kernel is skipped
 when jax has no GPU (the SM90 kernels themselves need compute capability
@@ -278,6 +279,184 @@ def test_grad(precision):
     assert _err(x, y) <= (F32_TOL if precision else TF32_TOL)
 
 
+# ---------------------------------------------------------------------------
+# The direct NN kernels (ffi/kernels/sm90_direct_tf32.h): one launch, B read
+# in place through registers, D^T computed into the row-major D window.
+
+# (name, m, n, k, A buffer, A starts, B buffer, B starts, out buffer or
+# None (a fresh result), out starts, C: None / "own"); the leading starts
+# are dynamic (int32, some past either end: clamped), the last one of A, B
+# and out a static column start (a multiple of 4 elements).
+DIRECT_CASES = [
+    # Row windows of bigger buffers, two starts clamped (B's from above,
+    # out's from below).
+    ("rows", 512, 256, 192, (600, 192), (40, 0), (300, 256), (10 ** 6, 0),
+     (1000, 256), (-488, 0), None),
+    # Stacked weights (B: layer 2 of 3, its start clamped), out a 3-d
+    # cache (layer 1, rows from a dynamic position).
+    ("layers", 256, 128, 320, (256, 320), (0, 0), (3, 320, 128),
+     (10 ** 6, 0, 0), (2, 600, 128), (1, 300, 0), None),
+    # k = 260: no multiple of 32 but A's whole width and B's whole height;
+    # out a fresh 300 x 200: no tile multiple, but its array's dims.
+    ("edges", 300, 200, 260, (300, 260), (0, 0), (260, 200), (0, 0), None,
+     None, None),
+    # A at a static column (8) of a wider buffer, B's columns inside wider
+    # rows, C its own array read at a dynamic row (beta != 0).
+    ("column_c", 256, 384, 128, (300, 136), (44, 8), (128, 392), (0, 4),
+     (512, 392), (-1, 8), "own"),
+    # 3 column tiles of 128: the large tile's CTA pairs (cluster 2 along n)
+    # round them up to 4, the 4th past the window inside out's rows: it
+    # must store nothing.
+    ("cluster_n", 256, 384, 128, (300, 128), (40, 0), (128, 512), (0, 0),
+     (600, 512), (100, 0), None),
+    # More tiles than SMs: the scheduler's swizzle rounds the tile grid up
+    # past the window (out's buffer goes on below it).
+    ("swizzle", 4352, 1024, 64, (4400, 64), (20, 0), (64, 1024), (0, 0),
+     (5200, 1024), (8, 0), None),
+]
+
+
+def _direct_case(case, tile, opts=None):
+  """(f, args) of a DIRECT_CASES case: f(mod, *args), the SM90 tile and
+  its direct twin forced (`opts` replaces that)."""
+  name, m, n, k, ash, ast, bsh, bst, osh, ost, cmode = case
+  ks = jax.random.split(jax.random.key(31), 3)
+  a = _rand(ks[0], ash)
+  b = _rand(ks[1], bsh)
+  c = _rand(ks[2], (m + 20, n)) if cmode == "own" else None
+  out = jnp.full(osh, jnp.nan, F32) if osh else None
+  starts = [jnp.int32(v)
+            for v in (*ast[:-1], *bst[:-1], *(ost or (0,))[:-1])]
+  na, nb = len(ast) - 1, len(bst) - 1
+  opts = opts or KernelOptions(tile=tile, direct_tile=tile)
+
+  def f(mod, a, b, c, out, *st):
+    sa, sb, so = st[:na], st[na:na + nb], st[na + nb:]
+    aw = dyn.window(a, (*sa, ast[-1]), (m, k))
+    bw = dyn.window(b, (*sb, bst[-1]), (k, n))
+    kw = dict(alpha=0.75, opts=opts)
+    if c is not None:
+      c = dyn.window(c, (so[0] if so else 0, 0), (m, n))
+      kw["beta"] = -1.5
+    if out is None:
+      return mod.gemm(aw, bw, c, **kw)
+    return mod.gemm(aw, bw, c, out=dyn.window(out, (*so, ost[-1]), (m, n)),
+                    **kw)
+
+  return f, (a, b, c, out, *starts)
+
+
+def _check_written(f, args, m, n):
+  """Ours against the reference: the window (the reference's non-NaN
+  elements, m * n of them) within TF32's error, every other element of
+  out bit for bit the poison.  Returns the scaled error."""
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = np.asarray(ref_highest(lambda *x: f(dyn.reference, *x))(*args))
+  written = ~np.isnan(want)
+  assert written.sum() == m * n, (written.sum(), m * n)
+  np.testing.assert_array_equal(bits(got)[~written], bits(want)[~written])
+  return _err(np.asarray(got)[written], want[written])
+
+
+DIRECT_IDS = [c[0] for c in DIRECT_CASES]
+
+
+@pytest.mark.parametrize("case", DIRECT_CASES, ids=DIRECT_IDS)
+@pytest.mark.parametrize("tile", ["large", "medium"])
+def test_plan_direct_cases(case, tile):
+  """Each case plans the forced tile's direct kernel, and without the
+  forcing the planner's own tile with its direct twin: no staging."""
+  f, args = _direct_case(case, tile)
+  [spec] = plan_lib.traced_specs(lambda *x: f(dyn, *x), *args)
+  assert plan_lib.plan(spec).path == "sm90_" + tile
+  assert plan_lib.direct_reasons(spec) == []
+  assert plan_lib.direct_kernel(spec) == tile
+  e = plan_lib.explain(spec)
+  assert f"(TF32 wgmma, direct kernel, {tile} tile, B read in place;" in e, e
+  f, args = _direct_case(case, tile, opts=KernelOptions())
+  [spec] = plan_lib.traced_specs(lambda *x: f(dyn, *x), *args)
+  p = plan_lib.plan(spec)
+  assert plan_lib.direct_kernel(spec) == p.path.removeprefix("sm90_")
+  w = plan_lib.workspace_layout(spec, p.path, 1, p.kernel)
+  assert w.stage_b_item == 0 and p.workspace_bytes == w.total
+
+
+@pytest.mark.parametrize("case", DIRECT_CASES, ids=DIRECT_IDS)
+@pytest.mark.parametrize("tile", ["large", "medium"])
+@pytest.mark.gpu
+@on_gpu
+def test_direct_matches_reference(case, tile):
+  """Each direct tile on each case: the window within TF32's error, out
+  untouched outside it (tiles past the window store nothing)."""
+  f, args = _direct_case(case, tile)
+  assert _check_written(f, args, case[1], case[2]) <= TF32_TOL
+
+
+# Windows the direct kernels cannot take: the staged ptr-array kernel
+# runs.  (name, the reason's start, case as in DIRECT_CASES.)
+DIRECT_FALLBACK_CASES = [
+    # B at an odd column start: not 16-byte aligned (the staging reads it
+    # element by element).
+    ("b_misaligned", "b: ", ("", 256, 128, 128, (300, 128), (4, 0),
+                             (128, 140), (0, 1), (400, 136), (7, 4), None)),
+    # k = 260 inside a wider A: a K tile past the window would be summed.
+    ("k_inside", "a: k = 260", ("", 256, 128, 260, (300, 268), (4, 0),
+                                (260, 128), (0, 0), (400, 136), (7, 4),
+                                None)),
+    # m = 300 inside a taller out: the last row tile would store past it.
+    ("d_rows", "out: m = 300", ("", 300, 128, 128, (300, 128), (0, 0),
+                                (128, 128), (0, 0), (400, 136), (50, 4),
+                                "own")),
+]
+
+
+@pytest.mark.parametrize("name,why,case", DIRECT_FALLBACK_CASES,
+                         ids=[c[0] for c in DIRECT_FALLBACK_CASES])
+@pytest.mark.parametrize("direct_off", [False, True])
+def test_plan_direct_fallbacks(name, why, case, direct_off):
+  """Windows the direct kernels do not suit (or direct=False): the
+  ptr-array kernel with B staged, the reason in direct_reasons."""
+  opts = KernelOptions(direct=not direct_off)
+  f, args = _direct_case(case, None, opts=opts)
+  [spec] = plan_lib.traced_specs(lambda *x: f(dyn, *x), *args)
+  p = plan_lib.plan(spec)
+  assert p.path.startswith("sm90_"), p
+  assert any(r.startswith(why) for r in plan_lib.direct_reasons(spec)), (
+      plan_lib.direct_reasons(spec))
+  assert plan_lib.direct_kernel(spec) is None
+  e = plan_lib.explain(spec)
+  assert "ptr-array kernel (not direct: " in e and "B staged K-major" in e, e
+  assert plan_lib.workspace_layout(spec, p.path, 1,
+                                   p.kernel).stage_b_item > 0
+
+
+@pytest.mark.parametrize("name,why,case", DIRECT_FALLBACK_CASES,
+                         ids=[c[0] for c in DIRECT_FALLBACK_CASES])
+@pytest.mark.gpu
+@on_gpu
+def test_direct_fallbacks_match_reference(name, why, case):
+  f, args = _direct_case(case, None, opts=KernelOptions())
+  assert _check_written(f, args, case[1], case[2]) <= TF32_TOL
+
+
+@pytest.mark.parametrize("tile", ["large", "medium"])
+@pytest.mark.gpu
+@on_gpu
+def test_direct_off_matches_direct(tile):
+  """direct=False (the staged ptr-array kernel of the same tile) against
+  the direct kernel on the same call: both within TF32's error of the
+  reference, and of each other."""
+  case = DIRECT_CASES[0]
+  got = {}
+  for direct in (True, False):
+    f, args = _direct_case(case, tile, opts=KernelOptions(
+        tile=tile, direct_tile=tile, direct=direct))
+    assert _check_written(f, args, case[1], case[2]) <= TF32_TOL
+    got[direct] = np.asarray(jax.jit(lambda *x: f(dyn, *x))(*args))
+  written = ~np.isnan(got[True])
+  assert _err(got[True][written], got[False][written]) <= TF32_TOL
+
+
 _SCRIPT = textwrap.dedent("""
     import json, sys
     import jax, jax.numpy as jnp
@@ -313,12 +492,16 @@ def _is_sm90() -> bool:
 @pytest.mark.gpu
 @pytest.mark.skipif(not _is_sm90(), reason="needs an SM90 GPU")
 def test_the_kernels_that_ran():
-  """The handler's log: the SM90 TF32 kernel at default precision and at
-  HIGHEST (3xTF32, float32-accurate); sm90=False: CUTLASS 2.x TF32 /
-  generic; tf32=False: the exact generic kernel."""
+  """The handler's log: the direct TF32 kernel at default precision (the
+  script's NN windows suit it), the staged ptr-array one with direct=False,
+  the SM90 TF32 kernel at HIGHEST (3xTF32, float32-accurate); sm90=False:
+  CUTLASS 2.x TF32 / generic; tf32=False: the exact generic kernel."""
   err, lines = _run_script(highest=False)
-  assert all("kernel=kSm90Tf32" in l for l in lines), lines
+  assert all("kernel=kSm90Direct" in l and "F32NN" in l for l in lines), lines
   assert 0 < err < 2e-3, err  # TF32 rounding shows
+  err_p, lines = _run_script(highest=False, direct=False)
+  assert all("kernel=kSm90Tf32" in l for l in lines), lines
+  assert 0 < err_p < 2e-3, err_p
   err_h, lines = _run_script(highest=True)
   assert all("kernel=kSm90Tf32" in l for l in lines), lines
   assert err_h < 1e-5 and err_h * 20 < err, (err_h, err)

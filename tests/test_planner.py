@@ -201,17 +201,19 @@ def _f32(m=1024, n=1024, k=1024, ta=False, tb=False, precision="default",
 
 def _layout(spec):
   p = plan_lib.plan(spec)
-  return p, plan_lib.workspace_layout(spec, p.path, p.split_k)
+  return p, plan_lib.workspace_layout(spec, p.path, p.split_k, p.kernel)
 
 
 @pytest.mark.parametrize("ta,tb,staged", [
     (False, False, "B"), (False, True, None), (True, False, "A and B"),
     (True, True, "A")])
 def test_f32_default_runs_sm90_tf32_staging_mn_major_operands(ta, tb, staged):
-  """float32 at default precision takes an SM90 tile; the kernels read A
-  and B K-major, so A transposed or B not transposed is staged."""
+  """float32 at default precision takes an SM90 tile; the ptr-array
+  kernels read A and B K-major, so A transposed or B not transposed is
+  staged (NN: where the ptr-array kernel runs, here by the options)."""
   m, n, k = 1024, 768, 512
-  s = _f32(m, n, k, ta=ta, tb=tb)
+  nn = not ta and not tb
+  s = _f32(m, n, k, ta=ta, tb=tb, opts=KernelOptions(direct=not nn))
   p, w = _layout(s)
   assert p.path in ("sm90_large", "sm90_medium")
   e = plan_lib.explain(s)
@@ -224,7 +226,78 @@ def test_f32_default_runs_sm90_tf32_staging_mn_major_operands(ta, tb, staged):
   assert w.stage_b_item == (n * k * 4 if not tb else 0)
   assert w.total == (w.stage_b + w.stage_b_item if staged else w.stage_ptrs)
   assert p.workspace_bytes == w.total
-  assert plan_lib.direct_kernel(s) is None  # ptr-array: no f32 direct kernel
+  if nn:  # planned, kept off by the options
+    assert plan_lib.direct_kernel(s) == p.path[len("sm90_"):]
+    assert "(KernelOptions(direct=False))" in e, e
+  else:  # float32's direct kernels are NN only
+    assert plan_lib.direct_kernel(s) is None
+    assert plan_lib.direct_reasons(s) == ["transposed operand"]
+
+
+def test_f32_nn_runs_the_direct_tf32_kernel():
+  """float32 NN at default precision: the direct TF32 kernel of the
+  planned tile, nothing staged (no workspace for B's copy), where the
+  direct rules hold with float32's K tile of 32 and B aligned."""
+  for m, n, k in ((1024, 768, 512), (2048, 2048, 2048), (8192, 8192, 8192)):
+    s = _f32(m, n, k)
+    p, w = _layout(s)
+    tile = p.path[len("sm90_"):]
+    assert tile in ("large", "medium")
+    assert plan_lib.direct_kernel(s) == tile
+    assert plan_lib.direct_reasons(s) == []
+    assert plan_lib.explain(s).startswith(
+        f"{p.path} (TF32 wgmma, direct kernel, {tile} tile, B read in "
+        "place; workspace"), plan_lib.explain(s)
+    assert w.stage_a_item == w.stage_b_item == 0
+    assert p.workspace_bytes == w.total == w.stage_ptrs
+    # The ptr-array layout of the same path stages B.
+    staged = plan_lib.workspace_layout(s, p.path)
+    assert staged.stage_b_item == n * k * 4 and staged.total > w.total
+    assert ext.check_planned([int(v) for v in plan_lib.desc(s)], s.alpha,
+                             s.beta) == ""
+  # KernelOptions(direct=False): the same tile planned, B's copy reserved.
+  s = _f32(opts=KernelOptions(direct=False))
+  p, w = _layout(s)
+  assert plan_lib.direct_kernel(s) == p.path[len("sm90_"):]
+  assert w.stage_b_item == 1024 * 1024 * 4
+  # K of 260 (no multiple of 32): direct where the windows span it, not
+  # inside a wider A.
+  assert plan_lib.direct_reasons(_f32(512, 512, 260)) == []
+  a = WinSpec((512, 264), (512, 260), (None, 0))
+  s = _f32(512, 512, 260, a=a)
+  assert plan_lib.direct_reasons(s) == [
+      "a: k = 260 neither a multiple of 32 nor the array's width"]
+  e = plan_lib.explain(s)
+  assert "ptr-array kernel (not direct: a: k = 260" in e, e
+  assert ", B staged K-major;" in e, e
+  assert plan_lib.plan(s).workspace_bytes == _layout(s)[1].stage_b + (
+      512 * 260 * 4)
+  # B not aligned: staged (any alignment), not direct.
+  odd_b = WinSpec((513, 770), (512, 768), (1, 1))
+  s = _f32(1024, 768, 512, b=odd_b)
+  assert plan_lib.plan(s).path in ("sm90_large", "sm90_medium")
+  assert [r[:3] for r in plan_lib.direct_reasons(s)] == ["b: "]
+  # ... and a desc that claims the direct tile for it is refused.
+  d = encode_desc(s, plan_lib.PATHS[plan_lib.plan(s).path], 1, kernel=(
+      1 + list(plan_lib.DIRECT_TILES).index(
+          plan_lib.plan(s).path[len("sm90_"):])))
+  assert "b: " in ext.check_planned([int(v) for v in d], s.alpha, s.beta)
+  # D no tile multiple inside a taller buffer; HIGHEST; batches; a tile
+  # float32 has no direct twin of.
+  d = WinSpec((1100, 1024), (1000, 1024), (None, 0))
+  assert any(r.startswith("out: m = 1000") for r in plan_lib.direct_reasons(
+      _f32(1000, 1024, 1024, d=d)))
+  assert plan_lib.direct_reasons(_f32(precision="highest")) == [
+      "float32 at precision=HIGHEST (3xTF32 on staged operands)"]
+  assert plan_lib.direct_reasons(_f32(256, 256, 256, batch_shape=(8,))) == [
+      "8 batch items"]
+  s = _f32(8192, 8192, 8192, opts=KernelOptions(tile="large",
+                                                direct_tile="wide"))
+  assert plan_lib.direct_reasons(s) == [
+      "direct_tile=wide: not a tile of sm90_large"]
+  # No float32 split-K kernel, direct or not.
+  assert plan_lib.answer(_f32())["split_k_direct_reasons"] == [
+      "no float32 direct kernel for sm90_split_k"]
 
 
 def test_f32_highest_runs_3xtf32_on_staged_parts():

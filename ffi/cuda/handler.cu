@@ -52,7 +52,12 @@
 // included.
 // The TF32 path (float32 in and out, default precision; any alignment)
 // runs on every GPU the build has code for; KernelOptions.tf32 = False
-// sends it to the exact generic kernel instead.
+// sends it to the exact generic kernel instead.  A float32 SM90 tile runs
+// its planned direct TF32 kernel (NN: B read in place, nothing staged)
+// where the options allow it, else the ptr-array TF32 kernel after the
+// staging of its MN-major operands (the plan reserved their copies where
+// KernelOptions(direct=False) asks for it), else, having no staged copy,
+// the CUTLASS 2.x TF32 kernel.
 // JAX_DYNOFF_LOG=1 (the one debug switch, read once) prints, per call, the
 // planned path and the kernel run.
 #include <cuda_runtime_api.h>
@@ -253,12 +258,11 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
                            p.out_dtype == DType::kF32 &&
                            p.precision == Precision::kDefault;
   const bool no_tf32 = f32_default && Opt(p, opt::kNoTf32);
+  const KernelEntry* const tf32 =
+      Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
   if ((p.path == Path::kTf32 || IsSm90Path(p.path)) && f32_default &&
-      !no_tf32) {
-    if (const KernelEntry* kt =
-            Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
-      kernel = kt;
-  }
+      !no_tf32 && tf32 != nullptr)
+    kernel = tf32;
   // The SM90 TF32 kernels' staging, where one runs (plan.h StagingOf).
   const Tf32Staging staging = StagingOf(p);
   bool staged = false;
@@ -310,6 +314,17 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
         direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
                                   p.trans_b, direct_tile);
       }
+      // A float32 call planned for the direct TF32 kernel has no staged
+      // copy of its MN-major B in the workspace (plan.h StagingOf), which
+      // the ptr-array TF32 kernel would need: where the direct kernel does
+      // not run after all, the CUTLASS 2.x TF32 kernel (any layout, in
+      // place) does.
+      const bool k_major =
+          (!p.trans_a || staging.a) && (p.trans_b || staging.b);
+      if (direct == nullptr && staged && !k_major) {
+        kernel = tf32;
+        staged = false;
+      }
     }
   }
   const int64_t slices = split ? p.split_k : 1;
@@ -351,9 +366,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
                      !Opt(p, opt::kNondeterministic), &state->cache);
   // The CUTLASS 2.x kernels (generic, TF32) index batch items with grid z
   // (<= 65535); the SM90 kernels take the whole batch.
-  const bool grid_z_batch =
-      kernel == generic ||
-      kernel == Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
+  const bool grid_z_batch = kernel == generic || kernel == tf32;
   return RunPtrArray(kernel, grid_z_batch, split, common, P, w,
                      staged ? &staging : nullptr);
 }

@@ -81,6 +81,9 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
   if (!HasDirectKernel(in, out, ta, tb, tile)) return nullptr;
+  if (in == DType::kF32)  // NN, TF32 (planner.cc HasDirectKernel)
+    return tile == DirectTile::kLarge ? &kSm90DirectLargeF32NN
+                                      : &kSm90DirectMediumF32NN;
   const bool bf16 = in == DType::kBF16;
   if (ta || tb) {  // bfloat16 NT / TN (planner.cc HasDirectKernel)
     switch (tile) {
@@ -182,6 +185,9 @@ const char* BuildInfo() {
          "; sm90 tf32=ptr-array TMA wgmma, f32 in/out/C, A and B K-major "
          "(MN-major operands staged K-major in the workspace), large "
          "256x128x32 cooperative 1x2 and medium 128x128x32 pingpong; "
+         "direct twins of both tiles for f32 NN (one launch, no staging: "
+         "D^T = B^T A^T with B through registers), for one-item calls "
+         "whose windows suit them; "
          "precision=HIGHEST as 3xTF32 (operands split into TF32 parts by "
          "the staging, K x 3) on 128x128x32 cooperative with "
          "promoted accumulators"

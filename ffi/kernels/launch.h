@@ -261,6 +261,11 @@ extern const DirectKernelEntry kSm90DirectTinyBf16NT;
 extern const DirectKernelEntry kSm90DirectTinyBf16TN;
 extern const DirectKernelEntry kSm90DirectSplitKBf16NN;
 extern const DirectKernelEntry kSm90DirectSplitKF16NN;
+// float32 NN at default precision (TF32 wgmma, B read through registers:
+// no staging; kernels/sm90_direct_tf32.h): the large (256 x 128) and
+// medium (128 x 128) tiles of D.
+extern const DirectKernelEntry kSm90DirectLargeF32NN;
+extern const DirectKernelEntry kSm90DirectMediumF32NN;
 // Skinny kernels (m <= 16 / 32 / 64), bf16 / f16 NN, sm_90 clusters.
 extern const SkinnyKernelEntry kSm90Skinny16Bf16NN;
 extern const SkinnyKernelEntry kSm90Skinny16F16NN;

@@ -16,10 +16,10 @@
 // MN-major (A transposed, or B not transposed) has that operand copied
 // K-major into the workspace first: one extra pass over that operand,
 // which also takes any alignment and any window offset.  (The register-
-// sourced non-array kernels would read an MN-major operand in place; they
-// need the direct kernels' device-side window location, sm90_direct.h, to
-// serve windows at device offsets: not done here, so NN, TN and TT calls
-// pay the pass.)
+// sourced non-array kernels read an MN-major operand in place, with the
+// direct kernels' device-side window location: sm90_direct_tf32.h does so
+// for NN calls whose windows suit it; TN, TT and the other NN calls pay
+// the pass.)
 //
 // precision=HIGHEST (3xTF32): the staging kernel splits every element x of
 // both operands into x_hi = tf32(x) and x_lo = tf32(x - x_hi) (round to

@@ -24,6 +24,12 @@
 //    one past the buffer's last, where TMA writes nothing.
 // Everything else (pipelines, fusion, shared memory) is CUTLASS's class as
 // is: WindowEpilogue adds no device code of its own beyond those lines.
+//
+// kTransposed: the epilogue's (M, N) are the buffer's (columns, rows), i.e.
+// it writes D^T as a column-major matrix, which is the row-major D window
+// itself.  The float32 direct kernels compute D^T = B^T A^T
+// (kernels/sm90_direct_tf32.h says why); their window's first row is then
+// along the epilogue's N.
 #ifndef JAX_DYNOFF_KERNELS_SM90_WINDOW_EPILOGUE_H_
 #define JAX_DYNOFF_KERNELS_SM90_WINDOW_EPILOGUE_H_
 
@@ -37,13 +43,18 @@ namespace jax_dynoff {
 namespace kernels {
 
 // CUTLASS's TMA load and store, told apart by type so that their traits
-// (below) can carry the window.
-struct SM90_TMA_LOAD_WINDOW : cute::SM90_TMA_LOAD {};
-struct SM90_TMA_STORE_WINDOW : cute::SM90_TMA_STORE {};
+// (below) can carry the window; kTransposed: the buffer indexed as its
+// transpose (see above).
+template <bool kTransposed>
+struct SM90_TMA_LOAD_WINDOW_T : cute::SM90_TMA_LOAD {};
+template <bool kTransposed>
+struct SM90_TMA_STORE_WINDOW_T : cute::SM90_TMA_STORE {};
+using SM90_TMA_LOAD_WINDOW = SM90_TMA_LOAD_WINDOW_T<false>;
+using SM90_TMA_STORE_WINDOW = SM90_TMA_STORE_WINDOW_T<false>;
 
 // CUTLASS's traits for `Op` plus the window: the coordinate tensor starts
 // at the window's origin in the buffer the descriptor describes.
-template <class Op, class NumBitsPerTMA, class AuxParams>
+template <class Op, class NumBitsPerTMA, class AuxParams, bool kTransposed>
 struct WindowTmaTraits : cute::Copy_Traits<Op, NumBitsPerTMA, AuxParams> {
   using Base = cute::Copy_Traits<Op, NumBitsPerTMA, AuxParams>;
   DirectWindow window{};
@@ -60,9 +71,14 @@ struct WindowTmaTraits : cute::Copy_Traits<Op, NumBitsPerTMA, AuxParams> {
 #if defined(__CUDA_ARCH__)
     at = window.Locate();
 #endif
-    // (row, column, layer): the window's first column is the base address.
-    return cute::domain_offset(cute::make_coord(at.x, 0, at.y),
-                               Base::get_tma_tensor(g_shape));
+    // (row, column, layer), or (column, row, layer) transposed: the
+    // window's first column is the base address.
+    if constexpr (kTransposed)
+      return cute::domain_offset(cute::make_coord(0, at.x, at.y),
+                                 Base::get_tma_tensor(g_shape));
+    else
+      return cute::domain_offset(cute::make_coord(at.x, 0, at.y),
+                                 Base::get_tma_tensor(g_shape));
   }
 };
 
@@ -70,21 +86,22 @@ struct WindowTmaTraits : cute::Copy_Traits<Op, NumBitsPerTMA, AuxParams> {
 }  // namespace jax_dynoff
 
 namespace cute {
-template <class NumBitsPerTMA, class AuxParams>
-struct Copy_Traits<jax_dynoff::kernels::SM90_TMA_LOAD_WINDOW, NumBitsPerTMA,
-                   AuxParams>
+template <bool kTransposed, class NumBitsPerTMA, class AuxParams>
+struct Copy_Traits<jax_dynoff::kernels::SM90_TMA_LOAD_WINDOW_T<kTransposed>,
+                   NumBitsPerTMA, AuxParams>
     : jax_dynoff::kernels::WindowTmaTraits<SM90_TMA_LOAD, NumBitsPerTMA,
-                                           AuxParams> {
+                                           AuxParams, kTransposed> {
   using jax_dynoff::kernels::WindowTmaTraits<SM90_TMA_LOAD, NumBitsPerTMA,
-                                             AuxParams>::WindowTmaTraits;
+                                             AuxParams,
+                                             kTransposed>::WindowTmaTraits;
 };
-template <class NumBitsPerTMA, class AuxParams>
-struct Copy_Traits<jax_dynoff::kernels::SM90_TMA_STORE_WINDOW, NumBitsPerTMA,
-                   AuxParams>
+template <bool kTransposed, class NumBitsPerTMA, class AuxParams>
+struct Copy_Traits<jax_dynoff::kernels::SM90_TMA_STORE_WINDOW_T<kTransposed>,
+                   NumBitsPerTMA, AuxParams>
     : jax_dynoff::kernels::WindowTmaTraits<SM90_TMA_STORE, NumBitsPerTMA,
-                                           AuxParams> {
-  using Base = jax_dynoff::kernels::WindowTmaTraits<SM90_TMA_STORE,
-                                                    NumBitsPerTMA, AuxParams>;
+                                           AuxParams, kTransposed> {
+  using Base = jax_dynoff::kernels::WindowTmaTraits<
+      SM90_TMA_STORE, NumBitsPerTMA, AuxParams, kTransposed>;
   using Base::Base;
 
   // The store itself is CUTLASS's (the coordinates are already shifted).
@@ -105,34 +122,40 @@ namespace jax_dynoff {
 namespace kernels {
 
 // The builder's epilogue with the window atoms as its C load and D store.
-template <class Epilogue>
+template <class Epilogue, bool kTransposed>
 struct WithWindowAtoms;
-template <class Policy, class CtaTile, class EpiTile, class ElementC,
-          class StrideC, class ElementD, class StrideD, class Fusion,
-          class CopyOpG2S, class SmemAtomC, class CopyOpS2R, class CopyOpS2G,
-          class SmemAtomD, class CopyOpR2S, class CopyAtomC, class CopyOpR2R>
+template <bool kTransposed, class Policy, class CtaTile, class EpiTile,
+          class ElementC, class StrideC, class ElementD, class StrideD,
+          class Fusion, class CopyOpG2S, class SmemAtomC, class CopyOpS2R,
+          class CopyOpS2G, class SmemAtomD, class CopyOpR2S, class CopyAtomC,
+          class CopyOpR2R>
 struct WithWindowAtoms<cutlass::epilogue::collective::CollectiveEpilogue<
-    Policy, CtaTile, EpiTile, ElementC, StrideC, ElementD, StrideD, Fusion,
-    CopyOpG2S, SmemAtomC, CopyOpS2R, CopyOpS2G, SmemAtomD, CopyOpR2S,
-    CopyAtomC, CopyOpR2R>> {
+                           Policy, CtaTile, EpiTile, ElementC, StrideC,
+                           ElementD, StrideD, Fusion, CopyOpG2S, SmemAtomC,
+                           CopyOpS2R, CopyOpS2G, SmemAtomD, CopyOpR2S,
+                           CopyAtomC, CopyOpR2R>,
+                       kTransposed> {
   static_assert(std::is_same_v<CopyOpG2S, cute::SM90_TMA_LOAD> &&
                     std::is_same_v<CopyOpS2G, cute::SM90_TMA_STORE>,
                 "the direct kernels expect CUTLASS's plain TMA epilogue");
   using type = cutlass::epilogue::collective::CollectiveEpilogue<
       Policy, CtaTile, EpiTile, ElementC, StrideC, ElementD, StrideD, Fusion,
-      SM90_TMA_LOAD_WINDOW, SmemAtomC, CopyOpS2R, SM90_TMA_STORE_WINDOW,
-      SmemAtomD, CopyOpR2S, CopyAtomC, CopyOpR2R>;
+      SM90_TMA_LOAD_WINDOW_T<kTransposed>, SmemAtomC, CopyOpS2R,
+      SM90_TMA_STORE_WINDOW_T<kTransposed>, SmemAtomD, CopyOpR2S, CopyAtomC,
+      CopyOpR2R>;
 };
 
-template <class BuilderEpilogue>
-class WindowEpilogue : public WithWindowAtoms<BuilderEpilogue>::type {
+template <class BuilderEpilogue, bool kTransposed = false>
+class WindowEpilogue
+    : public WithWindowAtoms<BuilderEpilogue, kTransposed>::type {
  public:
-  using Base = typename WithWindowAtoms<BuilderEpilogue>::type;
+  using Base = typename WithWindowAtoms<BuilderEpilogue, kTransposed>::type;
   using Params = typename Base::Params;
 
   // ptr_C / ptr_D are the windows' first columns at row 0 of layer 0 of
-  // their buffers, dC / dD the buffers' (row, 1, layer) strides; the
-  // windows say the buffers' extents and where the windows start.
+  // their buffers, dC / dD the buffers' (row, 1, layer) strides ((1, row,
+  // layer) transposed); the windows say the buffers' extents and where the
+  // windows start.
   struct Arguments : Base::Arguments {
     DirectWindow c_win, d_win;
   };
@@ -146,7 +169,9 @@ class WindowEpilogue : public WithWindowAtoms<BuilderEpilogue>::type {
     // problem's: once for C's buffer, once for D's (they may differ).
     auto over = [&](const DirectWindow& w) {
       return Base::to_underlying_arguments(
-          cute::make_shape(w.rows, w.cols, K, w.layers), args, workspace);
+          kTransposed ? cute::make_shape(w.cols, w.rows, K, w.layers)
+                      : cute::make_shape(w.rows, w.cols, K, w.layers),
+          args, workspace);
     };
     Params p = over(args.d_win);
     p.thread = Base::FusionCallbacks::to_underlying_arguments(
