@@ -266,10 +266,12 @@ struct Sm90ClusterKGemm {
     pp.num_consumers = kConsumerThreads;
     pp.transaction_bytes = params.mainloop.tma_transaction_bytes;
     Pipeline pipeline(shared.pipeline, pp, ClusterShape{});
-    // The barriers' initialisation visible to the CTA, and every rank of
-    // the cluster running before any stores into its shared memory.
-    cluster_arrive_relaxed();
-    cluster_wait();
+    __syncthreads();  // the barriers' initialisation, visible to the CTA
+    // This CTA is running: a peer may store into its shared memory once
+    // the peer's matching wait has seen every rank arrive.  The waits sit
+    // right before the first such store, so that the barrier's round trip
+    // overlaps the mainloop.
+    __cluster_barrier_arrive_relaxed();
 
     cg::cluster_group cluster = cg::this_cluster();
     const int own = kChunks / split;  // chunks this rank owns per thread
@@ -296,6 +298,8 @@ struct Sm90ClusterKGemm {
         write.advance(k_count);
         mainloop.load_tail(pipeline, write);
       }
+      __syncwarp();
+      __cluster_barrier_wait();
     } else {
       // Where the thread's values land (the (row, column) of its first
       // value in the windows, then its rows of C and D), and its share of
@@ -326,6 +330,7 @@ struct Sm90ClusterKGemm {
         }
       }
       ConsumeKRange(pipeline, shared, accum, k_count, wg_thread);
+      __cluster_barrier_wait();  // every rank is running
       // The chunks other ranks own, into their shared memory.
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kChunks; ++j) {
