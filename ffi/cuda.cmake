@@ -154,6 +154,10 @@ if(_jd_with_sm90)
     # The split-K path's direct kernel (stream-K scheduler, split-K mode).
     ffi/kernels/sm90_direct_splitk_bf16_nn.cu
     ffi/kernels/sm90_direct_splitk_f16_nn.cu
+    # The tiny path's cluster-K tile (each output tile's K split across a
+    # cluster, reduced in distributed shared memory), where forced.
+    ffi/kernels/sm90_direct_cluster_k_bf16_nn.cu
+    ffi/kernels/sm90_direct_cluster_k_f16_nn.cu
     # The skinny kernel (m <= 16: mma.sync, K shared by a cluster).
     ffi/kernels/sm90_skinny_bf16_nn.cu
     ffi/kernels/sm90_skinny_f16_nn.cu

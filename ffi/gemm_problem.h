@@ -125,9 +125,9 @@ inline constexpr int64_t kNoSm90 = 1,  // generic kernel for 16-bit inputs
     kAll = 31;
 // desc[kDirectTile]: 0, or 1 + the index of the tile in
 // jax_dynoff/options.py's DIRECT_TILES (large, wide, medium, small_m,
-// tiny, split_k); planner.h's DirectTile names them and checks
+// tiny, split_k, cluster_k); planner.h's DirectTile names them and checks
 // this count.
-inline constexpr int64_t kNumDirectTiles = 6;
+inline constexpr int64_t kNumDirectTiles = 7;
 }  // namespace opt
 
 // lax.dynamic_slice's rule for one start: negative starts count from the end,

@@ -1,8 +1,8 @@
 // Formulas the planner (planner.h) and the CUDA handler share, in plain
 // C++ (no CUDA) so that the nanobind module hands Python the very same
 // numbers: the workspace (result 1) layout, which Python sizes the
-// workspace result with at trace time, and the skinny kernel's split of K.
-// Each formula lives here only.
+// workspace result with at trace time, and the skinny and cluster-K
+// kernels' splits of K.  Each formula lives here only.
 #ifndef JAX_DYNOFF_PLAN_H_
 #define JAX_DYNOFF_PLAN_H_
 
@@ -47,6 +47,29 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
   const int64_t k_tiles = (k + kSkinnyTileK - 1) / kSkinnyTileK;
   int s = 1;
   while (s < kSkinnyMaxSplit && tiles * s * 2 <= sms && k_tiles >= 4 * s)
+    s *= 2;
+  return s;
+}
+
+// The cluster-K direct tile (kernels/sm90_cluster_k.h): its output and K
+// tiles, and its split of K: the CTAs (one cluster) sharing each output
+// tile's K, a power of two up to a portable cluster of 8, doubled while
+// the CTAs (tiles x split) stay within one wave of SMs and every rank keeps
+// two or more K tiles.  128x1024x1024 on 132 SMs: 32 tiles x 4 (4 K tiles
+// a rank); 64x1024x1024: 16 x 8; 128x4096x4096: 128 tiles, no split.  A
+// rank's K tiles are an even share, in order: rank r of S takes tiles
+// [r * T / S, (r + 1) * T / S) of T, so a T that S does not divide gives
+// some ranks one tile more.
+inline constexpr int kClusterKTileM = 64, kClusterKTileN = 64,
+                     kClusterKTileK = 64;
+inline constexpr int kClusterKMaxSplit = 8;
+inline constexpr int ClusterKSplit(int64_t m, int64_t n, int64_t k,
+                                   int sms) {
+  const int64_t tiles = (m + kClusterKTileM - 1) / kClusterKTileM *
+                        ((n + kClusterKTileN - 1) / kClusterKTileN);
+  const int64_t k_tiles = (k + kClusterKTileK - 1) / kClusterKTileK;
+  int s = 1;
+  while (s < kClusterKMaxSplit && tiles * s * 2 <= sms && k_tiles >= 4 * s)
     s *= 2;
   return s;
 }

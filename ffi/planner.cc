@@ -232,8 +232,10 @@ Reasons StoreReasons(const OperandDesc& d, DirectTile tile) {
 // direct twin; the large path has two: the wide tile (128x256) where its
 // tiles fit one wave of SMs (its m64n256 wgmmas make each tile faster; with
 // several waves the large tile was as fast or faster), else the large one;
-// either one where only its store rule holds.  KernelOptions.direct_tile
-// (p.direct_tile) forces one of the path's tiles where its rules hold.
+// either one where only its store rule holds.  The tiny path has two as
+// well: its own tile, and the cluster-K tile where forced (below).
+// KernelOptions.direct_tile (p.direct_tile) forces one of the path's tiles
+// where its rules hold.
 std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
                                             Path planned, int sms) {
   std::vector<DirectTile> candidates;
@@ -306,7 +308,10 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
                         candidates.end();
   if (has_forced && !forced_ok)
     why.push_back(std::string("direct_tile=") + DirectTileName(forced) +
-                  ": not a tile of " + PathName(planned));
+                  (DirectTilePath(forced) == planned
+                       ? std::string(": not built for these dtypes and "
+                                     "transposes")
+                       : std::string(": not a tile of ") + PathName(planned)));
   if (forced_ok) candidates = {forced};
   std::vector<Reasons> stores;
   bool any_store = false;
@@ -323,6 +328,13 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
         for (const std::string& r : stores[i]) why.push_back(r);
   if (!why.empty()) return {DirectTile::kNone, why};
   if (candidates.size() == 1) return {candidates[0], {}};
+  if (planned == Path::kSm90Tiny) {
+    // {tiny, cluster_k}, one tile shape.  The cluster-K tile (each tile's K
+    // split across a cluster, kernels/sm90_cluster_k.h) runs only where
+    // forced (KernelOptions(direct_tile="cluster_k")) until an H200 run
+    // measures where it is faster (benchmarks/tile_ab.py).
+    return {DirectTile::kTiny, {}};
+  }
   // The large path's two tiles: candidates are {large, wide}.
   const bool large_ok = stores[0].empty(), wide_ok = stores[1].empty();
   const int64_t wide_tiles =
@@ -445,8 +457,9 @@ const char* Sm90TileName(Sm90Tile t) {
 }
 
 const char* DirectTileName(DirectTile t) {
-  static const char* const kNames[] = {"none",  "large", "wide",   "medium",
-                                       "small_m", "tiny", "split_k"};
+  static const char* const kNames[] = {"none",    "large", "wide",
+                                       "medium",  "small_m", "tiny",
+                                       "split_k", "cluster_k"};
   return kNames[static_cast<int>(t)];
 }
 
@@ -462,7 +475,8 @@ Path DirectTilePath(DirectTile t) {
     case DirectTile::kWide: return Path::kSm90Large;
     case DirectTile::kMedium: return Path::kSm90Medium;
     case DirectTile::kSmall: return Path::kSm90SmallM;
-    case DirectTile::kTiny: return Path::kSm90Tiny;
+    case DirectTile::kTiny:
+    case DirectTile::kClusterK: return Path::kSm90Tiny;
     case DirectTile::kSplitK: return Path::kSm90SplitK;
     case DirectTile::kNone: break;
   }
@@ -509,6 +523,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     k.tile_times[t] = waves * per_tile_us;
   }
   k.skinny_split = kernels::SkinnySplit(p.n, p.k, sms);
+  k.cluster_k_split = kernels::ClusterKSplit(p.m, p.n, p.k, sms);
   // Split-K, whether or not the options ask for it.
   k.split_k_direct_reasons = DirectChoice(p, Path::kSm90SplitK, sms).second;
   k.split_k_tiles = Tiles(p, kSplitKTile) * p.batch;
@@ -576,12 +591,25 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     k.kernel.direct = DirectChoice(p, Path::kSm90Tiny, sms).first;
     k.kernel.skinny_split = k.skinny_split;
   }
+  if (k.kernel.direct == DirectTile::kClusterK)
+    k.kernel.cluster_k_split = k.cluster_k_split;
   // The workspace of the path and the kernel (a float32 call planned for
   // its direct kernel stages nothing: plan.h StagingOf), as the handler
   // computes it from the desc this plan goes into.
   GemmProblem planned = LayoutProblem(p, k.path, k.split_k);
   planned.kernel = EncodeKernel(k.kernel);
   k.layout = Layout(planned);
+  // explain names the cluster-K tile's split wherever that tile runs.
+  const auto direct_name = [&](DirectTile t) {
+    std::string s = std::string(DirectTileName(t)) + " tile";
+    if (t == DirectTile::kClusterK)
+      s += k.cluster_k_split > 1
+               ? ": each output tile's K split across a cluster of " +
+                     Str(k.cluster_k_split) + " CTAs"
+               : std::string(": K not split (the output tiles fill the "
+                             "SMs)");
+    return s;
+  };
 
   // One line: the path and why.
   const std::string ws =
@@ -596,7 +624,11 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     k.explain = name + " (split_k " + Str(k.split_k) + ", " + kind + "; " + ws;
   } else if (k.path == Path::kSm90Skinny) {
     k.explain = name + " (split " + Str(k.skinny_split) + " on " + Str(sms) +
-                " SMs; fallback the tiny tile; " + ws;
+                " SMs; fallback the " +
+                (k.kernel.direct == DirectTile::kClusterK
+                     ? direct_name(DirectTile::kClusterK)
+                     : std::string("tiny tile")) +
+                "; " + ws;
   } else if (IsSm90Path(k.path) && p.in_dtype == DType::kF32) {
     const Tf32Staging st = StagingOf(planned);
     const char* staged = st.a && st.b ? "A and B" : st.a ? "A" : st.b ? "B" : "";
@@ -621,7 +653,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
   } else if (IsSm90Path(k.path)) {
     const std::string kind =
         direct != DirectTile::kNone
-            ? std::string("direct kernel, ") + DirectTileName(direct) + " tile"
+            ? "direct kernel, " + direct_name(direct)
             : "ptr-array kernel: " + Join(k.direct_reasons);
     k.explain = name + " (" + kind + "; " + ws;
   } else if (k.path == Path::kTf32) {
@@ -638,7 +670,9 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
 
 std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
   const int64_t code = p.kernel % kSkinnySplitUnit;
-  const int64_t split = p.kernel / kSkinnySplitUnit;
+  const int64_t split =
+      p.kernel % kClusterKSplitUnit / kSkinnySplitUnit;
+  const int64_t ck_split = p.kernel / kClusterKSplitUnit;
   const std::string who = "jax_dynoff_gemm: planned kernel " +
                           Str(p.kernel) + " for path " + PathName(p.path);
   if (code > opt::kNumDirectTiles) return who + ": bad direct tile";
@@ -647,6 +681,14 @@ std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
   const bool skinny = p.path == Path::kSm90Skinny;
   if (skinny ? split < 1 || split > kernels::kSkinnyMaxSplit : split != 0)
     return who + ": bad skinny split";
+  // The cluster-K tile's split: any power of two up to a portable cluster
+  // (the kernel handles ranks without K tiles); none for other tiles.
+  if (out->direct == DirectTile::kClusterK
+          ? ck_split < 1 || ck_split > kernels::kClusterKMaxSplit ||
+                (ck_split & (ck_split - 1)) != 0
+          : ck_split != 0)
+    return who + ": bad cluster-K split";
+  out->cluster_k_split = static_cast<int>(ck_split);
   // The static rules that chose the path and the tile must hold (only a
   // desc not made by plan.py can fail them).
   Reasons why;

@@ -44,11 +44,12 @@ inline constexpr Sm90TileShape kSm90TileShapes[kNumSm90Tiles] = {
 // The direct tiles (kernels/sm90_direct.h); the codes are desc[kDirectTile]'s
 // (1 + the index in options.py DIRECT_TILES), kNone: the ptr-array kernel.
 enum class DirectTile : int64_t {
-  kNone = 0, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK
+  kNone = 0, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK, kClusterK
 };
 inline constexpr DirectTile kAllDirectTiles[] = {
-    DirectTile::kLarge, DirectTile::kWide, DirectTile::kMedium,
-    DirectTile::kSmall, DirectTile::kTiny, DirectTile::kSplitK};
+    DirectTile::kLarge, DirectTile::kWide,  DirectTile::kMedium,
+    DirectTile::kSmall, DirectTile::kTiny,  DirectTile::kSplitK,
+    DirectTile::kClusterK};
 static_assert(sizeof(kAllDirectTiles) / sizeof(kAllDirectTiles[0]) ==
                   opt::kNumDirectTiles,
               "opt::kNumDirectTiles (gemm_problem.h) counts the direct tiles");
@@ -59,7 +60,8 @@ struct TileMN {
 inline constexpr TileMN kDirectTileShapes[] = {
     {0, 0},    {256, 128}, {128, 256}, {128, 128},
     {64, 128}, {64, 64},   {kernels::kDirectSplitKTileM,
-                            kernels::kDirectSplitKTileN}};
+                            kernels::kDirectSplitKTileN},
+    {kernels::kClusterKTileM, kernels::kClusterKTileN}};
 
 // KernelOptions the planner applies that the desc does not carry (the
 // handler needs only their outcome).
@@ -77,11 +79,20 @@ struct PlannedKernel {
   // (the skinny path: for its fallback, the tiny tile); kNone: none.
   DirectTile direct = DirectTile::kNone;
   int skinny_split = 0;  // the skinny path: CTAs per column tile, else 0
+  // The cluster-K direct tile (direct == kClusterK, as the path's tile or
+  // the skinny path's fallback): CTAs per output tile along K, else 0.
+  int cluster_k_split = 0;
 };
 // desc[kKernel] = direct tile code + kSkinnySplitUnit x skinny split
-// (plan.h, which decodes the direct tile for the workspace layout).
+// (plan.h, which decodes the direct tile for the workspace layout)
+//               + kClusterKSplitUnit x cluster-K split.
+inline constexpr int64_t kClusterKSplitUnit = 16 * kSkinnySplitUnit;
+static_assert(kernels::kSkinnyMaxSplit < kClusterKSplitUnit /
+                                             kSkinnySplitUnit,
+              "a skinny split must fit below the cluster-K split unit");
 inline int64_t EncodeKernel(const PlannedKernel& k) {
-  return static_cast<int64_t>(k.direct) + kSkinnySplitUnit * k.skinny_split;
+  return static_cast<int64_t>(k.direct) + kSkinnySplitUnit * k.skinny_split +
+         kClusterKSplitUnit * k.cluster_k_split;
 }
 // Decodes p.kernel and checks the planned decision against the static rules
 // (the ones that chose it), so that a desc can never send the handler to a
@@ -108,6 +119,7 @@ struct KernelPlan {
   int64_t split_k_choice = 0;  // choose_split_k (0: split-K cannot run)
   int64_t split_k_tiles = 0;   // 64x128 output tiles, batch included
   int skinny_split = 0;        // SkinnySplit on the device (any path)
+  int cluster_k_split = 0;     // ClusterKSplit on the device (any path)
 };
 
 KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
@@ -129,7 +141,9 @@ bool HasSm90Tile(DType in, Sm90Tile t);
 // Whether direct tile `t` is built for the dtypes and transposes
 // (kernels/sm90_direct_*.cu): every tile NN for bfloat16 and float16
 // (16-bit in and out of one dtype); NT and TN for bfloat16 on the ping-pong
-// tiles (medium, small_m, tiny).  The registry serves exactly these.
+// tiles (medium, small_m, tiny).  The registry serves exactly these.  The
+// cluster-K tile (NN) stands in for the tiny tile only where
+// KernelOptions(direct_tile="cluster_k") forces it.
 bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
 
 }  // namespace jax_dynoff

@@ -20,7 +20,8 @@ from typing import Optional
 
 # The choices, named as the planner names them (jax_dynoff/plan.py).
 SM90_TILES = ("large", "medium", "small_m", "tiny")
-DIRECT_TILES = ("large", "wide", "medium", "small_m", "tiny", "split_k")
+DIRECT_TILES = ("large", "wide", "medium", "small_m", "tiny", "split_k",
+                "cluster_k")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,8 +41,10 @@ class KernelOptions:
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or
-                 "wide" for the large path, else the path's own tile, or
-                 "split_k") where its rules hold.
+                 "wide" for the large path, "tiny" or "cluster_k" (64x64
+                 tiles whose K is split across the CTAs of a cluster, for
+                 16-bit NN calls) for the tiny path, else the path's own
+                 tile, or "split_k") where its rules hold.
   skinny:        False runs the tiny tile where the skinny (m <= 16) kernel
                  would run.
   split_k:       True plans split-K for skinny problems (m <= 256) where it

@@ -95,7 +95,12 @@ columns are multiples of the tile's or span its buffer's dims.
 ``KernelOptions(direct=False)`` (applied by the handler; for float32 the
 workspace then holds the staged B) keeps the ptr-array kernel;
 ``KernelOptions(direct_tile=...)`` forces one of the planned path's direct
-tiles.
+tiles.  ``sm90_tiny`` has a second one, ``cluster_k`` (ffi/kernels/
+sm90_cluster_k.h, NN only), run only where forced until an H200 run
+measures it: 64x64 output tiles, each one's K split across the
+`cluster_k_split` CTAs of a thread-block cluster, which add their float32
+partials in distributed shared memory in a fixed order (one launch, no
+workspace).
 
 One planner (ffi/planner.cc): every rule above lives there, in C++.  Each
 function here asks it through the extension (`answer`: one call per spec
@@ -103,7 +108,8 @@ and device, cached) with this process's GPU (the first CUDA device's SM
 count and compute capability; an H100 / H200's, 132 SMs and 9.0, where
 none is visible), and the lowering writes its answer into the call's desc
 (path, split_k, and the kernel within the path: the direct tile, the
-skinny split), which the CUDA handler reads instead of deciding again.
+skinny split, the cluster-K split), which the CUDA handler reads instead
+of deciding again.
 
 Fallback rule (the handler, ffi/cuda/handler.cu): a planned SM90 path is a
 request.  The CUDA handler runs the generic kernel instead when the device
@@ -328,6 +334,20 @@ def skinny_split(spec: GemmSpec, sms: Optional[int] = None) -> int:
   if sms is None:
     return int(answer(spec)["skinny_split"])
   return int(_ext.skinny_split(spec.n, spec.k, sms))
+
+
+# --- The cluster-K direct tile (ffi/kernels/sm90_cluster_k.h) --------------
+
+def cluster_k_split(spec: GemmSpec, sms: Optional[int] = None) -> int:
+  """CTAs (one cluster) sharing each 64x64 output tile's K where the
+  ``cluster_k`` direct tile runs `spec` (ClusterKSplit in ffi/plan.h, the
+  split the desc carries): a power of two up to 8, doubled while the CTAs
+  (tiles x split) fit one wave of `sms` SMs (default: the device's) and
+  every rank keeps two or more 64-deep K tiles; 128x1024x1024 on 132 SMs:
+  32 tiles x 4."""
+  if sms is None:
+    return int(answer(spec)["cluster_k_split"])
+  return int(_ext.cluster_k_split(spec.m, spec.n, spec.k, sms))
 
 
 # --- Workspace ---------------------------------------------------------------

@@ -796,16 +796,16 @@ def _check_skinny_case(case, dt, opts=None):
   _check_window(got, want, args[3], dt, case[2])
 
 
-def _layer_script(m):
-  """A script: x (m x 4096) @ layer 1 of two 4096 x 4096 weights, checked
-  against the reference (for `_run_script`: its gemm calls take `opts`)."""
+def _layer_script(m, n=4096, k=4096):
+  """A script: x (m x k) @ layer 1 of two k x n weights, checked against
+  the reference (for `_run_script`: its gemm calls take `opts`)."""
   return textwrap.dedent(f"""
       import json, sys
       import jax, jax.numpy as jnp
       import jax_dynoff as dyn
       from jax_dynoff import plan
       opts = dyn.KernelOptions(**json.loads(sys.argv[1]))
-      m, n, k = {m}, 4096, 4096
+      m, n, k = {m}, {n}, {k}
       ks = jax.random.split(jax.random.key(0), 2)
       x = jax.random.uniform(ks[0], (m, k), jnp.float32, -1, 1).astype(jnp.bfloat16)
       w = jax.random.uniform(ks[1], (2, k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
@@ -1344,22 +1344,24 @@ def _check_direct(case, dt, tile, opts):
 # some tiles lie wholly past the window but inside out's buffer: they must
 # store nothing.  (case as in DIRECT_CASES, the direct tiles that run it:
 # the rounding concerns the clustered large and wide tiles, and the swizzle
-# every tile; the one-CTA ping-pong tiles run the cluster cases too.)
+# every tile; the one-CTA ping-pong tiles run the cluster cases too, and so
+# does the cluster-K tile, whose grid has no tile past the window and whose
+# stores are predicated on it.)
 DIRECT_PHANTOM_CASES = [
     # Large tile, cluster 1x2 along N: 3 column tiles, a 4th past the window.
     (("cluster_n", 256, 384, 128, (300, 128), (40,), (128, 512), (0,),
       (600, 512), (100,), None),
-     ("large", "medium", "small_m", "tiny", "split_k")),
+     ("large", "medium", "small_m", "tiny", "split_k", "cluster_k")),
     # Wide tile, cluster 2x1 along M: 3 row tiles, a 4th past the window.
     (("cluster_m", 384, 256, 128, (400, 128), (10,), (128, 256), (0,),
       (1000, 256), (300,), None),
-     ("wide", "medium", "small_m", "tiny")),
+     ("wide", "medium", "small_m", "tiny", "cluster_k")),
     # An odd count of row tiles (5 tiny, 3 small_m: the last one half
     # past the window) and one row of tiles.
     (("odd_rows", 320, 256, 128, (400, 128), (10,), (128, 256), (0,),
-      (1000, 256), (300,), None), ("tiny", "small_m")),
+      (1000, 256), (300,), None), ("tiny", "small_m", "cluster_k")),
     (("one_row", 64, 256, 128, (100, 128), (5,), (128, 256), (0,),
-      (500, 256), (200,), None), ("tiny", "small_m")),
+      (500, 256), (200,), None), ("tiny", "small_m", "cluster_k")),
     # More tiles than SMs: swizzle 4 rounds 17 (large) / 34 (wide, medium)
     # row tiles up to 20 / 36, swizzle 8 (tiny: 1088 tiles) 68 up to 72;
     # small_m's 68 stay.
@@ -1527,6 +1529,189 @@ def test_direct_phantom_cases_plan():
       spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
       assert (plan_lib.direct_kernel(spec) == tile) == (tile in tiles), (
           case[0], tile, plan_lib.direct_reasons(spec))
+
+
+# ---------------------------------------------------------------------------
+# The cluster-K direct tile (ffi/kernels/sm90_cluster_k.h): the tiny path's
+# 64x64 tiles, each one's K split across the CTAs of a cluster and reduced
+# in distributed shared memory; run only where forced.
+
+CLUSTER_K = KernelOptions(tile="tiny", direct_tile="cluster_k")
+
+
+@pytest.mark.parametrize("m,n,k,split", [
+    (128, 1024, 1024, 4),   # 32 tiles x 4 ranks of 4 K tiles
+    (64, 1024, 1024, 8),    # 16 tiles x 8 ranks of 2
+    (64, 2048, 2048, 4),    # 32 tiles (8 x 32 = 256 CTAs: too many)
+    (96, 2048, 448, 2),     # 64 tiles, 7 K tiles: 3 and 4
+    (128, 4096, 4096, 1),   # 128 tiles fill the SMs: no split
+    (300, 200, 200, 2),     # 20 tiles, 4 K tiles (the last 8 deep)
+])
+def test_cluster_k_plan(m, n, k, split):
+  """Forced, the tiny path runs the cluster-K tile at the planner's split,
+  which the desc's kernel field carries and explain names; not forced, the
+  tiny tile."""
+  s = _spec(m=m, n=n, k=k, opts=CLUSTER_K)
+  p = plan_lib.plan(s)
+  assert p.path == "sm90_tiny"
+  assert plan_lib.direct_reasons(s) == []
+  assert plan_lib.direct_kernel(s) == "cluster_k"
+  assert plan_lib.cluster_k_split(s) == split
+  assert plan_lib.cluster_k_split(s, 132) == split
+  code = 1 + list(plan_lib.DIRECT_TILES).index("cluster_k")
+  assert p.kernel == code + 128 * split
+  assert ("cluster_k tile: " + (f"each output tile's K split across a "
+                                f"cluster of {split} CTAs" if split > 1
+                                else "K not split")) in plan_lib.explain(s)
+  # Not forced: the tiny tile, no split in the kernel field.
+  assert plan_lib.direct_kernel(_opts(s, tile="tiny")) == "tiny"
+  assert plan_lib.plan(_opts(s, tile="tiny")).kernel == \
+      1 + list(plan_lib.DIRECT_TILES).index("tiny")
+
+
+def test_cluster_k_plan_elsewhere():
+  """The split follows the SMs; the tile stands in for the tiny tile only,
+  NN only; the skinny path's fallback carries it where forced."""
+  s = _spec(m=128, n=1024, k=1024, opts=CLUSTER_K)
+  assert plan_lib.cluster_k_split(s, 78) == 2
+  # Forced on another path (small_m plans 256 rows): the ptr-array kernel.
+  s256 = _spec(m=256, opts=KernelOptions(direct_tile="cluster_k"))
+  assert plan_lib.plan(s256).path == "sm90_small_m"
+  assert plan_lib.direct_reasons(s256) == [
+      "direct_tile=cluster_k: not a tile of sm90_small_m"]
+  # Transposed: no cluster-K kernel, the reason says so.
+  nt = _spec(m=128, tb=True, opts=CLUSTER_K)
+  assert plan_lib.direct_kernel(nt) is None
+  assert plan_lib.direct_reasons(nt) == [
+      "direct_tile=cluster_k: not built for these dtypes and transposes"]
+  # The skinny path (m = 16): its fallback is the forced tile, split 2
+  # (64 tiles), beside the skinny split 4.
+  sk = _spec(m=16, opts=KernelOptions(direct_tile="cluster_k"))
+  p = plan_lib.plan(sk)
+  assert p.path == "sm90_skinny"
+  code = 1 + list(plan_lib.DIRECT_TILES).index("cluster_k")
+  assert p.kernel == code + 8 * 4 + 128 * 2
+  assert "fallback the cluster_k tile: each output tile's K split across " \
+      "a cluster of 2 CTAs" in plan_lib.explain(sk)
+  # K inside a wider A that is no multiple of 64: the K rule holds here too.
+  a = WinSpec((128, 1088), (128, 1000), (None, 0))
+  why = plan_lib.direct_reasons(_spec(m=128, n=1024, k=1000, a=a,
+                                      opts=CLUSTER_K))
+  assert any(w.startswith("a: k = 1000") for w in why), why
+
+
+# (name, m, n, k, A buffer, A start, B buffer, B start, out buffer, out
+# start, out's static column start, C buffer or None, C start, the split on
+# 132 SMs); starts are dynamic int32, some clamped.  Each out buffer is
+# bigger than its window (poisoned: what lies outside must stay the poison).
+CLUSTER_K_CASES = [
+    # The small GEMM the tile is for: 32 tiles x 4 ranks of 4 K tiles; A at
+    # a clamped row start, B a layer of a stack, out rows of a taller
+    # buffer, alpha * AB + beta * C with C a window at a clamped start.
+    ("small", 128, 1024, 1024, (300, 1024), (10 ** 6,), (2, 1024, 1024),
+     (1, 0), (400, 1024), (-272,), 0, (700, 1024), (-3,), 4),
+    # 10 K tiles shared unevenly by 4 ranks (2, 3, 2, 3).
+    ("uneven", 128, 512, 640, (200, 640), (-1,), (640, 512), (0,),
+     (300, 512), (64,), 0, None, None, 4),
+    # 7 K tiles over 2 ranks (3, 4); m = 96 at out's buffer edge (the second
+    # row tile half past it), out a window of its columns.
+    ("two", 96, 2048, 448, (96, 448), (0,), (448, 2048), (0,), (96, 2112),
+     (0,), 64, None, None, 2),
+    # k = 1000: the last K tile 40 deep (zero-filled past A's width and B's
+    # height); 8 ranks of 2 tiles.
+    ("ragged_k", 64, 256, 1000, (64, 1000), (0,), (1000, 256), (0,),
+     (128, 256), (2 ** 31 - 1,), 0, None, None, 8),
+    # m = 40 < 64: out spans its buffer's 40 rows (a window of its
+    # columns), A at a clamped row start, C its own array.
+    ("short_m", 40, 512, 2048, (100, 2048), (70,), (2048, 512), (0,),
+     (40, 640), (0,), 64, (40, 512), (0,), 8),
+    # m = 200: the last row tile 8 rows deep at out's buffer edge; B a
+    # layer at a negative index, C a window at a clamped start.
+    ("odd_m", 200, 256, 1024, (256, 1024), (56,), (2, 1024, 256), (-1, 0),
+     (200, 320), (0,), 64, (300, 256), (10 ** 6,), 8),
+]
+
+
+def _cluster_k_case(case, dt, opts=CLUSTER_K):
+  """(f, args) of a CLUSTER_K_CASES case: f(mod, *args) runs it."""
+  (_, m, n, k, ash, ast, bsh, bst, osh, ost, ocol, csh, cst, _) = case
+  ks = jax.random.split(jax.random.key(m + n + k), 3)
+  a = _rand(ks[0], ash, dt)
+  b = _rand(ks[1], bsh, dt)
+  c = None if csh is None else _rand(ks[2], csh, dt)
+  out = jnp.full(osh, jnp.nan, dt)
+  starts = [jnp.int32(v) for v in (*ast, *bst, *ost, *(cst or ()))]
+  na, nb, no = len(ast), len(bst), len(ost)
+
+  def f(mod, a, b, c, out, *st):
+    sa, sb = st[:na], st[na:na + nb]
+    so, sc = st[na + nb:na + nb + no], st[na + nb + no:]
+    aw = dyn.window(a, (*sa, 0), (m, k))
+    bw = dyn.window(b, (*sb, 0), (k, n))
+    ow = dyn.window(out, (*so, ocol), (m, n))
+    if c is None:
+      return mod.gemm(aw, bw, out=ow, alpha=0.75, opts=opts)
+    return mod.gemm(aw, bw, dyn.window(c, (*sc, 0), (m, n)), out=ow,
+                    alpha=0.5, beta=-2.0, opts=opts)
+
+  return f, (a, b, c, out, *starts)
+
+
+def test_cluster_k_cases_plan():
+  """The cases below take the cluster-K tile at the split they say (CPU:
+  the plan only)."""
+  for case in CLUSTER_K_CASES:
+    f, args = _cluster_k_case(case, BF16)
+    spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
+    assert plan_lib.plan(spec).path == "sm90_tiny", case[0]
+    assert plan_lib.direct_kernel(spec) == "cluster_k", (
+        case[0], plan_lib.direct_reasons(spec))
+    assert plan_lib.cluster_k_split(spec) == case[-1], case[0]
+
+
+@pytest.mark.parametrize("case", CLUSTER_K_CASES,
+                         ids=[c[0] for c in CLUSTER_K_CASES])
+@pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.gpu
+@on_gpu
+def test_cluster_k_matches_reference(case, dt):
+  """The cluster-K tile at splits 2, 4 and 8 against the reference; every
+  element of out outside its window stays the poison, bit for bit."""
+  f, args = _cluster_k_case(case, dt)
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  _check_window(got, want, args[3], dt, case[3])
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_cluster_k_is_deterministic():
+  """The ranks add their partials in rank order: the same bits every run."""
+  f, args = _cluster_k_case(CLUSTER_K_CASES[1], BF16)
+  run = jax.jit(lambda *x: f(dyn, *x))
+  first = bits(run(*args))
+  for _ in range(3):
+    np.testing.assert_array_equal(bits(run(*args)), first)
+
+
+_CLUSTER_K_SCRIPT = _layer_script(128, 1024, 1024)
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_cluster_k_kernel_ran():
+  """The handler runs the forced cluster-K tile at the planned split (4 at
+  128x1024x1024); direct=False keeps the tiny ptr-array kernel."""
+  out, lines = _run_script(_CLUSTER_K_SCRIPT, tile="tiny",
+                           direct_tile="cluster_k")
+  assert "['sm90_tiny']" in out, out
+  if _is_sm90():
+    assert all("kernel=kSm90DirectClusterKBf16NN split_k=4" in l
+               for l in lines), lines
+  _, lines = _run_script(_CLUSTER_K_SCRIPT, tile="tiny",
+                         direct_tile="cluster_k", direct=False)
+  if _is_sm90():
+    assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines
 
 
 _DIRECT_SCRIPT = textwrap.dedent("""

@@ -157,6 +157,35 @@ def test_handler_refuses_a_plan_the_rules_reject():
   d = WinSpec((48, 4096), (16, 4096), (None, 0))
   assert "out: m = 16" in check(_spec(m=16, d=d), "sm90_split_k", split_k=4,
                                 kernel=tile["split_k"])
+  # The cluster-K tile: a split of 1, 2, 4 or 8 (kernel field + 128 x the
+  # split), on the tiny path only; no such split for another tile.
+  ck = tile["cluster_k"]
+  s128 = _spec(m=128, n=1024, k=1024)
+  for split in (1, 2, 4, 8):
+    assert check(s128, "sm90_tiny", kernel=ck + 128 * split) == ""
+  for split in (0, 3, 16):
+    assert "bad cluster-K split" in check(s128, "sm90_tiny",
+                                          kernel=ck + 128 * split)
+  assert "bad cluster-K split" in check(s128, "sm90_tiny",
+                                        kernel=tile["tiny"] + 128 * 4)
+  assert "not a tile of sm90_small_m" in check(s128, "sm90_small_m",
+                                               kernel=ck + 128 * 4)
+  assert check(_spec(m=16), "sm90_skinny",
+               kernel=ck + 8 * 4 + 128 * 2) == ""
+
+
+def test_cluster_k_plan_in_the_desc():
+  """Forced, the cluster-K tile's split reaches the lowered desc's kernel
+  field, and the handler's check accepts it."""
+  s = _spec(m=128, n=1024, k=1024,
+            opts=KernelOptions(tile="tiny", direct_tile="cluster_k"))
+  p = plan_lib.plan(s)
+  d = plan_lib.desc(s)
+  assert d[20] == p.kernel == 1 + list(plan_lib.DIRECT_TILES).index(
+      "cluster_k") + 128 * 4
+  assert ext.check_planned([int(v) for v in d], s.alpha, s.beta) == ""
+  assert _ask(s)["cluster_k_split"] == 4
+  assert _ask(s, sms=78)["kernel"] == p.kernel - 128 * 2
 
 
 def test_tables_come_from_the_planner():

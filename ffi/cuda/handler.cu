@@ -45,7 +45,9 @@
 // the reduction kernel, which takes any alignment), else the generic
 // kernel, unsplit.  The other SM90 tiles run their planned direct kernel
 // (kernels/sm90_direct.h: one launch, no pointer kernel) instead of the
-// ptr-array one where the options allow it.  The skinny path runs one
+// ptr-array one where the options allow it; the tiny path's cluster-K tile
+// (kernels/sm90_cluster_k.h, where forced) at the planner's split of K,
+// from the desc (PlannedKernel::cluster_k_split).  The skinny path runs one
 // launch of the skinny kernel (kernels/sm90_skinny.h) at its planned
 // split; where KernelOptions.skinny is False or a base is not aligned it
 // runs the tiny tile as if planned for it, direct twin (planned too)
@@ -329,6 +331,11 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   }
   const int64_t slices = split ? p.split_k : 1;
   const int skinny_split = skinny != nullptr ? planned.skinny_split : 1;
+  // A direct kernel's CTAs per output tile along K.
+  const int direct_split =
+      direct_tile == DirectTile::kSplitK     ? static_cast<int>(p.split_k)
+      : direct_tile == DirectTile::kClusterK ? planned.cluster_k_split
+                                             : 1;
   if (split) {
     const int64_t ks = p.k / slices;
     P.slices = slices;
@@ -346,10 +353,9 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
                  : skinny ? skinny->name
                  : direct ? direct->name
                           : kernel->name,
-                 static_cast<long long>(
-                     skinny ? skinny_split
-                     : direct_tile == DirectTile::kSplitK ? p.split_k
-                                                          : slices));
+                 static_cast<long long>(skinny   ? skinny_split
+                                        : direct ? direct_split
+                                                 : slices));
 
   kernels::LaunchCommon common;
   common.alpha = static_cast<float>(alpha);
@@ -362,7 +368,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
 
   if (skinny != nullptr) return RunSkinny(skinny, common, P, skinny_split);
   if (direct != nullptr && p.k > 0)
-    return RunDirect(direct, common, P, direct_tile == DirectTile::kSplitK,
+    return RunDirect(direct, common, P, direct_split,
                      !Opt(p, opt::kNondeterministic), &state->cache);
   // The CUTLASS 2.x kernels (generic, TF32) index batch items with grid z
   // (<= 65535); the SM90 kernels take the whole batch.

@@ -110,6 +110,8 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
       return bf16 ? &kSm90DirectTinyBf16NN : &kSm90DirectTinyF16NN;
     case DirectTile::kSplitK:
       return bf16 ? &kSm90DirectSplitKBf16NN : &kSm90DirectSplitKF16NN;
+    case DirectTile::kClusterK:
+      return bf16 ? &kSm90DirectClusterKBf16NN : &kSm90DirectClusterKF16NN;
     case DirectTile::kNone:
       return nullptr;
   }
@@ -166,11 +168,14 @@ const char* BuildInfo() {
          "opt-in: planned only with KernelOptions(split_k=True); direct (non-array) "
          "twins of each tile, bf16/f16 NN: large 256x128 cooperative 1x2 "
          "and wide 128x256 cooperative 2x1 for the large path, medium, "
-         "small_m and tiny ping-pong (tiny also in 2x1 clusters, B "
-         "multicast, where m > 64), and for split_k 128x128 cooperative "
-         "on the stream-K scheduler in split-K mode, for one-item calls "
-         "whose windows suit them, KernelOptions(direct=False) keeps "
-         "ptr-array); skinny m <= 16 bf16/f16 NN: mma.sync 16x128 CTAs "
+         "small_m and tiny ping-pong, and for split_k 128x128 "
+         "cooperative on the stream-K scheduler in split-K mode, for "
+         "one-item calls whose windows suit them, "
+         "KernelOptions(direct=False) keeps ptr-array; cluster_k for the "
+         "tiny path where KernelOptions(direct_tile='cluster_k') forces "
+         "it: 64x64 tiles whose K is split across a cluster of up to 8 "
+         "CTAs and reduced in distributed shared memory, bf16/f16 NN); "
+         "skinny m <= 16 bf16/f16 NN: mma.sync 16x128 CTAs "
          "sharing K in a cluster, one launch (KernelOptions(skinny=False) "
          "runs the tiny tile)"
 #else

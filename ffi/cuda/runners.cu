@@ -132,8 +132,8 @@ ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,
 
 ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
                      const kernels::LaunchCommon& common,
-                     const PrepParams& P, bool split_k_tile,
-                     bool deterministic, PreparedLaunchCache* cache) {
+                     const PrepParams& P, int split_k, bool deterministic,
+                     PreparedLaunchCache* cache) {
   const GemmProblem& p = P.p;
   kernels::DirectLaunch l;
   static_cast<kernels::LaunchCommon&>(l) = common;
@@ -155,10 +155,8 @@ ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
   l.ldb = p.op[kB].ld();
   l.ldd = p.op[kD].ld();
   l.ldc = P.c_read ? p.op[kC].ld() : l.ldd;
-  if (split_k_tile) {
-    l.split_k = static_cast<int>(p.split_k);
-    l.deterministic = deterministic;
-  }
+  l.split_k = split_k;
+  l.deterministic = deterministic;
   if (kernel->prepare != nullptr) {
     PreparedLaunchCache::Key key;
     key.kernel = kernel;

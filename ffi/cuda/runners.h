@@ -106,12 +106,14 @@ ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,
                      const PrepParams& P, int split);
 
 // A direct SM90 kernel: one launch, nothing before it, made ready once per
-// kernel, device and addresses where the kernel can be (`cache`); the
-// split-K tile takes `split_k` CTAs per output tile and its reduction order.
+// kernel, device and addresses where the kernel can be (`cache`);
+// `split_k` CTAs per output tile along K (the split-K tile's slices, the
+// cluster-K tile's cluster size, else 1), and the split-K tile's
+// reduction order.
 ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
                      const kernels::LaunchCommon& common,
-                     const PrepParams& P, bool split_k_tile,
-                     bool deterministic, PreparedLaunchCache* cache);
+                     const PrepParams& P, int split_k, bool deterministic,
+                     PreparedLaunchCache* cache);
 
 // The ptr-array path: (1) the pointer arrays, (2) the C copies, then (3a)
 // D = beta * C where k == 0, or (3) the GEMM `kernel` over the pointer

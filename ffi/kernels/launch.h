@@ -106,7 +106,9 @@ struct DirectLaunch : LaunchCommon {
   void* base_d = nullptr;
   int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
   DirectWindow a, b, c, d;
-  int split_k = 1;  // CTAs per output tile along K (the split-K tile only)
+  // CTAs per output tile along K: the split-K tile's slices, the
+  // cluster-K tile's cluster size; 1 for the other tiles.
+  int split_k = 1;
   // The split-K tile's reduction: in a fixed order (the same bits every
   // run), or as the CTAs arrive (KernelOptions(deterministic=False)).
   bool deterministic = true;
@@ -266,6 +268,11 @@ extern const DirectKernelEntry kSm90DirectSplitKF16NN;
 // medium (128 x 128) tiles of D.
 extern const DirectKernelEntry kSm90DirectLargeF32NN;
 extern const DirectKernelEntry kSm90DirectMediumF32NN;
+// The cluster-K tile (kernels/sm90_cluster_k.h): 64x64 output tiles, each
+// one's K split across the CTAs of a cluster, reduced in distributed
+// shared memory.
+extern const DirectKernelEntry kSm90DirectClusterKBf16NN;
+extern const DirectKernelEntry kSm90DirectClusterKF16NN;
 // Skinny kernels (m <= 16 / 32 / 64), bf16 / f16 NN, sm_90 clusters.
 extern const SkinnyKernelEntry kSm90Skinny16Bf16NN;
 extern const SkinnyKernelEntry kSm90Skinny16F16NN;
