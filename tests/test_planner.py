@@ -323,7 +323,7 @@ def test_f32_nn_runs_the_direct_tf32_kernel():
   s = _f32(8192, 8192, 8192, opts=KernelOptions(tile="large",
                                                 direct_tile="wide"))
   assert plan_lib.direct_reasons(s) == [
-      "direct_tile=wide: not a tile of sm90_large"]
+      "direct_tile=wide: not built for these dtypes and transposes"]
   # No float32 split-K kernel, direct or not.
   assert plan_lib.answer(_f32())["split_k_direct_reasons"] == [
       "no float32 direct kernel for sm90_split_k"]
