@@ -35,6 +35,13 @@ constexpr int64_t kSkinnyMaxM = 16;  // kSm90Skinny16*: one m16 fragment
 // share of the GPU's memory for copies; above it the CUTLASS 2.x kernels
 // run (they read the windows in place).
 constexpr int64_t kMaxStagingBytes = int64_t{1} << 32;
+// The float32 direct kernel (B read in place through registers) against the
+// staged ptr-array kernel: the staging copy of B costs in proportion to
+// k * n, the register-sourced mainloop ~5% of the GEMM's m * n * k, so the
+// direct kernel wins below some m.  Measured on an H200, square NN
+// (benchmarks/results/2026-12-02-h200-1c34efb/): 2048: 67 against 77 us;
+// 4096: 453 against 463; 8192: 3520 against 3342.
+constexpr int64_t kTf32DirectMaxM = 4096;
 
 const char* DTypeName(DType t) {
   switch (t) {
@@ -271,6 +278,10 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
                     "operands)");
     const Reasons bad = WindowAlignment(p, p.op[kB], p.in_dtype);
     if (!bad.empty()) why.push_back("b: " + Join(bad));
+    if (p.m > kTf32DirectMaxM && p.direct_tile == 0)
+      why.push_back("m = " + Str(p.m) + " > " + Str(kTf32DirectMaxM) +
+                    ": staging B costs less than the register-sourced "
+                    "mainloop");
   }
   if (planned == Path::kSm90SplitK) {
     // The unsplit SM90 paths are planned only with every window aligned;
@@ -331,8 +342,10 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
   if (planned == Path::kSm90Tiny) {
     // {tiny, cluster_k}, one tile shape.  The cluster-K tile (each tile's K
     // split across a cluster, kernels/sm90_cluster_k.h) runs only where
-    // forced (KernelOptions(direct_tile="cluster_k")) until an H200 run
-    // measures where it is faster (benchmarks/tile_ab.py).
+    // forced (KernelOptions(direct_tile="cluster_k")) until memcheck passes
+    // with it; on an H200 it was 1.9-2.4 us per call faster where 16-32
+    // output tiles leave most SMs idle, level at 128 tiles (split 1).
+    // (benchmarks/results/2026-12-02-h200-1c34efb/tile_ab_cluster_k.txt)
     return {DirectTile::kTiny, {}};
   }
   // The large path's two tiles: candidates are {large, wide}.

@@ -9,6 +9,7 @@ the argument `skinny`, runs the skinny kernel's cases alone (racecheck).
 """
 
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +32,7 @@ def check(name, f, *args, opts=None):
   with `opts` (a KernelOptions) f takes them, f(mod, *args, opts=opts), and
   passes them to its gemm calls."""
   kw = {} if opts is None else {"opts": opts}
+  t0 = time.perf_counter()
   paths = plan.traced_paths(lambda *a: f(dyn, *a, **kw), *args)
   got = jax.jit(lambda *a: f(dyn, *a, **kw))(*args)
   got.block_until_ready()
@@ -40,7 +42,10 @@ def check(name, f, *args, opts=None):
   w = np.asarray(want.astype(F32))
   same_nan = np.isnan(g) == np.isnan(w)
   err = float(np.nanmax(np.abs(g - w)) / max(1.0, np.nanmax(np.abs(w))))
-  print("CASE", name, paths, f"{err:.3g}", flush=True)
+  # The seconds each case took (compile, run, reference) name the slow one
+  # should the sanitizer's run outlast its test's limit.
+  print("CASE", name, paths, f"{err:.3g}",
+        f"{time.perf_counter() - t0:.1f} s", flush=True)
   return same_nan.all() and err < 2 ** -5
 
 

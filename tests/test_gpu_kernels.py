@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -1807,10 +1808,27 @@ def test_memcheck_clean(tool):
     extra, cases = ["--leak-check", "no"], []
   else:
     extra, cases = ["--kernel-name", "kns=SkinnyKernel"], ["skinny"]
-  r = subprocess.run([exe, "--tool", tool, "--error-exitcode", "99",
-                      "--report-api-errors", "no", *extra,
-                      sys.executable, script, *cases],
-                     env=env, capture_output=True, text=True, timeout=1200)
+  # 40 s on an idle H200; a stall fails naming the cases that finished (each
+  # CASE line carries its seconds), the next one in the script being the one
+  # that stalled.
+  # The sanitizer and the Python under it in a process group of their own:
+  # killing the sanitizer alone would leave Python holding the pipes.
+  limit = 600
+  proc = subprocess.Popen([exe, "--tool", tool, "--error-exitcode", "99",
+                           "--report-api-errors", "no", *extra,
+                           sys.executable, "-u", script, *cases],
+                          env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True,
+                          start_new_session=True)
+  try:
+    out, err = proc.communicate(timeout=limit)
+  except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, signal.SIGKILL)
+    out, _ = proc.communicate()
+    done = [l for l in out.splitlines() if l.startswith("CASE")]
+    pytest.fail(f"{tool} did not finish in {limit} s; the cases that did:\n" +
+                "\n".join(done[-40:]))
+  r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
   tail = (r.stdout + r.stderr)[-6000:]
   assert r.returncode == 0, tail
   assert "ALL_OK" in r.stdout, tail

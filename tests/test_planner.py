@@ -267,7 +267,7 @@ def test_f32_nn_runs_the_direct_tf32_kernel():
   """float32 NN at default precision: the direct TF32 kernel of the
   planned tile, nothing staged (no workspace for B's copy), where the
   direct rules hold with float32's K tile of 32 and B aligned."""
-  for m, n, k in ((1024, 768, 512), (2048, 2048, 2048), (8192, 8192, 8192)):
+  for m, n, k in ((1024, 768, 512), (2048, 2048, 2048), (4096, 8192, 8192)):
     s = _f32(m, n, k)
     p, w = _layout(s)
     tile = p.path[len("sm90_"):]
@@ -284,6 +284,18 @@ def test_f32_nn_runs_the_direct_tf32_kernel():
     assert staged.stage_b_item == n * k * 4 and staged.total > w.total
     assert ext.check_planned([int(v) for v in plan_lib.desc(s)], s.alpha,
                              s.beta) == ""
+  # m above 4096: the staged ptr-array kernel (B's copy costs less than
+  # the register-sourced mainloop); a forced direct tile still runs.
+  s = _f32(4104, 2048, 2048)
+  assert plan_lib.direct_kernel(s) is None
+  assert plan_lib.direct_reasons(s) == [
+      "m = 4104 > 4096: staging B costs less than the register-sourced "
+      "mainloop"]
+  assert _layout(s)[1].stage_b_item == 2048 * 2048 * 4
+  s = _f32(8192, 8192, 8192, opts=KernelOptions(tile="large",
+                                                direct_tile="large"))
+  assert plan_lib.direct_kernel(s) == "large"
+  assert _layout(s)[1].stage_b_item == 0
   # KernelOptions(direct=False): the same tile planned, B's copy reserved.
   s = _f32(opts=KernelOptions(direct=False))
   p, w = _layout(s)
