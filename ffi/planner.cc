@@ -341,12 +341,16 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
   if (candidates.size() == 1) return {candidates[0], {}};
   if (planned == Path::kSm90Tiny) {
     // {tiny, cluster_k}, one tile shape.  The cluster-K tile (each tile's K
-    // split across a cluster, kernels/sm90_cluster_k.h) runs only where
-    // forced (KernelOptions(direct_tile="cluster_k")) until memcheck passes
-    // with it; on an H200 it was 1.9-2.4 us per call faster where 16-32
-    // output tiles leave most SMs idle, level at 128 tiles (split 1).
+    // split across a cluster, kernels/sm90_cluster_k.h) where its split is
+    // 4 or more, i.e. where the tiny tile's output tiles would leave most
+    // SMs idle: on an H200 1.9-2.4 us per call faster at 16-32 output tiles
+    // (splits 4 and 8), level at 128 (split 1); split 2 is unmeasured and
+    // keeps the tiny tile.
     // (benchmarks/results/2026-12-02-h200-1c34efb/tile_ab_cluster_k.txt)
-    return {DirectTile::kTiny, {}};
+    return {kernels::ClusterKSplit(p.m, p.n, p.k, sms) >= 4
+                ? DirectTile::kClusterK
+                : DirectTile::kTiny,
+            {}};
   }
   // The large path's two tiles: candidates are {large, wide}.
   const bool large_ok = stores[0].empty(), wide_ok = stores[1].empty();

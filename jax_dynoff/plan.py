@@ -96,9 +96,9 @@ columns are multiples of the tile's or span its buffer's dims.
 workspace then holds the staged B) keeps the ptr-array kernel;
 ``KernelOptions(direct_tile=...)`` forces one of the planned path's direct
 tiles.  ``sm90_tiny`` has a second one, ``cluster_k`` (ffi/kernels/
-sm90_cluster_k.h, NN only), run only where forced until compute-sanitizer's
-memcheck passes with it (on an H200 it was 1.9-2.4 us per call faster than
-the tiny tile where 16-32 output tiles leave most SMs idle): 64x64 output tiles, each one's K split across the
+sm90_cluster_k.h, NN only), planned where its split is 4 or more (on an
+H200 1.9-2.4 us per call faster than the tiny tile where 16-32 output tiles
+leave most SMs idle): 64x64 output tiles, each one's K split across the
 `cluster_k_split` CTAs of a thread-block cluster, which add their float32
 partials in distributed shared memory in a fixed order (one launch, no
 workspace).

@@ -1551,7 +1551,8 @@ CLUSTER_K = KernelOptions(tile="tiny", direct_tile="cluster_k")
 def test_cluster_k_plan(m, n, k, split):
   """Forced, the tiny path runs the cluster-K tile at the planner's split,
   which the desc's kernel field carries and explain names; not forced, the
-  tiny tile."""
+  cluster-K tile where its split is 4 or more (the measured wins), else
+  the tiny tile."""
   s = _spec(m=m, n=n, k=k, opts=CLUSTER_K)
   p = plan_lib.plan(s)
   assert p.path == "sm90_tiny"
@@ -1564,10 +1565,16 @@ def test_cluster_k_plan(m, n, k, split):
   assert ("cluster_k tile: " + (f"each output tile's K split across a "
                                 f"cluster of {split} CTAs" if split > 1
                                 else "K not split")) in plan_lib.explain(s)
-  # Not forced: the tiny tile, no split in the kernel field.
-  assert plan_lib.direct_kernel(_opts(s, tile="tiny")) == "tiny"
-  assert plan_lib.plan(_opts(s, tile="tiny")).kernel == \
-      1 + list(plan_lib.DIRECT_TILES).index("tiny")
+  # Not forced: split 4 or more, the cluster-K tile; else the tiny tile, no
+  # split in the kernel field.
+  free = _opts(s, tile="tiny")
+  if split >= 4:
+    assert plan_lib.direct_kernel(free) == "cluster_k"
+    assert plan_lib.plan(free).kernel == code + 128 * split
+  else:
+    assert plan_lib.direct_kernel(free) == "tiny"
+    assert plan_lib.plan(free).kernel == \
+        1 + list(plan_lib.DIRECT_TILES).index("tiny")
 
 
 def test_cluster_k_plan_elsewhere():
@@ -1701,11 +1708,16 @@ _CLUSTER_K_SCRIPT = _layer_script(128, 1024, 1024)
 @pytest.mark.gpu
 @on_gpu
 def test_cluster_k_kernel_ran():
-  """The handler runs the forced cluster-K tile at the planned split (4 at
-  128x1024x1024); direct=False keeps the tiny ptr-array kernel."""
+  """The handler runs the cluster-K tile at the planned split (4 at
+  128x1024x1024), forced or not; direct=False keeps the tiny ptr-array
+  kernel."""
   out, lines = _run_script(_CLUSTER_K_SCRIPT, tile="tiny",
                            direct_tile="cluster_k")
   assert "['sm90_tiny']" in out, out
+  if _is_sm90():
+    assert all("kernel=kSm90DirectClusterKBf16NN split_k=4" in l
+               for l in lines), lines
+  _, lines = _run_script(_CLUSTER_K_SCRIPT)
   if _is_sm90():
     assert all("kernel=kSm90DirectClusterKBf16NN split_k=4" in l
                for l in lines), lines
