@@ -65,6 +65,14 @@ def gemm(a: Operand, b: Operand, c: Optional[Operand] = None, *,
                     transpose_a=transpose_a, transpose_b=transpose_b,
                     precision=precision,
                     preferred_element_type=preferred_element_type, opts=opts)
+  ragged = [name for name, w in (("a", call.a), ("b", call.b),
+                                 ("c", call.c), ("out", call.out))
+            if w is not None and w.ragged]
+  if ragged:
+    raise NotImplementedError(
+        f"jax_dynoff.gemm: {', '.join(ragged)}: ragged windows (valid=...) "
+        f"are defined by jax_dynoff.reference.gemm; the handlers do not take "
+        f"them yet")
   spec = make_spec(call)
   ops = Operands(
       call.a.x, call.b.x,
