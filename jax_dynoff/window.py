@@ -100,8 +100,20 @@ class Window:
     return [v for v in (self.valid or ()) if not isinstance(v, int)]
 
   def dynamic_starts(self) -> list[jax.Array]:
-    """The traced starts (dim order): the start operands of the primitive."""
-    return [s for s in self.start if not isinstance(s, int)]
+    """The starts `static_starts` leaves to the device (dim order): the
+    start operands of the primitive.  Traced ones as they are; a Python int
+    whose dim has a traced valid extent as a constant, first brought into
+    [0, dim] (lax's rule then clamps it exactly as it would the int)."""
+    out = []
+    for s, d, st in zip(self.start, self.x.shape, self.static_starts()):
+      if st is not None:
+        continue
+      if isinstance(s, int):
+        s = min(max(s + d if s < 0 else s, 0), d)
+        s = np.int32(s) if s < 2 ** 31 else np.int64(s)
+        s = jnp.asarray(s)
+      out.append(s)
+    return out
 
   def __repr__(self):  # not the default: that would print all of x
     def show(vals):

@@ -318,11 +318,3 @@ def test_ragged_dot_checks_its_arguments():
   with pytest.raises(NotImplementedError, match="group_offset"):
     ref.ragged_dot(lhs, rhs, gs, group_offset=jnp.int32(0))
 
-
-def test_gemm_refuses_ragged_windows_it_cannot_run_yet():
-  """Until the handlers take valid extents, the op says so by name rather
-  than ignoring them."""
-  x = jnp.ones((8, 8), F32)
-  with pytest.raises(NotImplementedError, match="a, out: ragged windows"):
-    dyn.gemm(dyn.window(x, (0, 0), (8, 8), valid=(4, 8)), x,
-             out=dyn.window(x, (0, 0), (8, 8), valid=(jnp.int32(2), 8)))
