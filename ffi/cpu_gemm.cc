@@ -203,6 +203,20 @@ void GatherRows(const void* base, DType t, int64_t off, int64_t ld,
       panel[(i - r0) * cols + j] = Load(base, t, off + j * ld + i);
 }
 
+// GatherRows for a ragged window (vr x vc valid of the stored window):
+// zeros outside the valid part, which is never read (a ragged window's
+// capacity may cross its array's end).
+void GatherMasked(const void* base, DType t, int64_t off, int64_t ld,
+                  bool trans, int64_t r0, int64_t r1, int64_t cols,
+                  int64_t vr, int64_t vc, float* panel) {
+  for (int64_t i = r0; i < r1; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t sr = trans ? j : i, sc = trans ? i : j;
+      panel[(i - r0) * cols + j] =
+          sr < vr && sc < vc ? Load(base, t, off + sr * ld + sc) : 0.0f;
+    }
+}
+
 // Runs fn(b) for every block b in [0, blocks) once, on the calling thread
 // and on the pool's threads; returns when every block is done.  The caller
 // takes blocks itself and waits only for blocks in progress, never for a
@@ -315,10 +329,13 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
   const OperandDesc &A = p.op[kA], &B = p.op[kB], &C = p.op[kC], &D = p.op[kD];
   const bool has_c = C.present;
   const Sgemm sgemm = g_sgemm.load(std::memory_order_acquire);
+  // Ragged windows (valid extents): masked panels, a masked C and a masked
+  // store of D, never an access outside a valid part.
+  const bool ragged = A.ragged || B.ragged || D.ragged || (has_c && C.ragged);
   // In place (float32 windows): every extent and leading dim within BLAS's
   // 32-bit ints.
   const bool in_place =
-      sgemm != nullptr && p.in_dtype == DType::kF32 && m <= INT_MAX &&
+      !ragged && sgemm != nullptr && p.in_dtype == DType::kF32 && m <= INT_MAX &&
       n <= INT_MAX && k <= INT_MAX && A.ld() <= INT_MAX && B.ld() <= INT_MAX;
   const bool panels = !in_place && sgemm != nullptr && m <= INT_MAX &&
                       n <= INT_MAX && k <= INT_MAX;
@@ -351,6 +368,13 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
     const int64_t b_off = WindowOffset(p, B, t, slots);
     const int64_t d_off = WindowOffset(p, D, t, slots);
     const int64_t c_off = has_c ? WindowOffset(p, C, t, slots) : 0;
+    // Valid rows and columns of each window for this item (the window's
+    // extents where it is not ragged).
+    const auto valid = [&](const OperandDesc& op, int j) {
+      return ValidExtent(op, j, t, slots);
+    };
+    const int64_t cvr = has_c ? valid(C, 0) : 0, cvc = has_c ? valid(C, 1) : 0;
+    const int64_t dvr = valid(D, 0), dvc = valid(D, 1);
     if (straight_ok &&
         (p.c_mode != CMode::kFromD || (c_off == d_off && C.ld() == D.ld()))) {
       const float* a = static_cast<const float*>(base(A)) + a_off;
@@ -396,15 +420,23 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
       const int64_t kb = Blocks(k, workers, 16);
       ParallelFor(&pool, row_blocks + kb, [&](int64_t blk) {
         if (blk < row_blocks) {
-          GatherRows(base(A), p.in_dtype, a_off, A.ld(), p.trans_a,
-                     BlockBegin(m, row_blocks, blk),
-                     BlockBegin(m, row_blocks, blk + 1), k,
-                     pa.data() + BlockBegin(m, row_blocks, blk) * k);
+          const int64_t r0 = BlockBegin(m, row_blocks, blk),
+                        r1 = BlockBegin(m, row_blocks, blk + 1);
+          if (A.ragged)
+            GatherMasked(base(A), p.in_dtype, a_off, A.ld(), p.trans_a, r0,
+                         r1, k, valid(A, 0), valid(A, 1), pa.data() + r0 * k);
+          else
+            GatherRows(base(A), p.in_dtype, a_off, A.ld(), p.trans_a, r0, r1,
+                       k, pa.data() + r0 * k);
         } else {
           const int64_t j = blk - row_blocks;
-          GatherRows(base(B), p.in_dtype, b_off, B.ld(), p.trans_b,
-                     BlockBegin(k, kb, j), BlockBegin(k, kb, j + 1), n,
-                     pb.data() + BlockBegin(k, kb, j) * n);
+          const int64_t r0 = BlockBegin(k, kb, j), r1 = BlockBegin(k, kb, j + 1);
+          if (B.ragged)
+            GatherMasked(base(B), p.in_dtype, b_off, B.ld(), p.trans_b, r0,
+                         r1, n, valid(B, 0), valid(B, 1), pb.data() + r0 * n);
+          else
+            GatherRows(base(B), p.in_dtype, b_off, B.ld(), p.trans_b, r0, r1,
+                       n, pb.data() + r0 * n);
         }
       });
     }
@@ -436,8 +468,12 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
            i < BlockBegin(m, row_blocks, blk + 1); ++i) {
         float* row = acc.data() + i * n;
         if (has_c) {
-          ToFloat(cb + (c_off + i * C.ld()) * eo, p.out_dtype, n,
-                  c_row.data());
+          // A ragged C: its valid part, zeros elsewhere (never read).
+          const int64_t cn = i < cvr ? cvc : 0;
+          if (cn > 0)
+            ToFloat(cb + (c_off + i * C.ld()) * eo, p.out_dtype, cn,
+                    c_row.data());
+          std::fill(c_row.begin() + cn, c_row.end(), 0.0f);
           for (int64_t j = 0; j < n; ++j)
             row[j] = fa * row[j] + fb * c_row[j];
         } else {
@@ -449,8 +485,9 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
     ParallelFor(&pool, row_blocks, [&](int64_t blk) {
       for (int64_t i = BlockBegin(m, row_blocks, blk);
            i < BlockBegin(m, row_blocks, blk + 1); ++i)
-        FromFloat(acc.data() + i * n, p.out_dtype, n,
-                  db + (d_off + i * D.ld()) * eo);
+        if (i < dvr)  // a ragged D: its valid part only
+          FromFloat(acc.data() + i * n, p.out_dtype, dvc,
+                    db + (d_off + i * D.ld()) * eo);
     });
   }
   return ffi::Error::Success();

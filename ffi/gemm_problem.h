@@ -48,11 +48,12 @@
 
 namespace jax_dynoff {
 
-inline constexpr int64_t kDescVersion = 3;
+inline constexpr int64_t kDescVersion = 4;
 inline constexpr int kMaxRank = 8;       // rank of one operand's array
 inline constexpr int kMaxBatchRank = 4;  // nested vmaps
 inline constexpr int kNumOperands = 4;   // A, B, C, D
-inline constexpr int kMaxSlots = kNumOperands * kMaxRank;  // dynamic starts
+// Dynamic starts and valid extents (two per ragged window).
+inline constexpr int kMaxSlots = kNumOperands * (kMaxRank + 2);
 
 enum class DType : int64_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
 enum Operand : int { kA = 0, kB = 1, kC = 2, kD = 3 };
@@ -90,8 +91,13 @@ inline constexpr int kHeaderSize = 21;
 // One block per operand, in the order A, B, C, D.
 inline constexpr int kPresent = 0, kArg = 1, kRank = 2, kBatchedMask = 3,
                      kDims = 4, kWin = kDims + kMaxRank,
-                     kStart = kWin + kMaxRank, kStartArg = kStart + kMaxRank;
-inline constexpr int kBlockSize = kStartArg + kMaxRank;  // 36
+                     kStart = kWin + kMaxRank, kStartArg = kStart + kMaxRank,
+                     // A ragged window: the flag, its valid extents (rows,
+                     // cols; static, already clamped) and their slots (-1:
+                     // static).  A plain window: 0, its extents, -1, -1.
+                     kRagged = kStartArg + kMaxRank, kValid = kRagged + 1,
+                     kValidArg = kValid + 2;
+inline constexpr int kBlockSize = kValidArg + 2;  // 41
 // After the blocks, one entry per possible slot: kind, arg, table
 // (SlotSource).
 inline constexpr int kSlots = kHeaderSize + kNumOperands * kBlockSize;
@@ -147,6 +153,13 @@ struct OperandDesc {
   int64_t win[kMaxRank] = {};   // window extent per dim (1 for leading dims)
   int64_t start[kMaxRank] = {}; // static start, already clamped
   int64_t start_arg[kMaxRank] = {};  // offsets slot of a dynamic start, or -1
+  // A ragged window (jax_dynoff.window(..., valid=...)): the valid extents
+  // of its two trailing dims, static (clamped to the window) or from a slot
+  // (valid_arg >= 0, clamped to [0, win] where read: ValidExtent).  Its
+  // trailing starts clamp to [0, dim - valid].  A plain window: win.
+  bool ragged = false;
+  int64_t valid[2] = {};
+  int64_t valid_arg[2] = {-1, -1};
   // Derived by Decode:
   int64_t strides[kMaxRank] = {};   // elements, row-major
   int64_t batch_strides[kMaxBatchRank] = {};  // elements; 0 if not batched
@@ -303,6 +316,23 @@ inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
       }
     }
     op.elements = s;
+    // Valid extents: a ragged window's static ones re-clamped to the
+    // window, dynamic ones named by their slot; a trailing start clamps
+    // with its dim's valid extent, so it can be static only where that is.
+    op.ragged = b[kRagged] != 0;
+    for (int j = 0; j < 2; ++j) {
+      const int64_t w = op.win[op.rank - 2 + j];
+      op.valid_arg[j] = op.ragged && b[kValidArg + j] >= 0 ? b[kValidArg + j]
+                                                           : -1;
+      op.valid[j] = !op.ragged ? w
+                    : op.valid_arg[j] >= 0
+                        ? 0
+                        : b[kValid + j] < 0 ? 0
+                                            : b[kValid + j] > w ? w
+                                                                : b[kValid + j];
+      if (op.valid_arg[j] >= 0 && b[kStartArg + op.rank - 2 + j] < 0)
+        return err(who + ": a static start beside a dynamic valid extent");
+    }
     // Starts: static ones are re-clamped here (cheap, and it makes a bad
     // desc harmless); dynamic ones name their slot of the offsets operand.
     op.static_offset = 0;
@@ -310,19 +340,22 @@ inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
       op.start_arg[i] = b[kStartArg + i];
       if (op.start_arg[i] < 0) {
         op.start_arg[i] = -1;
-        op.start[i] = ClampStart(b[kStart + i], op.dims[i], op.win[i]);
+        const int64_t size =
+            i >= op.rank - 2 ? op.valid[i - (op.rank - 2)] : op.win[i];
+        op.start[i] = ClampStart(b[kStart + i], op.dims[i], size);
         op.static_offset += op.start[i] * op.strides[i];
       } else {
         op.start[i] = 0;
         ++p->num_slots;
       }
     }
+    for (int j = 0; j < 2; ++j) p->num_slots += op.valid_arg[j] >= 0;
   }
   // Every slot in [0, num_slots) is named by exactly one dynamic start and
   // has a source; the vector slots name distinct elements of the vector.
   p->num_vector_slots = 0;
-  uint32_t vector_seen = 0;
-  static_assert(kMaxSlots <= 32, "vector_seen is a 32-bit mask");
+  uint64_t vector_seen = 0;
+  static_assert(kMaxSlots <= 64, "vector_seen is a 64-bit mask");
   for (int64_t j = 0; j < kMaxSlots; ++j) {
     const int64_t* e = d + kSlots + j * kSlotEntry;
     if (j >= p->num_slots) {
@@ -339,24 +372,25 @@ inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
       if (src.arg < 0 || src.arg >= kMaxSlots || src.table != -1 ||
           (vector_seen >> src.arg) & 1u)
         return err("bad vector slot " + std::to_string(j));
-      vector_seen |= 1u << src.arg;
+      vector_seen |= uint64_t{1} << src.arg;
       ++p->num_vector_slots;
     } else if (src.arg < 0 ||
                (src.kind == SlotKind::kLookup) != (src.table >= 0)) {
       return err("bad source of slot " + std::to_string(j));
     }
   }
-  if (vector_seen != (p->num_vector_slots == 32
-                          ? ~0u
-                          : (1u << p->num_vector_slots) - 1u))
+  if (vector_seen != (p->num_vector_slots == 64
+                          ? ~uint64_t{0}
+                          : (uint64_t{1} << p->num_vector_slots) - 1u))
     return err("the vector slots must name elements 0.." +
                std::to_string(p->num_vector_slots - 1));
   if (p->num_vector_slots > 0 && p->offsets_arg < 0)
     return err("vector slots without an offsets operand");
-  uint64_t seen[(kNumOperands * kMaxRank + 63) / 64] = {};
+  uint64_t seen[(kMaxSlots + 63) / 64] = {};
   for (const OperandDesc& op : p->op)
-    for (int i = 0; op.present && i < op.rank; ++i) {
-      const int64_t slot = op.start_arg[i];
+    for (int i = 0; op.present && i < op.rank + 2; ++i) {
+      const int64_t slot =
+          i < op.rank ? op.start_arg[i] : op.valid_arg[i - op.rank];
       if (slot < 0) continue;
       if (slot >= p->num_slots || (seen[slot / 64] >> (slot % 64)) & 1)
         return err("bad offsets slot " + std::to_string(slot));
@@ -510,18 +544,34 @@ void ResolveSlots(const GemmProblem& p, ArgFn arg, SlotRef* out) {
   }
 }
 
+// The valid extent of operand `op`'s window along its trailing dim j (0:
+// rows, 1: cols) for batch item t: the window's extent for a plain window,
+// a dynamic one clamped to [0, extent]; `slots` are the call's ResolveSlots.
+JAX_DYNOFF_HD int64_t ValidExtent(const OperandDesc& op, int j, int64_t t,
+                                  const SlotRef* slots) {
+  if (op.valid_arg[j] < 0) return op.valid[j];
+  const int64_t v = slots[op.valid_arg[j]].Load(t);
+  const int64_t w = op.win[op.rank - 2 + j];
+  return v < 0 ? 0 : v > w ? w : v;
+}
+
 // Element offset of operand `op`'s window for batch item t; `slots` are the
-// call's ResolveSlots.
+// call's ResolveSlots.  A ragged window's trailing starts clamp with its
+// valid extents (its capacity may cross the array's end; the valid part
+// never does).
 JAX_DYNOFF_HD int64_t WindowOffset(const GemmProblem& p, const OperandDesc& op,
                                    int64_t t, const SlotRef* slots) {
   int64_t off = op.static_offset;
   for (int j = 0; j < p.batch_rank; ++j)
     off += p.BatchIndex(t, j) * op.batch_strides[j];
   for (int i = 0; i < op.rank; ++i)
-    if (op.start_arg[i] >= 0)
-      off += ClampStart(slots[op.start_arg[i]].Load(t), op.dims[i],
-                        op.win[i]) *
+    if (op.start_arg[i] >= 0) {
+      const int64_t size = i >= op.rank - 2
+                               ? ValidExtent(op, i - (op.rank - 2), t, slots)
+                               : op.win[i];
+      off += ClampStart(slots[op.start_arg[i]].Load(t), op.dims[i], size) *
              op.strides[i];
+    }
   return off;
 }
 

@@ -103,6 +103,12 @@ def _lower_cpu(ctx, *operands, spec: GemmSpec, sources):
 
 
 def _lower_cuda(ctx, *operands, spec: GemmSpec, sources):
+  ragged = [n for n, w in spec.operands() if w.ragged]
+  if ragged:
+    raise NotImplementedError(
+        f"jax_dynoff.gemm: {', '.join(ragged)}: ragged windows (valid=...) "
+        f"run on the CPU handler only so far; the CUDA handler does not "
+        f"take them yet")
   plan = plan_lib.plan(spec)
   workspace = jax.core.ShapedArray((plan.workspace_bytes,), np.uint8)
   ctx2 = ctx.replace(avals_out=[*ctx.avals_out, workspace])

@@ -19,7 +19,13 @@ Operand = Union[jax.Array, Window]
 
 
 def _winspec(w: Window) -> WinSpec:
-  return WinSpec(tuple(w.x.shape), w.win, w.static_starts())
+  return WinSpec(tuple(w.x.shape), w.win, w.static_starts(),
+                 valid=w.static_valid() if w.ragged else None)
+
+
+def _slots(w: Optional[Window]) -> list:
+  """The window's dynamic starts, then its dynamic valid extents."""
+  return [] if w is None else w.dynamic_starts() + w.dynamic_valid()
 
 
 def make_spec(call: GemmCall) -> GemmSpec:
@@ -72,8 +78,6 @@ def gemm(a: Operand, b: Operand, c: Optional[Operand] = None, *,
       call.out.x if call.out is not None else None,
       # Clamped where they are lowered (starts.start_operands) and again
       # on the device.
-      {"a": call.a.dynamic_starts(),
-       "b": call.b.dynamic_starts(),
-       "c": call.c.dynamic_starts() if call.c is not None else [],
-       "d": call.out.dynamic_starts() if call.out is not None else []})
+      {"a": _slots(call.a), "b": _slots(call.b), "c": _slots(call.c),
+       "d": _slots(call.out)})
   return bind(spec, ops)

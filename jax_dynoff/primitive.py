@@ -78,10 +78,13 @@ def bind(spec: GemmSpec, ops: Operands):
 
 
 def _window(x, w: WinSpec, dyn) -> Window:
-  """A Window over array x whose starts are w's static ones and `dyn`."""
+  """A Window over array x whose starts (and valid extents, for a ragged
+  one) are w's static ones and `dyn` (starts first)."""
   dyn = iter(dyn)
   start = tuple(s if s is not None else next(dyn) for s in w.starts)
-  return Window(x, start, (w.rows, w.cols))
+  valid = None if w.valid is None else tuple(
+      v if v is not None else next(dyn) for v in w.valid)
+  return Window(x, start, (w.rows, w.cols), valid)
 
 
 # ---------------------------------------------------------------------------

@@ -11,41 +11,102 @@ its dtype for every input.  Read this file for the exact meaning of a call:
 
 Windows are read and written with lax.dynamic_slice / dynamic_update_slice,
 so their starts are clamped exactly as those clamp them.
+
+A ragged window (`window(..., valid=(vr, vc))`) has a static capacity and a
+valid part [0:vr, 0:vc] (vr, vc clamped to the capacity):
+  - its two trailing starts are clamped with vr and vc in place of the
+    capacity: s < 0 becomes s + dim, then it is clamped to [0, dim - v], so
+    the valid part lies inside the array while the capacity may cross its
+    end (leading starts keep lax's rule);
+  - read (A, B, C), its elements outside the valid part count as zeros;
+  - as `out`, only its valid part is written; every other element of `out`
+    is unchanged.
+Without `out`, the (m, n) result is alpha * A^ @ B^ + beta * C^, the hatted
+operands being the zero-masked windows.  `ragged_dot` is `lax.ragged_dot`
+written with ragged windows.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from jax_dynoff.signature import check_call
-from jax_dynoff.window import Window
+from jax_dynoff.window import Window, window
 
-__all__ = ["gemm", "read_window", "write_window"]
+__all__ = ["gemm", "ragged_dot", "read_window", "write_window"]
 
 
-def _starts(w: Window) -> list:
-  """Starts for lax: Python ints pre-clamped (exactly lax's rule, and it keeps
-  out-of-int32-range ints legal), traced ones in one common integer dtype."""
-  static = w.static_starts()
-  dyn = [s for s in w.start if not isinstance(s, int)]
-  dtype = jnp.int64 if any(s.dtype == jnp.int64 for s in dyn) else jnp.int32
+def _index_dtype(w: Window):
+  dyn = w.dynamic_starts() + w.dynamic_valid()
+  return jnp.int64 if any(s.dtype == jnp.int64 for s in dyn) else jnp.int32
+
+
+def _starts(w: Window, dims: Optional[int] = None) -> list:
+  """Starts for lax (the first `dims` of them; all by default): Python ints
+  pre-clamped (exactly lax's rule, and it keeps out-of-int32-range ints
+  legal), traced ones in one common integer dtype."""
+  static = w.static_starts()[:dims]
+  dtype = _index_dtype(w)
   return [jnp.asarray(st, dtype) if st is not None else s.astype(dtype)
           for s, st in zip(w.start, static)]
 
 
+def _ragged(w: Window):
+  """A ragged window's (starts, mask): leading starts for lax (which clamps
+  them), the trailing ones clamped here with the valid extents, and the
+  (rows, cols) mask of its valid part."""
+  dtype = _index_dtype(w)
+  rows, cols = w.shape
+  dims = w.x.shape[-2:]
+  vr, vc = (jnp.clip(jnp.asarray(min(max(v, 0), cap) if isinstance(v, int)
+                                 else v, dtype), 0, cap)
+            for v, cap in zip(w.valid, (rows, cols)))
+  starts = _starts(w, w.x.ndim - 2)  # leading: lax's rule
+  for s, d, v in zip(w.start[-2:], dims, (vr, vc)):
+    if isinstance(s, int):  # into [0, d] first: any Python int is legal
+      s = jnp.asarray(min(max(s + d if s < 0 else s, 0), d), dtype)
+    else:
+      s = s.astype(dtype)
+      s = jnp.where(s < 0, s + d, s)
+    starts.append(jnp.clip(s, 0, d - v))
+  mask = ((lax.iota(dtype, rows) < vr)[:, None] &
+          (lax.iota(dtype, cols) < vc)[None, :])
+  return starts, mask
+
+
+def _padded(x: jax.Array, rows: int, cols: int) -> jax.Array:
+  """x with `rows` / `cols` zeros past the end of its trailing dims, so that
+  a ragged window's capacity, which may cross the array's end, can be
+  sliced without lax moving its start."""
+  return jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, rows), (0, cols)])
+
+
 def read_window(w: Window) -> jax.Array:
-  """The (rows, cols) block the window stands for."""
-  return lax.dynamic_slice(w.x, _starts(w), w.win).reshape(w.shape)
+  """The (rows, cols) block the window stands for (a ragged window's zeros
+  outside its valid part)."""
+  if not w.ragged:
+    return lax.dynamic_slice(w.x, _starts(w), w.win).reshape(w.shape)
+  starts, mask = _ragged(w)
+  block = lax.dynamic_slice(_padded(w.x, *w.shape), starts, w.win)
+  return jnp.where(mask, block.reshape(w.shape), jnp.zeros((), w.x.dtype))
 
 
 def write_window(w: Window, value: jax.Array) -> jax.Array:
-  """`w.x` with the window replaced by `value` (cast to w.x's dtype)."""
-  return lax.dynamic_update_slice(
-      w.x, value.astype(w.x.dtype).reshape(w.win), _starts(w))
+  """`w.x` with the window replaced by `value` (cast to w.x's dtype); a
+  ragged window replaces only its valid part."""
+  value = value.astype(w.x.dtype)
+  if not w.ragged:
+    return lax.dynamic_update_slice(w.x, value.reshape(w.win), _starts(w))
+  starts, mask = _ragged(w)
+  xp = _padded(w.x, *w.shape)
+  old = lax.dynamic_slice(xp, starts, w.win).reshape(w.shape)
+  new = jnp.where(mask, value.reshape(w.shape), old)
+  xp = lax.dynamic_update_slice(xp, new.reshape(w.win), starts)
+  return xp[(Ellipsis, slice(0, w.x.shape[-2]), slice(0, w.x.shape[-1]))]
 
 
 def gemm(a: Any, b: Any, c: Any = None, *, out: Any = None,
@@ -76,3 +137,44 @@ def gemm(a: Any, b: Any, c: Any = None, *, out: Any = None,
   if call.out is None:
     return acc.astype(call.out_dtype)
   return write_window(call.out, acc)
+
+
+def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
+               preferred_element_type: Any = None,
+               group_offset: Any = None) -> jax.Array:
+  """`lax.ragged_dot` written with ragged windows: rows
+  [offset_g, offset_g + group_sizes[g]) of `lhs` (offset_g the sizes of the
+  groups before g) times `rhs[g]`, each group one `gemm` whose A and out are
+  ragged windows of capacity m at offset_g; rows past the groups are zeros.
+  Group sizes are expected to sum to at most m, as for lax.ragged_dot."""
+  if group_offset is not None:
+    raise NotImplementedError("ragged_dot: group_offset is not supported "
+                              "(nor is it by lax.ragged_dot)")
+  lhs, rhs, sizes = (jnp.asarray(v) for v in (lhs, rhs, group_sizes))
+  if lhs.ndim != 2:
+    raise ValueError(f"ragged_dot: lhs must be (m, k), got shape {lhs.shape}")
+  if rhs.ndim != 3:
+    raise ValueError(
+        f"ragged_dot: rhs must be (groups, k, n), got shape {rhs.shape}")
+  if rhs.shape[1] != lhs.shape[1]:
+    raise ValueError(
+        f"ragged_dot: rhs's k = {rhs.shape[1]} does not match lhs's k = "
+        f"{lhs.shape[1]}")
+  if sizes.shape != (rhs.shape[0],):
+    raise ValueError(
+        f"ragged_dot: group_sizes must be ({rhs.shape[0]},) (one size per "
+        f"group of rhs), got shape {sizes.shape}")
+  if sizes.dtype not in (jnp.int32, jnp.int64):
+    raise TypeError(
+        f"ragged_dot: group_sizes must be int32 or int64, got {sizes.dtype}")
+  (m, k), (g, _, n) = lhs.shape, rhs.shape
+  out_dtype = (jnp.dtype(preferred_element_type)
+               if preferred_element_type is not None else lhs.dtype)
+  offsets = jnp.cumsum(sizes) - sizes
+  out = jnp.zeros((m, n), out_dtype)
+  for i in range(g):
+    out = gemm(window(lhs, (offsets[i], 0), (m, k), valid=(sizes[i], k)),
+               window(rhs, (i, 0, 0), (k, n)),
+               out=window(out, (offsets[i], 0), (m, n), valid=(sizes[i], n)),
+               precision=precision)
+  return out

@@ -87,7 +87,10 @@ def _windows(spec: GemmSpec) -> dict:
 def _covers(w: WinSpec, i: int) -> bool:
   # A window as long as its dim starts at 0 whatever its start: starts are
   # clamped to [0, dim - extent].  So a dynamic start there is harmless.
-  return w.win[i] == w.dims[i]
+  # Not so a ragged window's trailing dims: its start clamps with its valid
+  # extent and its valid part lies anywhere in the dim, so they stay whole.
+  trailing = i < 0 or i >= len(w.dims) - 2
+  return w.win[i] == w.dims[i] and not (w.ragged and trailing)
 
 
 DISPLAY = {"a": "a", "b": "b", "c": "c", "d": "out"}
@@ -126,6 +129,9 @@ def layout(spec: GemmSpec, start_ranks: tuple[int, ...]) -> Layout:
       role = roles[name][i - r]
       if covered[role]:
         dims.append(Dim(role, True))
+      elif w.ragged:
+        dims.append(Dim(own, False, f"{shown}'s window is ragged (valid "
+                                    f"extents) there"))
       elif not _covers(w, i):
         dims.append(Dim(own, False, f"{shown}'s window covers {w.win[i]} of "
                                     f"its {w.dims[i]} there, at a start"))
@@ -151,10 +157,13 @@ def layout(spec: GemmSpec, start_ranks: tuple[int, ...]) -> Layout:
 
   ranks = iter(start_ranks)
   for name, w in spec.operands():
-    for i, s in enumerate(w.starts):
-      if s is not None:
-        continue
-      names.append(f"the start of {DISPLAY[name]} in dim {i}")
+    # The operand's slots: its dynamic starts, then its dynamic valid extents.
+    slots = [f"the start of {DISPLAY[name]} in dim {i}"
+             for i, s in enumerate(w.starts) if s is None]
+    slots += [f"the valid {what} of {DISPLAY[name]}"
+              for what, v in zip(("rows", "cols"), w.valid or ()) if v is None]
+    for what in slots:
+      names.append(what)
       if next(ranks) == 0:
         operands.append(())
       elif nb == 1:

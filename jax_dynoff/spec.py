@@ -16,12 +16,14 @@ import numpy as np
 from jax_dynoff.options import DEFAULT as DEFAULT_OPTS
 from jax_dynoff.options import DIRECT_TILES, KernelOptions
 
-DESC_VERSION = 3
+DESC_VERSION = 4
 MAX_RANK = 8
 MAX_BATCH_RANK = 4
 HEADER_SIZE = 21
-BLOCK_SIZE = 4 + 4 * MAX_RANK
-MAX_SLOTS = 4 * MAX_RANK
+# present, arg, rank, batch mask; dims, win, starts, start slots; ragged,
+# valid (2), valid slots (2).
+BLOCK_SIZE = 4 + 4 * MAX_RANK + 5
+MAX_SLOTS = 4 * (MAX_RANK + 2)   # every start and valid extent dynamic
 SLOT_ENTRY = 3            # kind, arg, table (SlotSource in gemm_problem.h)
 SLOTS_AT = HEADER_SIZE + 4 * BLOCK_SIZE
 DESC_SIZE = SLOTS_AT + MAX_SLOTS * SLOT_ENTRY
@@ -61,12 +63,18 @@ class WinSpec:
            is dynamic (then it comes as a scalar operand of the call).
   batched: per batch dim of the call, whether this array carries it (as a
            leading dim, in batch-dim order).
+  valid:   None for a plain window; for a ragged one, per trailing dim the
+           valid extent already clamped to the window's (a Python int) or
+           None when it is dynamic (then it comes as a scalar operand of the
+           call, after the operand's dynamic starts).  A trailing start is
+           static only where its dim's valid extent is.
   """
 
   dims: tuple[int, ...]
   win: tuple[int, ...]
   starts: tuple[Optional[int], ...]
   batched: tuple[bool, ...] = ()
+  valid: Optional[tuple[Optional[int], Optional[int]]] = None
 
   @property
   def rows(self) -> int:
@@ -89,8 +97,14 @@ class WinSpec:
     return tuple(reversed(out))
 
   @property
+  def ragged(self) -> bool:
+    return self.valid is not None
+
+  @property
   def num_dynamic(self) -> int:
-    return sum(s is None for s in self.starts)
+    """Dynamic starts, then dynamic valid extents: the operand's slots."""
+    return (sum(s is None for s in self.starts) +
+            sum(v is None for v in (self.valid or ())))
 
   def static_offset(self) -> int:
     """Elements contributed by the static starts."""
@@ -229,4 +243,15 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
         d[base + 4 + 2 * MAX_RANK + j] = s
         d[base + 4 + 3 * MAX_RANK + j] = -1
     d[base + 4 + 3 * MAX_RANK + r:base + 4 + 4 * MAX_RANK] = -1
+    at = base + 4 + 4 * MAX_RANK
+    if w.valid is None:
+      d[at:at + 5] = [0, w.rows, w.cols, -1, -1]
+    else:
+      d[at] = 1
+      for j, v in enumerate(w.valid):
+        if v is None:
+          d[at + 1 + j], d[at + 3 + j] = 0, slot
+          slot += 1
+        else:
+          d[at + 1 + j], d[at + 3 + j] = v, -1
   return d

@@ -165,10 +165,22 @@ def _int_aval(value) -> jax.core.ShapedArray:
                               _np_int(value))
 
 
-def _slot_bounds(spec: GemmSpec) -> list[tuple[int, int]]:
-  """(dim, window extent) of every dynamic start, in slot order."""
-  return [(d, w) for _, ws in spec.operands()
-          for d, w, s in zip(ws.dims, ws.win, ws.starts) if s is None]
+def _slot_bounds(spec: GemmSpec) -> list[tuple[int, int, bool]]:
+  """(bound, extent, wrap) of every slot, in slot order, for `_clamped`: a
+  start (dim, window extent, True), clamped as lax.dynamic_slice would; a
+  ragged window's trailing start (dim, 0, True), brought into [0, dim] only
+  (the handler clamps it with its valid extent); a valid extent (window
+  extent, 0, False), clamped to [0, extent]."""
+  out = []
+  for _, ws in spec.operands():
+    r = len(ws.dims)
+    for i, (d, w, s) in enumerate(zip(ws.dims, ws.win, ws.starts)):
+      if s is None:
+        out.append((d, 0 if ws.ragged and i >= r - 2 else w, True))
+    for v, w in zip(ws.valid or (), ws.win[-2:]):
+      if v is None:
+        out.append((w, 0, False))
+  return out
 
 
 def _splat(value: int, like) -> ir.Value:
@@ -177,20 +189,23 @@ def _splat(value: int, like) -> ir.Value:
   return mlir.ir_constant(np.full(shape, value, _np_int(like)))
 
 
-def _clamped(start, dim: int, size: int):
+def _clamped(start, dim: int, size: int, wrap: bool = True):
   """`window.clamp_start` on a start in the IR: a start s < 0 becomes s +
-  dim, then s is clamped to [0, dim - size], in the start's own integer
-  type (where dim does not fit it, the start is passed on: the handler
-  clamps on the device in any case)."""
+  dim (where `wrap`; a valid extent does not wrap), then s is clamped to
+  [0, dim - size], in the start's own integer type (where dim does not fit
+  it, the start is passed on: the handler clamps on the device in any
+  case)."""
   width = _int_width(start)
   if dim > 2 ** (width - 1) - 1:
     return start
   zero = _splat(0, start)
-  negative = hlo.compare(
-      start, zero, comparison_direction=hlo.ComparisonDirectionAttr.get("LT"),
-      compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
-  wrapped = hlo.select(negative, hlo.add(start, _splat(dim, start)), start)
-  return hlo.clamp(zero, wrapped, _splat(dim - size, start))
+  if wrap:
+    negative = hlo.compare(
+        start, zero,
+        comparison_direction=hlo.ComparisonDirectionAttr.get("LT"),
+        compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
+    start = hlo.select(negative, hlo.add(start, _splat(dim, start)), start)
+  return hlo.clamp(zero, start, _splat(dim - size, start))
 
 
 def _pack_offsets(starts, bounds, plain, dtype, batch: int, batched: bool):
@@ -199,9 +214,9 @@ def _pack_offsets(starts, bounds, plain, dtype, batch: int, batched: bool):
   sharding context of the caller's reaches them)."""
   elt = ir.IntegerType.get_signless(64 if dtype == np.int64 else 32)
   cols = []
-  for s, (dim, size), p in zip(starts, bounds, plain):
+  for s, (dim, size, wrap), p in zip(starts, bounds, plain):
     if not p:  # fuses a `table[i]` look-up into this one kernel
-      s = _clamped(s, dim, size)
+      s = _clamped(s, dim, size, wrap)
     shape = tuple(ir.RankedTensorType(s.type).shape)
     if _int_width(s) != elt.width:
       s = hlo.convert(ir.RankedTensorType.get(shape, elt), s)

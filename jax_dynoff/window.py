@@ -1,10 +1,17 @@
 """Windows: a 2-D block of an array at starts that may be traced.
 
 A `Window` is what `gemm` accepts for each operand.  Construction checks
-everything static (ranks, extents, the types of the starts) and raises a
-`TypeError` / `ValueError` that names the argument; the dynamic starts stay
-traced values and are clamped on the device exactly like
-`lax.dynamic_slice` (see `clamp_start`).
+everything static (ranks, extents, the types of the starts and of the
+valid extents) and raises a `TypeError` / `ValueError` that names the
+argument; the dynamic starts stay traced values and are clamped on the
+device exactly like `lax.dynamic_slice` (see `clamp_start`).
+
+A ragged window (`valid=(vr, vc)`, entries that may be traced) has a static
+capacity `shape` and a valid part `[0:vr, 0:vc]` of it: reads see zeros
+outside the valid part, writes touch only the valid part, and its two
+trailing starts are clamped with the valid extents instead of the capacity
+(`clamp_start(s, dim, v)`), so a window near the end of its array keeps its
+start although its capacity would cross the end.
 """
 
 from __future__ import annotations
@@ -38,19 +45,30 @@ class Window:
 
   x:     the whole array (rank r >= 2).
   start: r entries, each a Python int or an integer scalar (traced or not).
-  shape: (rows, cols), the extent in the two trailing dims.
+  shape: (rows, cols), the extent in the two trailing dims (the capacity of
+         a ragged window).
+  valid: None, or (vr, vc): the valid extents of a ragged window, each a
+         Python int or an integer scalar, clamped to [0, rows] / [0, cols].
   """
 
   x: jax.Array
   start: tuple[Start, ...]
   shape: tuple[int, int]
+  valid: Optional[tuple[Start, Start]] = None
 
   def __post_init__(self):
     # Built directly or through `window`: the same checks either way.
-    x, start, shape = _checked(self.x, self.start, self.shape)
+    x, start, shape, valid = _checked(self.x, self.start, self.shape,
+                                      self.valid)
     object.__setattr__(self, "x", x)
     object.__setattr__(self, "start", start)
     object.__setattr__(self, "shape", shape)
+    object.__setattr__(self, "valid", valid)
+
+  @property
+  def ragged(self) -> bool:
+    """Whether the window has valid extents (`valid` given)."""
+    return self.valid is not None
 
   @property
   def dtype(self):
@@ -61,34 +79,63 @@ class Window:
     """The window's extent in every dim of x (1 in the leading dims)."""
     return (1,) * (self.x.ndim - 2) + tuple(self.shape)
 
+  def static_valid(self) -> tuple[Optional[int], Optional[int]]:
+    """Per trailing dim: the valid extent, clamped, if it is a Python int
+    (the capacity when `valid` is None), else None."""
+    if self.valid is None:
+      return tuple(self.shape)
+    return tuple(min(max(v, 0), c) if isinstance(v, int) else None
+                 for v, c in zip(self.valid, self.shape))
+
   def static_starts(self) -> tuple[Optional[int], ...]:
-    """Per dim: the clamped start if it is a Python int, else None."""
+    """Per dim: the clamped start if it is a Python int (and, in a trailing
+    dim of a ragged window, so is that dim's valid extent), else None."""
+    clamp_by = self.win[:-2] + self.static_valid()
     return tuple(
-        clamp_start(s, d, w) if isinstance(s, int) else None
-        for s, d, w in zip(self.start, self.x.shape, self.win))
+        clamp_start(s, d, w) if isinstance(s, int) and w is not None else None
+        for s, d, w in zip(self.start, self.x.shape, clamp_by))
+
+  def dynamic_valid(self) -> list[jax.Array]:
+    """The traced valid extents (rows first)."""
+    return [v for v in (self.valid or ()) if not isinstance(v, int)]
 
   def dynamic_starts(self) -> list[jax.Array]:
-    """The traced starts (dim order): the start operands of the primitive."""
-    return [s for s in self.start if not isinstance(s, int)]
+    """The starts `static_starts` leaves to the device (dim order): the
+    start operands of the primitive.  Traced ones as they are; a Python int
+    whose dim has a traced valid extent as a constant, first brought into
+    [0, dim] (lax's rule then clamps it exactly as it would the int)."""
+    out = []
+    for s, d, st in zip(self.start, self.x.shape, self.static_starts()):
+      if st is not None:
+        continue
+      if isinstance(s, int):
+        s = min(max(s + d if s < 0 else s, 0), d)
+        s = np.int32(s) if s < 2 ** 31 else np.int64(s)
+        s = jnp.asarray(s)
+      out.append(s)
+    return out
 
   def __repr__(self):  # not the default: that would print all of x
-    start = ", ".join(str(s) if isinstance(s, int) else
-                      f"<{getattr(s, 'dtype', type(s).__name__)} scalar>"
-                      for s in self.start)
-    return (f"Window(x: {self.x.dtype}{list(self.x.shape)}, start=({start}), "
-            f"shape={tuple(self.shape)})")
+    def show(vals):
+      return ", ".join(str(v) if isinstance(v, int) else
+                       f"<{getattr(v, 'dtype', type(v).__name__)} scalar>"
+                       for v in vals)
+    valid = "" if self.valid is None else f", valid=({show(self.valid)})"
+    return (f"Window(x: {self.x.dtype}{list(self.x.shape)}, "
+            f"start=({show(self.start)}), shape={tuple(self.shape)}{valid})")
 
   def tree_flatten(self):
-    return (self.x, self.start), self.shape
+    return (self.x, self.start, self.valid), self.shape
 
   @classmethod
   def tree_unflatten(cls, shape, children):
     # No checks: JAX rebuilds pytrees with placeholder leaves too.
-    x, start = children
+    x, start, valid = children
     w = object.__new__(cls)
     object.__setattr__(w, "x", x)
     object.__setattr__(w, "start", tuple(start))
     object.__setattr__(w, "shape", shape)
+    object.__setattr__(w, "valid", None if valid is None else tuple(valid))
     return w
 
 
@@ -121,22 +168,29 @@ def _check_start(arg: str, i: int, s: Any) -> Start:
   return s
 
 
-def window(x: jax.Array, start: Sequence[Start],
-           shape: Sequence[int]) -> Window:
+def window(x: jax.Array, start: Sequence[Start], shape: Sequence[int],
+           valid: Optional[Sequence[Start]] = None) -> Window:
   """A window of `x` for `gemm`: `shape = (rows, cols)` in the trailing dims.
 
   `start` has one entry per dim of `x`; each is a Python int or an int32 /
   int64 scalar (typically traced: a loop index, a value read from a device
   table).  Starts follow `lax.dynamic_slice`: negative ones count from the
   end, then every start is clamped so the window lies inside `x`.
+
+  `valid = (vr, vc)` makes the window ragged: `shape` is then its
+  capacity and `[0:vr, 0:vc]` its valid part (each entry a Python int or an
+  int32 / int64 scalar, clamped to [0, rows] / [0, cols]).  Reads count the
+  elements outside the valid part as zeros; `out` is written only in its
+  valid part; the two trailing starts are clamped with vr / vc in place of
+  rows / cols.  `valid=None` is the plain window.
   """
-  return Window(x, start, shape)
+  return Window(x, start, shape, valid)
 
 
-def _checked(x: Any, start: Any, shape: Any):
-  """(x, start, shape) of a window, checked and normalised (starts: Python
-  ints or integer scalar arrays); a TypeError / ValueError names what is
-  wrong."""
+def _checked(x: Any, start: Any, shape: Any, valid: Any = None):
+  """(x, start, shape, valid) of a window, checked and normalised (starts
+  and valid extents: Python ints or integer scalar arrays); a TypeError /
+  ValueError names what is wrong."""
   if not _is_array(x):
     x = jnp.asarray(x)
   if x.ndim < 2:
@@ -166,7 +220,23 @@ def _checked(x: Any, start: Any, shape: Any):
     raise ValueError(
         f"window: shape {shape} is larger than the trailing dims of x "
         f"{x.shape[-2:]} (x has shape {x.shape})")
-  return x, start, shape
+  if valid is not None:
+    if isinstance(valid, (str, bytes)) or _is_array(valid):
+      raise TypeError(
+          f"window: valid must be None or a pair (rows, cols) of integers "
+          f"or integer scalars, got {type(valid).__name__}")
+    try:
+      valid = tuple(valid)
+    except TypeError:
+      raise TypeError(
+          f"window: valid must be None or a pair (rows, cols) of integers "
+          f"or integer scalars, got {type(valid).__name__}") from None
+    if len(valid) != 2:
+      raise ValueError(
+          f"window: valid must have 2 entries (rows, cols), got "
+          f"{len(valid)}")
+    valid = tuple(_check_start("valid", i, v) for i, v in enumerate(valid))
+  return x, start, shape, valid
 
 
 def as_window(arg: str, v: Any) -> Window:

@@ -168,6 +168,10 @@ def main(path: str) -> None:
        [A, B, idx(4)], [P(None, "y"), P(), None])
   case("m and n sharded over one mesh axis", "gather", plain, [A, B],
        [P("y"), P(None, "y")])
+  case("a ragged window covering every row, m sharded", "gather",
+       lambda g: lambda a, b, v: g(dyn.window(a, (0, 0), (M, K),
+                                              valid=(v, K)), b),
+       [A, B, idx(11)], [P("x"), P(None, "y"), None])
 
   case("grad, m and n split", "local",
        lambda g: jax.grad(lambda a, b: (g(a, b) ** 2).sum(), argnums=0),

@@ -100,6 +100,8 @@ GATHER = {
     "out sharded along the rows its window starts in": ("out", 0, "x"),
     "a window covering part of k, k sharded": ("a", 1, "y"),
     "m and n sharded over one mesh axis": ("b", 1, "y"),
+    # Its valid part may lie anywhere in the rows: they stay whole.
+    "a ragged window covering every row, m sharded": ("a", 0, "x"),
 }
 MODES = ("auto", "explicit")
 

@@ -162,6 +162,11 @@ ffi::ErrorOr<std::unique_ptr<GemmState>> GemmInstantiate(
                  &state->p);
   if (!msg.empty()) return Refuse(msg);
   const GemmProblem& p = state->p;
+  for (const OperandDesc& op : p.op)  // (jax_dynoff.gemm lowers none here)
+    if (op.present && op.ragged)
+      return Refuse(
+          "jax_dynoff_gemm: ragged windows (valid extents) run on the CPU "
+          "handler only so far");
   const int64_t int_max = 0x7fffffff;
   if (p.m > int_max || p.n > int_max || p.k > int_max)
     return Refuse(

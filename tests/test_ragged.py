@@ -1,0 +1,212 @@
+"""Ragged windows through `jax_dynoff.gemm` on the CPU handler, against
+`jax_dynoff.reference` (whose rule tests/test_ragged_reference.py checks
+against numpy): masked reads, writes of the valid part only (the rest of a
+poisoned out bit for bit), vmap over groups with batched starts and valid
+extents, gradients, `fori_loop` and `cond` with sizes computed on the
+device, and the refusal on CUDA, whose handler does not take them yet.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import jax_dynoff as dyn
+from jax_dynoff import reference as ref
+
+F32, BF16, F16 = jnp.float32, jnp.bfloat16, jnp.float16
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu",
+                                reason="the CPU handler's ragged windows")
+
+
+def _bits(a):
+  a = np.asarray(a)
+  return a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint32)
+
+
+def _same(got, want, tol):
+  """NaN (the poison) exactly where the reference has it, the rest bit for
+  bit where the reference left it alone, values within tol elsewhere."""
+  g, w = np.asarray(got, np.float32), np.asarray(want, np.float32)
+  np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+  ok = ~np.isnan(w)
+  np.testing.assert_allclose(g[ok], w[ok], rtol=tol, atol=tol)
+
+
+def _case(seed):
+  """A random call with every operand ragged: (f(mod, *args), args, dtype)."""
+  r = np.random.default_rng(seed)
+  dt = [F32, BF16, F16][seed % 3]
+  m, n, k = (int(v) for v in r.integers(1, 24, 3))
+  ta, tb = bool(r.integers(2)), bool(r.integers(2))
+  ash = (k, m) if ta else (m, k)
+  bsh = (n, k) if tb else (k, n)
+  out_dt = F32 if seed % 2 else dt
+
+  def operand(shape, dtype, lead=0):
+    dims = (3,) * lead + tuple(s + int(r.integers(0, 5)) for s in shape)
+    x = jnp.asarray(r.standard_normal(dims), dtype)
+    start = [int(r.integers(-2, d + 2)) for d in dims]
+    valid = [int(r.integers(0, s + 1)) for s in shape]
+    return x, start, valid
+
+  a, sa, va = operand(ash, dt, lead=1)
+  b, sb, vb = operand(bsh, dt)
+  c, sc, vc = operand((m, n), out_dt)
+  o, so, vo = operand((m, n), out_dt)
+  o = jnp.full(o.shape, jnp.nan, out_dt)
+  # Which entries are traced (the rest Python ints).
+  traced = [bool(v) for v in r.integers(0, 2, 10)]
+
+  def call(mod, a, b, c, o, *dynamic):
+    it = iter(dynamic)
+    val = lambda v, i: next(it) if traced[i] else v
+    wa = dyn.window(a, [val(sa[0], 0), val(sa[1], 1), sa[2]], ash,
+                    valid=(val(va[0], 2), va[1]))
+    wb = dyn.window(b, [sb[0], val(sb[1], 3)], bsh, valid=(vb[0],
+                                                           val(vb[1], 4)))
+    wc = dyn.window(c, [val(sc[0], 5), sc[1]], (m, n),
+                    valid=(val(vc[0], 6), vc[1]))
+    wo = dyn.window(o, [so[0], val(so[1], 7)], (m, n),
+                    valid=(val(vo[0], 8), val(vo[1], 9)))
+    kw = dict(alpha=0.75, beta=-0.5, transpose_a=ta, transpose_b=tb,
+              preferred_element_type=out_dt)
+    return mod.gemm(wa, wb, wc, out=wo, **kw), mod.gemm(wa, wb, wc, **kw)
+
+  values = [sa[0], sa[1], va[0], sb[1], vb[1], sc[0], vc[0], so[1], vo[0],
+            vo[1]]
+  dynamic = [jnp.int32(v) for v, t in zip(values, traced) if t]
+  return call, (a, b, c, o, *dynamic), dt
+
+
+@pytest.mark.parametrize("seed", range(36))
+def test_gemm_equals_the_reference(seed):
+  call, args, dt = _case(seed)
+  got = jax.jit(functools.partial(call, dyn))(*args)
+  want = jax.jit(functools.partial(call, ref))(*args)
+  tol = 1e-5 if dt == F32 else 1e-2
+  for g, w in zip(got, want):
+    _same(g, w, tol)
+  # Outside out's valid part, out comes back bit for bit (all NaN there).
+  g, w = _bits(got[0]), _bits(want[0])
+  keep = np.isnan(np.asarray(want[0], np.float32))
+  np.testing.assert_array_equal(g[keep], w[keep])
+
+
+def _experts(r, tokens, e, d, f):
+  x = jnp.asarray(r.standard_normal((tokens, d)), F32)
+  w = jnp.asarray(r.standard_normal((e, d, f)), F32)
+  return x, w
+
+
+@pytest.mark.parametrize("sizes", [[5, 0, 9, 2], [16, 0, 0, 0], [0, 0, 0, 0],
+                                   [1, 2, 3, 4]])
+def test_vmap_over_groups(sizes):
+  """One batched call: group g's rows (a ragged window at its offset) times
+  its weight; batched starts, batched valid extents, with C."""
+  r = np.random.default_rng(1)
+  x, w = _experts(r, 16, 4, 8, 6)
+  c = jnp.asarray(r.standard_normal((16, 6)), F32)
+  gs = jnp.asarray(sizes, jnp.int32)
+  offs = jnp.cumsum(gs) - gs
+
+  def group(mod, g, off, size):
+    return mod.gemm(dyn.window(x, (off, 0), (16, 8), valid=(size, 8)),
+                    dyn.window(w, (g, 0, 0), (8, 6)),
+                    dyn.window(c, (off, 0), (16, 6), valid=(size, 6)),
+                    beta=2.0)
+
+  g = jnp.arange(4, dtype=jnp.int32)
+  got = jax.jit(jax.vmap(functools.partial(group, dyn)))(g, offs, gs)
+  want = jax.vmap(functools.partial(group, ref))(g, offs, gs)
+  _same(got, want, 1e-5)
+
+
+def test_ragged_dot_as_a_loop_with_sizes_from_the_device():
+  """Tokens routed to experts on the device (sizes by bincount), then one
+  gemm per expert in a fori_loop writing its rows of one out: equals
+  lax.ragged_dot."""
+  r = np.random.default_rng(2)
+  x, w = _experts(r, 40, 5, 12, 7)
+  logits = jnp.asarray(r.standard_normal((40, 5)), F32)
+
+  @jax.jit
+  def moe(x, w, logits):
+    expert = jnp.argmax(logits, axis=1)
+    order = jnp.argsort(expert)
+    xs = x[order]
+    gs = jnp.bincount(expert, length=5).astype(jnp.int32)
+    offs = jnp.cumsum(gs) - gs
+
+    def body(i, out):
+      return dyn.gemm(
+          dyn.window(xs, (offs[i], 0), (40, 12), valid=(gs[i], 12)),
+          dyn.window(w, (i, 0, 0), (12, 7)),
+          out=dyn.window(out, (offs[i], 0), (40, 7), valid=(gs[i], 7)))
+
+    out = lax.fori_loop(0, 5, body, jnp.zeros((40, 7), F32))
+    return out, lax.ragged_dot(xs, w, gs, precision=lax.Precision.HIGHEST)
+
+  got, want = moe(x, w, logits)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_cond_picks_the_valid_extent():
+  r = np.random.default_rng(3)
+  x, w = _experts(r, 12, 1, 8, 4)
+  o = jnp.full((12, 4), jnp.nan, F32)
+
+  def f(mod, flag, v):
+    def run(v):
+      return mod.gemm(dyn.window(x, (2, 0), (8, 8), valid=(v, 8)), w[0],
+                      out=dyn.window(o, (2, 0), (8, 4), valid=(v, 4)))
+    return lax.cond(flag, lambda: run(v), lambda: run(v // 2))
+
+  for flag in (True, False):
+    got = jax.jit(functools.partial(f, dyn))(flag, jnp.int32(7))
+    want = functools.partial(f, ref)(flag, jnp.int32(7))
+    _same(got, want, 1e-5)
+
+
+@pytest.mark.parametrize("ta", [False, True])
+def test_gradients_equal_the_reference(ta):
+  """d/dx and d/dw through ragged A and out windows (with ta the ragged
+  dim is the contraction: the weight gradient's case)."""
+  r = np.random.default_rng(4)
+  x = jnp.asarray(r.standard_normal((14, 9)), F32)
+  w = jnp.asarray(r.standard_normal((9, 5) if not ta else (14, 5)), F32)
+  o = jnp.asarray(r.standard_normal((9 if ta else 14, 5)), F32)
+
+  def loss(mod, x, w, o, s, v):
+    if ta:  # x^T @ w over v rows of both: (9, 5)
+      y = mod.gemm(dyn.window(x, (s, 0), (14, 9), valid=(v, 9)),
+                   dyn.window(w, (s, 0), (14, 5), valid=(v, 5)),
+                   transpose_a=True)
+      return jnp.sum(jnp.sin(y))
+    y = mod.gemm(dyn.window(x, (s, 0), (8, 9), valid=(v, 9)), w,
+                 out=dyn.window(o, (s, 0), (8, 5), valid=(v, 5)))
+    return jnp.sum(jnp.sin(y))
+
+  args = (x, w, o, jnp.int32(9), jnp.int32(5))
+  got = jax.jit(jax.grad(functools.partial(loss, dyn), argnums=(0, 1, 2)))(
+      *args)
+  want = jax.grad(functools.partial(loss, ref), argnums=(0, 1, 2))(*args)
+  for g, wv in zip(got, want):
+    np.testing.assert_allclose(g, wv, rtol=1e-5, atol=1e-5)
+
+
+def test_cuda_lowering_refuses_ragged_windows():
+  x = jnp.ones((8, 8), F32)
+  f = lambda x, v: dyn.gemm(dyn.window(x, (0, 0), (8, 8), valid=(v, 8)), x)
+  with pytest.raises(NotImplementedError, match="a: ragged windows"):
+    jax.jit(f).trace(x, jnp.int32(3)).lower(lowering_platforms=("cuda",))
+  # The CPU lowering carries the valid extent as a slot.
+  text = jax.jit(f).trace(x, jnp.int32(3)).lower(
+      lowering_platforms=("cpu",)).as_text()
+  assert "jax_dynoff_gemm" in text
