@@ -10,6 +10,7 @@ workspace, sized here at trace time so the handler never allocates.
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
@@ -21,6 +22,7 @@ from jax._src.interpreters import mlir as _mlir_impl  # lower_per_platform
 from jax._src.lib import xla_client
 
 from jax_dynoff import plan as plan_lib
+from jax_dynoff import ragged_staging
 from jax_dynoff import spec as spec_lib
 from jax_dynoff.extension import ext as _ext
 from jax_dynoff.primitive import gemm_p
@@ -103,12 +105,6 @@ def _lower_cpu(ctx, *operands, spec: GemmSpec, sources):
 
 
 def _lower_cuda(ctx, *operands, spec: GemmSpec, sources):
-  ragged = [n for n, w in spec.operands() if w.ragged]
-  if ragged:
-    raise NotImplementedError(
-        f"jax_dynoff.gemm: {', '.join(ragged)}: ragged windows (valid=...) "
-        f"run on the CPU handler only so far; the CUDA handler does not "
-        f"take them yet")
   plan = plan_lib.plan(spec)
   workspace = jax.core.ShapedArray((plan.workspace_bytes,), np.uint8)
   ctx2 = ctx.replace(avals_out=[*ctx.avals_out, workspace])
@@ -117,8 +113,25 @@ def _lower_cuda(ctx, *operands, spec: GemmSpec, sources):
   return [result]
 
 
+def _lower_cpu_args(ctx, *args, spec: GemmSpec):
+  ctx, operands, sources = _operands(ctx, args, spec)
+  return _lower_cpu(ctx, *operands, spec=spec, sources=sources)
+
+
+def _lower_cuda_staged(ctx, *args, spec: GemmSpec):
+  return mlir.lower_fun(functools.partial(ragged_staging.staged, spec),
+                        multiple_results=False)(ctx, *args)
+
+
 def _lower(ctx, *args, spec: GemmSpec):
-  """The start operands (once, whatever the platforms), then the call."""
+  """The start operands (once, whatever the platforms), then the call.  A
+  call with ragged windows: the CPU handler takes them, on CUDA plain
+  calls in XLA window ops (ragged_staging.py)."""
+  if ragged_staging.is_ragged(spec):
+    return _mlir_impl.lower_per_platform(
+        ctx.replace(avals_out=list(ctx.avals_out)), TARGET,
+        {"cpu": _lower_cpu_args, "cuda": _lower_cuda_staged}, None, set(),
+        *args, spec=spec)
   ctx, operands, sources = _operands(ctx, args, spec)
   return _mlir_impl.lower_per_platform(
       ctx.replace(avals_out=list(ctx.avals_out)), TARGET,

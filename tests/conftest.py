@@ -32,7 +32,7 @@ settings.load_profile(os.environ.get("JAX_DYNOFF_HYPOTHESIS_PROFILE",
 # The modules whose tests must run with x64 off (they use `jax.enable_x64`
 # contexts where they need it); other modules are left alone.
 _X64_OFF_MODULES = {"test_semantics", "test_loops", "test_transforms",
-                    "test_errors", "test_lowering"}
+                    "test_errors", "test_lowering", "test_ragged"}
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,10 @@
-"""Ragged windows through `jax_dynoff.gemm` on the CPU handler, against
+"""Ragged windows through `jax_dynoff.gemm` (the CPU handler; on a GPU the
+plain kernels inside XLA window ops, ragged_staging.py), against
 `jax_dynoff.reference` (whose rule tests/test_ragged_reference.py checks
 against numpy): masked reads, writes of the valid part only (the rest of a
 poisoned out bit for bit), vmap over groups with batched starts and valid
 extents, gradients, `fori_loop` and `cond` with sizes computed on the
-device, and the refusal on CUDA, whose handler does not take them yet.
+device, and the CUDA lowering.
 """
 
 from __future__ import annotations
@@ -21,9 +22,18 @@ from jax_dynoff import reference as ref
 
 F32, BF16, F16 = jnp.float32, jnp.bfloat16, jnp.float16
 
-pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu",
-                                reason="the CPU handler's ragged windows")
 
+@pytest.fixture(params=["native", "staged"])
+def route(request, monkeypatch):
+  """native: the backend's own way (on the CPU, the handler); staged: the
+  CUDA lowering's XLA window ops around a plain gemm, here on the CPU."""
+  if request.param == "staged":
+    from jax_dynoff import lowering  # pylint: disable=g-import-not-at-top
+    monkeypatch.setattr(lowering, "_lower_cpu_args",
+                        lowering._lower_cuda_staged)
+  jax.clear_caches()  # no lowering of the other route reused
+  yield request.param
+  jax.clear_caches()
 
 def _bits(a):
   a = np.asarray(a)
@@ -85,8 +95,8 @@ def _case(seed):
   return call, (a, b, c, o, *dynamic), dt
 
 
-@pytest.mark.parametrize("seed", range(36))
-def test_gemm_equals_the_reference(seed):
+@pytest.mark.parametrize("seed", range(24))
+def test_gemm_equals_the_reference(seed, route):
   call, args, dt = _case(seed)
   got = jax.jit(functools.partial(call, dyn))(*args)
   want = jax.jit(functools.partial(call, ref))(*args)
@@ -107,7 +117,7 @@ def _experts(r, tokens, e, d, f):
 
 @pytest.mark.parametrize("sizes", [[5, 0, 9, 2], [16, 0, 0, 0], [0, 0, 0, 0],
                                    [1, 2, 3, 4]])
-def test_vmap_over_groups(sizes):
+def test_vmap_over_groups(sizes, route):
   """One batched call: group g's rows (a ragged window at its offset) times
   its weight; batched starts, batched valid extents, with C."""
   r = np.random.default_rng(1)
@@ -128,7 +138,7 @@ def test_vmap_over_groups(sizes):
   _same(got, want, 1e-5)
 
 
-def test_ragged_dot_as_a_loop_with_sizes_from_the_device():
+def test_ragged_dot_as_a_loop_with_sizes_from_the_device(route):
   """Tokens routed to experts on the device (sizes by bincount), then one
   gemm per expert in a fori_loop writing its rows of one out: equals
   lax.ragged_dot."""
@@ -157,7 +167,7 @@ def test_ragged_dot_as_a_loop_with_sizes_from_the_device():
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_cond_picks_the_valid_extent():
+def test_cond_picks_the_valid_extent(route):
   r = np.random.default_rng(3)
   x, w = _experts(r, 12, 1, 8, 4)
   o = jnp.full((12, 4), jnp.nan, F32)
@@ -175,7 +185,7 @@ def test_cond_picks_the_valid_extent():
 
 
 @pytest.mark.parametrize("ta", [False, True])
-def test_gradients_equal_the_reference(ta):
+def test_gradients_equal_the_reference(ta, route):
   """d/dx and d/dw through ragged A and out windows (with ta the ragged
   dim is the contraction: the weight gradient's case)."""
   r = np.random.default_rng(4)
@@ -201,12 +211,31 @@ def test_gradients_equal_the_reference(ta):
     np.testing.assert_allclose(g, wv, rtol=1e-5, atol=1e-5)
 
 
-def test_cuda_lowering_refuses_ragged_windows():
+def test_lowerings():
+  """The CPU handler takes the ragged call (its desc marks A ragged); on
+  CUDA one plain call (its desc marks nothing ragged) between XLA ops."""
+  from jax_dynoff import spec as spec_lib  # pylint: disable=g-import-not-at-top
   x = jnp.ones((8, 8), F32)
-  f = lambda x, v: dyn.gemm(dyn.window(x, (0, 0), (8, 8), valid=(v, 8)), x)
-  with pytest.raises(NotImplementedError, match="a: ragged windows"):
-    jax.jit(f).trace(x, jnp.int32(3)).lower(lowering_platforms=("cuda",))
-  # The CPU lowering carries the valid extent as a slot.
-  text = jax.jit(f).trace(x, jnp.int32(3)).lower(
-      lowering_platforms=("cpu",)).as_text()
-  assert "jax_dynoff_gemm" in text
+  f = lambda x, v: dyn.gemm(dyn.window(x, (0, 0), (8, 8), valid=(v, 8)), x,
+                            out=dyn.window(x, (0, 0), (8, 8), valid=(v, 8)))
+  at = spec_lib.HEADER_SIZE + 4 + 4 * spec_lib.MAX_RANK  # A's ragged flag
+
+  def descs(platform):
+    text = jax.jit(f).trace(x, jnp.int32(3)).lower(
+        lowering_platforms=(platform,)).as_text()
+    calls = [l for l in text.splitlines() if "jax_dynoff_gemm" in l and
+             "custom_call" in l]
+    found = []
+    for line in calls:  # dense<"0x..."> (little-endian int64s) or array<>
+      if 'desc = dense<"0x' in line:
+        hexs = line.split('desc = dense<"0x', 1)[1].split('"', 1)[0]
+        found.append(np.frombuffer(bytes.fromhex(hexs), "<i8").tolist())
+      else:
+        body = line.split("desc = array<i64: ", 1)[1].split(">", 1)[0]
+        found.append([int(v) for v in body.split(",")])
+    return found
+
+  [cpu] = descs("cpu")
+  assert cpu[at] == 1 and cpu[at + spec_lib.BLOCK_SIZE * 3] == 1  # A, out
+  [cuda] = descs("cuda")
+  assert all(cuda[at + spec_lib.BLOCK_SIZE * i] == 0 for i in range(4))
