@@ -177,6 +177,49 @@ struct DirectMainloop : Base {
   }
 };
 
+// The arguments of a direct kernel `Gemm` (a DirectMainloop and a
+// WindowEpilogue; this file's and sm90_direct_tf32.h's): each buffer's
+// strides are rows of ld elements and layers of its window's rows; the
+// mainloop's A' and B' are the launch's A and B, or with kSwapAB its B and A
+// (the TF32 kernel's D^T = B^T A^T: problem (n, m, k)); C and D the launch's;
+// the tile order of TileShape.
+template <typename Gemm, typename TileShape, bool kSwapAB>
+typename Gemm::Arguments DirectArgs(const DirectLaunch& l) {
+  using Kernel = typename Gemm::GemmKernel;
+  const auto strides = [](auto stride, int64_t ld, const DirectWindow& w) {
+    return MakeStride<decltype(stride)>(ld, ld * w.rows);
+  };
+  const void* base_a = kSwapAB ? l.base_b : l.base_a;
+  const void* base_b = kSwapAB ? l.base_a : l.base_b;
+  const int64_t lda = kSwapAB ? l.ldb : l.lda, ldb = kSwapAB ? l.lda : l.ldb;
+  const DirectWindow& a = kSwapAB ? l.b : l.a;
+  const DirectWindow& b = kSwapAB ? l.a : l.b;
+  const int m = kSwapAB ? l.n : l.m, n = kSwapAB ? l.m : l.n;
+  typename Kernel::CollectiveMainloop::Arguments mainloop{};
+  mainloop.ptr_A = static_cast<decltype(mainloop.ptr_A)>(base_a);
+  mainloop.dA = strides(typename Kernel::StrideA{}, lda, a);
+  mainloop.ptr_B = static_cast<decltype(mainloop.ptr_B)>(base_b);
+  mainloop.dB = strides(typename Kernel::StrideB{}, ldb, b);
+  mainloop.a_win = a;
+  mainloop.b_win = b;
+  typename Kernel::CollectiveEpilogue::Arguments epilogue{};
+  epilogue.thread.alpha = l.alpha;
+  epilogue.thread.beta = l.beta;
+  epilogue.ptr_C = static_cast<decltype(epilogue.ptr_C)>(l.base_c);
+  epilogue.dC = strides(typename Kernel::StrideC{}, l.ldc, l.c);
+  epilogue.ptr_D = static_cast<decltype(epilogue.ptr_D)>(l.base_d);
+  epilogue.dD = strides(typename Kernel::StrideC{}, l.ldd, l.d);
+  epilogue.c_win = l.c;
+  epilogue.d_win = l.d;
+  cutlass::KernelHardwareInfo hw;
+  hw.device_id = l.device;
+  hw.sm_count = l.sm_count;
+  typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                {m, n, l.k, 1}, mainloop, epilogue, hw};
+  SetTileOrder<TileShape>(args, m, n, 1, l.sm_count);
+  return args;
+}
+
 // A row-major (m x k), B row-major (k x n), C and D row-major, 16-bit in and
 // out, float32 accumulation; TA: A stored k x m (column-major m x k), TB: B
 // stored n x k.
@@ -213,42 +256,9 @@ struct Sm90DirectGemm {
   static constexpr bool kSplitK =
       std::is_same_v<typename SchedulerOf<Config>::type,
                      cutlass::gemm::StreamKScheduler>;
-  // (ld, 1, layer); transposed (1, ld, layer).
-  using StrideA = typename GemmKernel::StrideA;
-  // B as (n, k): (1, ld, layer); transposed (ld, 1, layer).
-  using StrideB = typename GemmKernel::StrideB;
-  using StrideC = typename GemmKernel::StrideC;  // (ld, 1, layer)
-
-  // A buffer's strides: rows of ld elements, layers of w.rows rows.
-  template <typename Stride>
-  static Stride Strides(int64_t ld, const DirectWindow& w) {
-    return MakeStride<Stride>(ld, ld * w.rows);
-  }
 
   static typename Gemm::Arguments Args(const DirectLaunch& l) {
-    using E = Element;
-    typename CollectiveMainloop::Arguments mainloop{};
-    mainloop.ptr_A = static_cast<const E*>(l.base_a);
-    mainloop.dA = Strides<StrideA>(l.lda, l.a);
-    mainloop.ptr_B = static_cast<const E*>(l.base_b);
-    mainloop.dB = Strides<StrideB>(l.ldb, l.b);
-    mainloop.a_win = l.a;
-    mainloop.b_win = l.b;
-    typename CollectiveEpilogue::Arguments epilogue{};
-    epilogue.thread.alpha = l.alpha;
-    epilogue.thread.beta = l.beta;
-    epilogue.ptr_C = static_cast<const E*>(l.base_c);
-    epilogue.dC = Strides<StrideC>(l.ldc, l.c);
-    epilogue.ptr_D = static_cast<E*>(l.base_d);
-    epilogue.dD = Strides<StrideC>(l.ldd, l.d);
-    epilogue.c_win = l.c;
-    epilogue.d_win = l.d;
-    cutlass::KernelHardwareInfo hw;
-    hw.device_id = l.device;
-    hw.sm_count = l.sm_count;
-    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                  {l.m, l.n, l.k, 1}, mainloop, epilogue, hw};
-    SetTileOrder<typename Config::TileShape>(args, l.m, l.n, 1, l.sm_count);
+    auto args = DirectArgs<Gemm, typename Config::TileShape, false>(l);
     if constexpr (kSplitK) {
       // No swizzle: its rounding of the tile grid would grow the workspace
       // past what the plan reserved (DirectSplitKWorkspace in plan.h).

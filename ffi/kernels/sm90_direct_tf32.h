@@ -110,40 +110,10 @@ struct Sm90DirectTf32NN {
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
       cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-  using StrideA = typename GemmKernel::StrideA;  // (1, ld, layer)
-  using StrideB = typename GemmKernel::StrideB;  // (ld, 1, layer)
-  using StrideC = typename GemmKernel::StrideC;  // (1, ld, layer)
 
-  // A buffer's strides: rows of ld elements, layers of w.rows rows.
-  template <typename Stride>
-  static Stride Strides(int64_t ld, const DirectWindow& w) {
-    return MakeStride<Stride>(ld, ld * w.rows);
-  }
-
+  // A' = B's window (k x n as stored), B' = A's: D^T = B^T A^T.
   static typename Gemm::Arguments Args(const DirectLaunch& l) {
-    typename CollectiveMainloop::Arguments mainloop{};
-    mainloop.ptr_A = static_cast<const float*>(l.base_b);
-    mainloop.dA = Strides<StrideA>(l.ldb, l.b);
-    mainloop.ptr_B = static_cast<const float*>(l.base_a);
-    mainloop.dB = Strides<StrideB>(l.lda, l.a);
-    mainloop.a_win = l.b;
-    mainloop.b_win = l.a;
-    typename CollectiveEpilogue::Arguments epilogue{};
-    epilogue.thread.alpha = l.alpha;
-    epilogue.thread.beta = l.beta;
-    epilogue.ptr_C = static_cast<const float*>(l.base_c);
-    epilogue.dC = Strides<StrideC>(l.ldc, l.c);
-    epilogue.ptr_D = static_cast<float*>(l.base_d);
-    epilogue.dD = Strides<StrideC>(l.ldd, l.d);
-    epilogue.c_win = l.c;
-    epilogue.d_win = l.d;
-    cutlass::KernelHardwareInfo hw;
-    hw.device_id = l.device;
-    hw.sm_count = l.sm_count;
-    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                  {l.n, l.m, l.k, 1}, mainloop, epilogue, hw};
-    SetTileOrder<typename Config::TileShape>(args, l.n, l.m, 1, l.sm_count);
-    return args;
+    return DirectArgs<Gemm, typename Config::TileShape, true>(l);
   }
 
   static size_t Workspace(const DirectLaunch& l) {
