@@ -347,6 +347,9 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
     // (splits 4 and 8), level at 128 (split 1); split 2 is unmeasured and
     // keeps the tiny tile.
     // (benchmarks/results/2026-12-02-h200-1c34efb/tile_ab_cluster_k.txt)
+    // That holds for launches from the host; as a node of a CUDA graph the
+    // tiny tile was faster, so the handler runs it where the launch is
+    // captured (ffi/cuda/handler.cu).
     return {kernels::ClusterKSplit(p.m, p.n, p.k, sms) >= 4
                 ? DirectTile::kClusterK
                 : DirectTile::kTiny,
@@ -619,12 +622,15 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
   // explain names the cluster-K tile's split wherever that tile runs.
   const auto direct_name = [&](DirectTile t) {
     std::string s = std::string(DirectTileName(t)) + " tile";
-    if (t == DirectTile::kClusterK)
+    if (t == DirectTile::kClusterK) {
       s += k.cluster_k_split > 1
                ? ": each output tile's K split across a cluster of " +
                      Str(k.cluster_k_split) + " CTAs"
                : std::string(": K not split (the output tiles fill the "
                              "SMs)");
+      if (p.direct_tile == 0)  // the planner's choice, not a forced one
+        s += "; the tiny tile where the launch is captured into a CUDA graph";
+    }
     return s;
   };
 

@@ -142,8 +142,9 @@ bool HasSm90Tile(DType in, Sm90Tile t);
 // (kernels/sm90_direct_*.cu): every tile NN for bfloat16 and float16
 // (16-bit in and out of one dtype); NT and TN for bfloat16 on the ping-pong
 // tiles (medium, small_m, tiny).  The registry serves exactly these.  The
-// cluster-K tile (NN) stands in for the tiny tile only where
-// KernelOptions(direct_tile="cluster_k") forces it.
+// cluster-K tile (NN) stands in for the tiny tile where its split of K is
+// 4 or more (DirectChoice) or KernelOptions(direct_tile="cluster_k")
+// forces it.
 bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
 
 }  // namespace jax_dynoff

@@ -504,13 +504,17 @@ def kv(layers: int, steps: int, t: int, n: int, dtype, iters: int,
              float(calls * (n * n + 2 * t * n) * e))
 
 
-def small_loop_loops(L: int, m: int, n: int) -> dict[str, Loop]:
+def small_loop_loops(L: int, m: int, n: int,
+                     opts: Optional[dyn.KernelOptions] = None
+                     ) -> dict[str, Loop]:
   """The `loop` scenario: L GEMMs (m x n x n) into row slices of one buffer at
   offsets from a device table, in one fori_loop.  ours: as the process's
   flags compile it (one graph for the whole loop under --graphs);
   ours_unroll8: the same unrolled by 8; ours_bodygraph: the body as a graph
   per iteration, the loop on the host; ours_nograph: no command buffers;
-  xla: XLA's loop (dynamic_index + jnp.dot + dynamic_update_slice)."""
+  xla: XLA's loop (dynamic_index + jnp.dot + dynamic_update_slice);
+  xla_bodygraph: XLA's loop with ours_bodygraph's options.  `opts`: the
+  KernelOptions of our calls (None: the planner's choice)."""
   from jax_dynoff.graphs import BODY_GRAPHS, NO_GRAPHS
   kx, kw, kb = jax.random.split(jax.random.key(L + m), 3)
   dtype = jnp.bfloat16
@@ -523,7 +527,7 @@ def small_loop_loops(L: int, m: int, n: int) -> dict[str, Loop]:
     buf, rows = carry
     def body(i, buf):
       return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)),
-                      out=dyn.window(buf, (rows[i], 0), (m, n)))
+                      out=dyn.window(buf, (rows[i], 0), (m, n)), opts=opts)
     return lax.fori_loop(0, L, body, buf, unroll=unroll), rows
 
   def ours_unrolled(j, carry, x, w):
@@ -544,13 +548,15 @@ def small_loop_loops(L: int, m: int, n: int) -> dict[str, Loop]:
           "ours_unroll8": Loop(ours_unrolled, carry, consts),
           "ours_bodygraph": Loop(ours, carry, consts, BODY_GRAPHS),
           "ours_nograph": Loop(ours, carry, consts, NO_GRAPHS),
-          "xla": Loop(xla, carry, consts)}
+          "xla": Loop(xla, carry, consts),
+          "xla_bodygraph": Loop(xla, carry, consts, BODY_GRAPHS)}
 
 
 def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
   """The `loop` scenario (small_loop_loops), every variant against XLA's loop."""
   loops = small_loop_loops(L, m, n)
-  names = ("ours", "ours_unroll8", "ours_bodygraph", "ours_nograph", "xla")
+  names = ("ours", "ours_unroll8", "ours_bodygraph", "ours_nograph",
+           "xla_bodygraph", "xla")
   times = dict(zip(names, time_loops([loops[k] for k in names], 20, repeats,
                                      calls=L, profile=(0, len(names) - 1))))
   flops = 2.0 * L * m * n * n
@@ -559,11 +565,14 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
   scenario = {"ours": "loop_graph", "ours_unroll8": "loop_graph_unroll8",
               "ours_bodygraph": "loop_bodygraph",
               "ours_nograph": "loop_nograph"}
-  # --host profiles the first and last loops: ours (the process's flags)
-  # and XLA's.
-  return [Row(scenario[k], case, "bfloat16", times[k], times["xla"], flops,
-              nbytes, host=_last_host if k == "ours" else None)
-          for k in names[:-1]]
+  # Body graphs on both sides for that row (XLA's body is a graph at its
+  # defaults already).  --host profiles the first and last loops: ours (the
+  # process's flags) and XLA's.
+  xla_of = {k: "xla_bodygraph" if k == "ours_bodygraph" else "xla"
+            for k in scenario}
+  return [Row(scenario[k], case, "bfloat16", times[k], times[xla_of[k]],
+              flops, nbytes, host=_last_host if k == "ours" else None)
+          for k in scenario]
 
 
 # ---------------------------------------------------------------------------

@@ -74,10 +74,14 @@ def cuda_graph_options(min_graph_size: int = 1) -> dict[str, str]:
 
 
 NO_GRAPHS = {"xla_gpu_enable_command_buffer": ""}  # compile options: none
-# Compile options: every command kind but WHILE, so a loop's body is one
-# graph per iteration and the loop itself runs on the host.
+# Compile options: every command kind but WHILE, and graphs from one
+# command up, so a loop's body is one graph per iteration (XLA's minimum
+# of 5 commands would leave a body of one `gemm` and its counter out) and
+# the loop itself runs on the host: cuda_graph_flags(whole_loops=False)
+# per compile.
 BODY_GRAPHS = {"xla_gpu_enable_command_buffer": ",".join(
-    k for k in _COMMANDS.split(",") if k != "WHILE")}
+    k for k in _COMMANDS.split(",") if k != "WHILE"),
+               "xla_gpu_graph_min_graph_size": "1"}
 
 
 @dataclasses.dataclass

@@ -101,7 +101,9 @@ H200 1.9-2.4 us per call faster than the tiny tile where 16-32 output tiles
 leave most SMs idle): 64x64 output tiles, each one's K split across the
 `cluster_k_split` CTAs of a thread-block cluster, which add their float32
 partials in distributed shared memory in a fixed order (one launch, no
-workspace).
+workspace).  That holds for launches from the host: where the planner
+chose it (not forced) and the launch is captured into a CUDA graph, the
+handler runs the tiny tile, faster as a graph node.
 
 One planner (ffi/planner.cc): every rule above lives there, in C++.  Each
 function here asks it through the extension (`answer`: one call per spec

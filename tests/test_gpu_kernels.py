@@ -1571,6 +1571,10 @@ def test_cluster_k_plan(m, n, k, split):
   if split >= 4:
     assert plan_lib.direct_kernel(free) == "cluster_k"
     assert plan_lib.plan(free).kernel == code + 128 * split
+    # explain says a captured launch runs the tiny tile (not where forced).
+    captured = "the tiny tile where the launch is captured into a CUDA graph"
+    assert captured in plan_lib.explain(free)
+    assert captured not in plan_lib.explain(s)
   else:
     assert plan_lib.direct_kernel(free) == "tiny"
     assert plan_lib.plan(free).kernel == \
@@ -1725,6 +1729,53 @@ def test_cluster_k_kernel_ran():
                          direct_tile="cluster_k", direct=False)
   if _is_sm90():
     assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines
+
+
+# The cluster-K shape, compiled with CUDA graphs from one command up
+# (cuda_graph_options), so the call is captured into a command buffer,
+# and run three times.
+_CLUSTER_K_CAPTURED_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import jax, jax.numpy as jnp
+    import jax_dynoff as dyn
+    opts = dyn.KernelOptions(**json.loads(sys.argv[1]))
+    m, n, k = 128, 1024, 1024
+    ks = jax.random.split(jax.random.key(0), 2)
+    x = jax.random.uniform(ks[0], (m, k), jnp.float32, -1, 1).astype(jnp.bfloat16)
+    w = jax.random.uniform(ks[1], (2, k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
+    f = lambda mod, x, w, i: mod.gemm(x, dyn.window(w, (i, 0, 0), (k, n)), opts=opts)
+    i = jnp.int32(1)
+    g = jax.jit(lambda x, w, i: f(dyn, x, w, i)).lower(x, w, i).compile(
+        compiler_options=dyn.cuda_graph_options())
+    for _ in range(3):
+      got = g(x, w, i).astype(jnp.float32)
+    with jax.default_matmul_precision("highest"):
+      want = jax.jit(lambda x, w, i: f(dyn.reference, x, w, i))(x, w, i).astype(jnp.float32)
+    err = float(jnp.abs(got - want).max() / jnp.abs(want).max())
+    print("ERR", err)
+    assert err < 2 ** -5, err
+""")
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_cluster_k_captured_runs_tiny():
+  """Where the planner chose the cluster-K tile, a launch captured into a
+  CUDA graph runs the tiny tile (faster as a graph node), a launch from the
+  host the cluster-K tile; a forced cluster-K tile runs captured too."""
+  if not _is_sm90():
+    pytest.skip("the direct tiles need an SM90 GPU")
+  _, lines = _run_script(_CLUSTER_K_CAPTURED_SCRIPT)
+  captured = [l for l in lines if l.endswith("(captured)")]
+  assert captured, lines
+  assert all("kernel=kSm90DirectTinyBf16NN split_k=1" in l
+             for l in captured), lines
+  assert all("kernel=kSm90DirectClusterKBf16NN split_k=4" in l
+             for l in lines if l not in captured), lines
+  _, lines = _run_script(_CLUSTER_K_CAPTURED_SCRIPT, tile="tiny",
+                         direct_tile="cluster_k")
+  assert all("kernel=kSm90DirectClusterKBf16NN split_k=4" in l
+             for l in lines), lines
 
 
 _DIRECT_SCRIPT = textwrap.dedent("""

@@ -46,8 +46,10 @@
 // kernel, unsplit.  The other SM90 tiles run their planned direct kernel
 // (kernels/sm90_direct.h: one launch, no pointer kernel) instead of the
 // ptr-array one where the options allow it; the tiny path's cluster-K tile
-// (kernels/sm90_cluster_k.h, where forced) at the planner's split of K,
-// from the desc (PlannedKernel::cluster_k_split).  The skinny path runs one
+// (kernels/sm90_cluster_k.h, planned where its split of K is 4 or more, or
+// forced) at the planner's split, from the desc
+// (PlannedKernel::cluster_k_split); where the planner chose it and the
+// launch is being captured into a CUDA graph, the tiny tile instead.  The skinny path runs one
 // launch of the skinny kernel (kernels/sm90_skinny.h) at its planned
 // split; where KernelOptions.skinny is False or a base is not aligned it
 // runs the tiny tile as if planned for it, direct twin (planned too)
@@ -334,6 +336,26 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
       }
     }
   }
+  // The planner's own cluster-K choice (not a forced one) is for launches
+  // from the host.  A launch captured into a CUDA graph (a loop body or a
+  // whole loop XLA turned into a command buffer) runs the tiny tile: on an
+  // H200, 64 calls of 128x1024x1024 in a loop, the cluster-K kernel saves
+  // 1.1 us per call launched from the host and costs 0.8-0.9 us per call
+  // as a graph node (benchmarks/loop_ab.py; docs/notes.md).
+  bool captured = false;
+  if (direct_tile == DirectTile::kClusterK && p.direct_tile == 0) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if ((e = cudaStreamIsCapturing(stream, &status)) != cudaSuccess)
+      return CudaError("cudaStreamIsCapturing", e);
+    captured = status == cudaStreamCaptureStatusActive;
+    if (const DirectKernelEntry* tiny =
+            captured ? Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
+                                        p.trans_b, DirectTile::kTiny)
+                     : nullptr) {
+      direct = tiny;
+      direct_tile = DirectTile::kTiny;
+    }
+  }
   const int64_t slices = split ? p.split_k : 1;
   const int skinny_split = skinny != nullptr ? planned.skinny_split : 1;
   // A direct kernel's CTAs per output tile along K.
@@ -350,7 +372,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   if (LogEnabled())
     std::fprintf(stderr,
                  "jax_dynoff: gemm m=%lld n=%lld k=%lld batch=%lld planned=%s "
-                 "kernel=%s split_k=%lld\n",
+                 "kernel=%s split_k=%lld%s\n",
                  static_cast<long long>(p.m), static_cast<long long>(p.n),
                  static_cast<long long>(p.k), static_cast<long long>(p.batch),
                  PathName(p.path),
@@ -360,7 +382,8 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
                           : kernel->name,
                  static_cast<long long>(skinny   ? skinny_split
                                         : direct ? direct_split
-                                                 : slices));
+                                                 : slices),
+                 captured ? " (captured)" : "");
 
   kernels::LaunchCommon common;
   common.alpha = static_cast<float>(alpha);
