@@ -49,11 +49,11 @@
 // (kernels/sm90_cluster_k.h, planned where its split of K is 4 or more, or
 // forced) at the planner's split, from the desc
 // (PlannedKernel::cluster_k_split); where the planner chose it and the
-// launch is being captured into a CUDA graph, the tiny tile instead.  The skinny path runs one
-// launch of the skinny kernel (kernels/sm90_skinny.h) at its planned
-// split; where KernelOptions.skinny is False or a base is not aligned it
-// runs the tiny tile as if planned for it, direct twin (planned too)
-// included.
+// launch is being captured into a CUDA graph, the tiny tile instead.  The
+// skinny path runs one launch of the skinny kernel (kernels/sm90_skinny.h)
+// at its planned split; where KernelOptions.skinny is False or a base is
+// not aligned it runs the tiny tile as if planned for it, direct twin
+// (planned too) included.
 // The TF32 path (float32 in and out, default precision; any alignment)
 // runs on every GPU the build has code for; KernelOptions.tf32 = False
 // sends it to the exact generic kernel instead.  A float32 SM90 tile runs
