@@ -158,6 +158,11 @@ if(_jd_with_sm90)
     # cluster, reduced in distributed shared memory), where forced.
     ffi/kernels/sm90_direct_cluster_k_bf16_nn.cu
     ffi/kernels/sm90_direct_cluster_k_f16_nn.cu
+    # The grouped kernel (ragged windows: problem shapes on the device).
+    ffi/kernels/sm90_grouped_bf16_nn.cu
+    ffi/kernels/sm90_grouped_bf16_nt.cu
+    ffi/kernels/sm90_grouped_bf16_tn.cu
+    ffi/kernels/sm90_grouped_f16_nn.cu
     # The skinny kernel (m <= 16: mma.sync, K shared by a cluster).
     ffi/kernels/sm90_skinny_bf16_nn.cu
     ffi/kernels/sm90_skinny_f16_nn.cu

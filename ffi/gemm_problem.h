@@ -74,8 +74,10 @@ enum class Path : int64_t {
   kSm90Tiny = 5,     // TMA warp-specialized ptr-array, 64x64 tiles
   kTf32 = 6,         // float32 at default precision: TF32 tensor cores
   kSm90Skinny = 7,   // m <= 16: mma.sync, K shared by a cluster (sm_90)
+  kSm90Grouped = 8,  // ragged windows: one grouped launch, problem shapes
+                     // (the valid extents) read on the device
 };
-inline constexpr int64_t kNumPaths = 8;
+inline constexpr int64_t kNumPaths = 9;
 
 // Offsets into `desc`.
 namespace desc {
@@ -409,8 +411,15 @@ inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
   if (p->op[kC].present &&
       (p->op[kC].rows() != p->m || p->op[kC].cols() != p->n))
     return err("C window does not match m, n");
-  if (D.batched_mask != (int64_t{1} << p->batch_rank) - 1)
-    return err("D must carry every batch dim");
+  // D carries every batch dim, except a ragged D (a shared out): batch
+  // items that do not own a copy of it write their valid parts into one
+  // array, in item order (jax_dynoff.ragged_dot: disjoint rows).  C then
+  // cannot be read from it.
+  if (D.batched_mask != (int64_t{1} << p->batch_rank) - 1) {
+    if (!D.ragged) return err("D must carry every batch dim");
+    if (p->c_mode == CMode::kFromD)
+      return err("C cannot be read from a shared (not batched) D");
+  }
   return "";
 }
 

@@ -44,6 +44,8 @@ nb::dict LayoutDict(const jax_dynoff::WorkspaceLayout& w) {
   d["stage_a_item"] = w.stage_a_item;
   d["stage_b"] = w.stage_b;
   d["stage_b_item"] = w.stage_b_item;
+  d["shapes"] = w.shapes;
+  d["strides"] = w.strides;
   d["total"] = w.total;
   return d;
 }
@@ -73,6 +75,7 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   d["split_k_reasons"] = List(k.split_k_reasons);
   d["split_k_slices_error"] = k.split_k_slices_error;
   d["split_k_direct_reasons"] = List(k.split_k_direct_reasons);
+  d["grouped_reasons"] = List(k.grouped_reasons);
   nb::dict align;  // insertion order: a, b, d, c
   for (const auto& [name, why] : k.alignment) align[name.c_str()] = List(why);
   d["alignment"] = align;

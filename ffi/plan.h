@@ -82,6 +82,13 @@ JAX_DYNOFF_HD int64_t RoundUp(int64_t x, int64_t a) {
   return (x + a - 1) / a * a;
 }
 
+// The grouped kernel's per-item problem shape (cute::Shape<int, int, int>:
+// m, n, k) and per-operand stride (the one run-time stride of a CUTLASS
+// 3.x stride, int64), as the pointer kernel writes them
+// (kernels/sm90_grouped.h checks both sizes against the kernel's types).
+inline constexpr int64_t kGroupedShapeBytes = 12;
+inline constexpr int64_t kGroupedStrideBytes = 8;
+
 inline bool IsSm90Path(Path p) {
   return p != Path::kGeneric && p != Path::kTf32;
 }
@@ -166,6 +173,10 @@ inline Tf32Staging StagingOf(const GemmProblem& p) {
 //   [stage_a, +batch*stage_a_item) staged A: m x StagingOf(p).k row-major
 //                         float32 per item, 256-byte aligned stride;
 //   [stage_b, +batch*stage_b_item) staged B: n x StagingOf(p).k likewise
+//   [shapes, +12*batch)  kSm90Grouped only: each item's problem shape
+//                         (m, n, k as int32: the valid extents), then
+//   [strides, +8*4*batch) the A[batch], B[batch], C[batch], D[batch]
+//                         strides (kGroupedStrideBytes each)
 // A split-K plan that falls back to the generic kernel uses the unsplit
 // pointer layout inside the same (larger) workspace.
 struct WorkspaceLayout {
@@ -179,6 +190,7 @@ struct WorkspaceLayout {
   int64_t stage_ptrs = 0;
   int64_t stage_a = 0, stage_a_item = 0;
   int64_t stage_b = 0, stage_b_item = 0;
+  int64_t shapes = 0, strides = 0;
   int64_t total = 0;
 };
 
@@ -211,6 +223,12 @@ inline WorkspaceLayout Layout(const GemmProblem& p) {
     w.stage_b = w.stage_a + p.batch * w.stage_a_item;
     if (st.b) w.stage_b_item = RoundUp(p.n * st.k * 4, kWorkspaceAlign);
     end = w.stage_b + p.batch * w.stage_b_item;
+  }
+  if (p.path == Path::kSm90Grouped) {
+    w.shapes = RoundUp(end, kWorkspaceAlign);
+    w.strides = RoundUp(w.shapes + kGroupedShapeBytes * p.batch,
+                        kWorkspaceAlign);
+    end = w.strides + 4 * kGroupedStrideBytes * p.batch;
   }
   w.total = end;
   return w;

@@ -97,9 +97,13 @@ Reasons WindowAlignment(const GemmProblem& p, const OperandDesc& op,
   if (bad(op.cols())) why.push_back("window width " + Str(op.cols()) + eb);
   if (bad(op.static_offset))
     why.push_back("static offset " + Str(op.static_offset) + eb);
-  // A dynamic start on a dim the window spans fully always clamps to 0.
+  // A dynamic start on a dim the window spans fully always clamps to 0,
+  // except on a ragged window's trailing dims: there it clamps with the
+  // valid extent, which may be smaller.
   for (int i = 0; i < op.rank; ++i)
-    if (op.start_arg[i] >= 0 && op.win[i] != op.dims[i] && bad(op.strides[i]))
+    if (op.start_arg[i] >= 0 &&
+        (op.win[i] != op.dims[i] || (op.ragged && i >= op.rank - 2)) &&
+        bad(op.strides[i]))
       why.push_back("dynamic start in dim " + Str(i) + " (stride " +
                     Str(op.strides[i]) + eb + ")");
   for (int j = 0; j < p.batch_rank; ++j)
@@ -193,6 +197,37 @@ Reasons SkinnyReasons(const GemmProblem& p, const DeviceFacts* dev) {
     why.push_back("m = " + Str(p.m) + " > " + Str(kSkinnyMaxM));
   for (std::string& r : OneItemNNReasons(p, "skinny"))
     why.push_back(std::move(r));
+  return why;
+}
+
+// --- The grouped kernel (kernels/sm90_grouped.h) ----------------------------
+
+// Why a call cannot run as one grouped launch: the grouped kernel reads
+// every item's problem shape (the valid extents: tiles past them are never
+// scheduled) and operand addresses from the workspace, where the pointer
+// kernel wrote them.  It needs a kernel built for the dtypes and
+// transposes, TMA alignment (proved for every value of the starts), no C
+// (its epilogue has no source), and an SM90 device.  `dev` null: the
+// static rules alone.
+Reasons GroupedReasons(const GemmProblem& p, const DeviceFacts* dev) {
+  Reasons why;
+  if (!HasRaggedWindow(p)) {
+    why.push_back("no ragged window");
+    return why;
+  }
+  if (!HasGroupedKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
+    why.push_back(std::string("no grouped kernel for ('") +
+                  DTypeName(p.in_dtype) + "', '" + DTypeName(p.out_dtype) +
+                  "', " + PyBool(p.trans_a) + ", " + PyBool(p.trans_b) + ")");
+  if (CRead(p)) why.push_back("C is read (the grouped epilogue has no source)");
+  if (EmptyProblem(p)) why.push_back("empty problem");
+  if (HugeExtent(p)) why.push_back("extent >= 2^31");
+  if ((p.options & opt::kNoSm90) != 0)
+    why.push_back("KernelOptions(sm90=False)");
+  for (const auto& [name, bad] : AlignmentProof(p))
+    why.push_back(name + ": " + Join(bad));
+  if (dev != nullptr && !CcReason(*dev).empty())
+    why.push_back(CcReason(*dev));
   return why;
 }
 
@@ -467,6 +502,7 @@ const char* PathName(Path p) {
     case Path::kSm90Tiny: return "sm90_tiny";
     case Path::kTf32: return "tf32";
     case Path::kSm90Skinny: return "sm90_skinny";
+    case Path::kSm90Grouped: return "sm90_grouped";
   }
   return "unknown";
 }
@@ -521,6 +557,18 @@ bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t) {
           t == DirectTile::kTiny);
 }
 
+bool HasGroupedKernel(DType in, DType out, bool ta, bool tb) {
+  if (in != out) return false;
+  if (in == DType::kBF16) return !(ta && tb);
+  return in == DType::kF16 && !ta && !tb;
+}
+
+bool HasRaggedWindow(const GemmProblem& p) {
+  for (const OperandDesc& op : p.op)
+    if (op.present && op.ragged) return true;
+  return false;
+}
+
 bool HasSm90Tile(DType in, Sm90Tile t) {
   // Two float32 tiles keep the build small (each CUTLASS 3.x kernel costs
   // minutes of nvcc); the wave model chooses between them.
@@ -532,6 +580,29 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
                     const DeviceFacts& dev) {
   KernelPlan k;
   const int sms = dev.sms;
+  k.grouped_reasons = GroupedReasons(p, &dev);
+  if (HasRaggedWindow(p)) {
+    // Ragged windows: one grouped launch, or (Python's lowering) XLA window
+    // ops around one plain gemm, which plans itself.  Nothing else runs
+    // them.
+    k.alignment = AlignmentProof(p);
+    const std::string items = Str(p.batch) + (p.batch == 1 ? " item" : " items");
+    if (k.grouped_reasons.empty()) {
+      k.path = Path::kSm90Grouped;
+      k.layout = Layout(LayoutProblem(p, k.path));
+      k.explain = std::string(PathName(k.path)) + " (one grouped launch over " +
+                  items + ", 128x128 tiles, problem shapes from the valid "
+                  "extents on the device; workspace " +
+                  Str(k.layout.total) + " bytes)";
+    } else {
+      k.path = Path::kGeneric;
+      k.layout = Layout(LayoutProblem(p, k.path));
+      k.explain = "composed: the ragged operands read into dense windows by "
+                  "XLA ops around one plain gemm (not grouped: " +
+                  Join(k.grouped_reasons) + ")";
+    }
+    return k;
+  }
   k.alignment = AlignmentProof(p);
   k.sm90_reasons = Sm90Reasons(p, &dev);
   k.skinny_reasons = SkinnyReasons(p, &dev);
@@ -715,7 +786,10 @@ std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
   // The static rules that chose the path and the tile must hold (only a
   // desc not made by plan.py can fail them).
   Reasons why;
-  if (p.path == Path::kSm90SplitK) {
+  if (p.path == Path::kSm90Grouped) {
+    why = GroupedReasons(p, nullptr);
+    if (p.kernel != 0) why.push_back("a kernel field for the grouped path");
+  } else if (p.path == Path::kSm90SplitK) {
     why = SplitKStaticReasons(p, nullptr);
     if (!SliceOk(p, p.split_k)) why.push_back(SlicesError(p, p.split_k));
   } else if (skinny) {

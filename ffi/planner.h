@@ -112,6 +112,10 @@ struct KernelPlan {
   Reasons sm90_reasons, skinny_reasons, direct_reasons, split_k_reasons;
   std::string split_k_slices_error;  // the forced slice count is invalid
   Reasons split_k_direct_reasons;    // the split-K path's direct kernel
+  // Why a call with ragged windows cannot run as one grouped launch
+  // (kSm90Grouped; empty: it can, and does).  A plain call: "no ragged
+  // window".
+  Reasons grouped_reasons;
   std::vector<std::pair<std::string, Reasons>> alignment;  // per operand
   // Inputs of the choices, for tests and tuning.
   double tile_times[kNumSm90Tiles] = {};  // predicted us per Sm90Tile
@@ -146,6 +150,12 @@ bool HasSm90Tile(DType in, Sm90Tile t);
 // 4 or more (DirectChoice) or KernelOptions(direct_tile="cluster_k")
 // forces it.
 bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
+// Whether the grouped kernel (kernels/sm90_grouped.h) is built for the
+// dtypes and transposes: bfloat16 NN, NT, TN and float16 NN, in and out of
+// one dtype (the ptr-array kernels' set).
+bool HasGroupedKernel(DType in, DType out, bool ta, bool tb);
+// Whether any window of the call is ragged (has valid extents).
+bool HasRaggedWindow(const GemmProblem& p);
 
 }  // namespace jax_dynoff
 

@@ -32,7 +32,14 @@ Scenarios (bf16 unless said; sizes are the GPU ones, CPU runs tiny ones):
   `cache[layer, pos:pos+t, :]`;
 - `loop`: 64 GEMMs 128x1024x1024 into row slices at offsets from a device
   table, with command buffers on (one graph per loop under --graphs) and
-  off, vs XLA's loop.
+  off, vs XLA's loop;
+- `moe`: a mixture-of-experts expert GEMM, `ragged_dot` of (T, d) tokens in
+  E skewed groups (`moe_sizes`) by (E, d, f) weights (E8 T8192 4096x4096,
+  E64 T16384 2048x2048 with one empty group, E8 T32768 7168x2048; the
+  first only with --quick), after a check of its result against
+  lax.ragged_dot: rows `moe_fwd` (vs lax.ragged_dot), `moe_fwd_vs_dense`
+  (vs one dense GEMM of the same FLOPs) and `moe_bwd` (the vjp wrt both
+  operands, vs lax.ragged_dot's).
 
 On a CPU the scenarios run at tiny sizes (a smoke run of the driver);
 `--cpu-plain` instead times the `plain` scenario at 512^3, 1024^3 and 2048^3
@@ -48,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import statistics
@@ -575,10 +583,144 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
           for k in scenario]
 
 
+def moe_sizes(E: int, T: int, empty: int = 0) -> np.ndarray:
+  """Skewed group sizes summing to T, the shape a router's choices take:
+  group i's share proportional to 1 / (1 + i), floored, the remainder to
+  group 0, then permuted (numpy default_rng(0)) so that the big groups do
+  not all come first.  `empty`: that many of the smallest groups get no
+  rows (group 0 takes them), so that the run covers empty groups."""
+  if not 0 <= empty < E:
+    raise ValueError(f"moe_sizes: empty = {empty} must be in [0, {E})")
+  w = 1.0 / (1.0 + np.arange(E))
+  s = np.floor(T * w / w.sum()).astype(np.int32)
+  s[0] += T - s.sum()
+  if empty:
+    s[0] += s[E - empty:].sum()
+    s[E - empty:] = 0
+  return np.random.default_rng(0).permutation(s)
+
+
+def _moe_dot(side: str, dtype) -> Callable:
+  """(lhs, rhs, group_sizes) -> (T, f) in `dtype`: jax_dynoff's ragged_dot
+  (side "ours") or lax.ragged_dot.  Ours is looked up when traced, not
+  when this module is imported."""
+  def dot(x, w, gs):
+    f = dyn.ragged_dot if side == "ours" else lax.ragged_dot
+    return f(x, w, gs, preferred_element_type=dtype)
+  return dot
+
+
+def _moe_outputs(dot: Callable, x, w, gs, dy):
+  """The forward output and the cotangents of (lhs, rhs) for `dy`."""
+  y, vjp = jax.vjp(lambda a, b: dot(a, b, gs), x, w)
+  return (y, *vjp(dy))
+
+
+def moe_operands(E: int, T: int, d: int, f: int, dtype, empty: int = 0):
+  """(x (T, d), w (E, d, f), group_sizes (E,) int32, dy (T, f)): tokens,
+  expert weights, moe_sizes(E, T, empty) and a cotangent."""
+  kx, kw, ky = jax.random.split(jax.random.key(E * 31 + d), 3)
+  return (_rand(kx, (T, d), dtype), _rand(kw, (E, d, f), dtype, 1 / np.sqrt(d)),
+          jnp.asarray(moe_sizes(E, T, empty), jnp.int32),
+          _rand(ky, (T, f), dtype))
+
+
+def check_moe(x, w, gs, dy) -> None:
+  """Raises unless ours agrees with lax.ragged_dot on the forward output
+  and both cotangents (max abs error over max |lax's|; 2e-2 for 16-bit
+  types): a bench must not report the speed of a wrong kernel."""
+  dtype = x.dtype
+  tol = 2e-2 if _esize(dtype) <= 2 else 2e-3
+  got, want = (jax.jit(functools.partial(_moe_outputs, _moe_dot(side, dtype)))(
+      x, w, gs, dy) for side in ("ours", "xla"))
+  for name, a, b in zip(("output", "d lhs", "d rhs"), got, want):
+    a, b = a.astype(jnp.float32), b.astype(jnp.float32)
+    err = float(jnp.max(jnp.abs(a - b)) / jnp.maximum(jnp.max(jnp.abs(b)),
+                                                      1e-30))
+    if not err < tol:  # also catches NaN
+      raise RuntimeError(
+          f"moe: jax_dynoff.ragged_dot's {name} differs from lax.ragged_dot's "
+          f"by {err:.3g} of its largest value (tolerance {tol:g}); group "
+          f"sizes {np.asarray(gs).tolist()}, {jnp.dtype(dtype).name}")
+
+
+def moe_loops(x, w, gs, dy) -> dict[str, Loop]:
+  """The `moe` scenario's loops on one set of operands (`moe_operands`):
+  ours_fwd / xla_fwd, the ragged_dot of each side; dense, one (T, d) @
+  (d, f) jnp.dot of the same FLOPs (what a ragged_dot could at best reach);
+  ours_bwd / xla_bwd, jax.vjp of each side's ragged_dot wrt (lhs, rhs)
+  applied to `dy`."""
+  dtype = x.dtype
+
+  def fwd(side):
+    dot = _moe_dot(side, dtype)
+    def body(i, y, x, w, gs):
+      # Ties the operands to the loop index: XLA cannot hoist the product.
+      xx, ww, _ = lax.optimization_barrier((x, w, i))
+      return dot(xx, ww, gs)
+    return body
+
+  def dense(i, y, x, w0):
+    xx, ww, _ = lax.optimization_barrier((x, w0, i))
+    return jnp.dot(xx, ww, preferred_element_type=dtype)
+
+  def bwd(side):
+    dot = _moe_dot(side, dtype)
+    def body(i, c, x, w, gs):
+      xx, ww, _ = lax.optimization_barrier((x, w, i))
+      _, dx, dw = _moe_outputs(dot, xx, ww, gs, c[0])
+      return c[0], dx, dw  # both cotangents in the carry: neither is dead
+    return body
+
+  y0 = jnp.zeros(dy.shape, dtype)
+  c0 = (dy, jnp.zeros_like(x), jnp.zeros_like(w))
+  consts = (x, w, gs)
+  # The dense side gets a (d, f) matrix of its own: slicing w[0] inside the
+  # loop could cost it a copy per iteration that the ragged sides do not pay.
+  return {"ours_fwd": Loop(fwd("ours"), y0, consts),
+          "xla_fwd": Loop(fwd("xla"), y0, consts),
+          "dense": Loop(dense, y0, (x, w[0])),
+          "ours_bwd": Loop(bwd("ours"), c0, consts),
+          "xla_bwd": Loop(bwd("xla"), c0, consts)}
+
+
+def moe(E: int, T: int, d: int, f: int, dtype, empty: int, iters: int,
+        repeats: int) -> list[Row]:
+  """A mixture-of-experts layer's expert GEMM, (T, d) tokens in E skewed
+  groups (`moe_sizes`, `empty` of them empty) times (E, d, f) weights,
+  after a check that ours computes what lax.ragged_dot does.  Rows:
+  moe_fwd, ours against lax.ragged_dot; moe_fwd_vs_dense, ours against a
+  dense GEMM of the same FLOPs (ratio 1: as fast as dense); moe_bwd, the
+  vjp wrt (lhs, rhs) of each.  The forward sides take turns in one
+  time_loops, the backward ones in another."""
+  x, w, gs, dy = moe_operands(E, T, d, f, dtype, empty)
+  check_moe(x, w, gs, dy)
+  loops = moe_loops(x, w, gs, dy)
+  t_ours, t_xla, t_dense = time_loops(
+      [loops["ours_fwd"], loops["xla_fwd"], loops["dense"]], iters, repeats)
+  host_fwd = _last_host
+  # Twice the work per iteration: half the iterations keep a call as long.
+  b_ours, b_xla = time_loops([loops["ours_bwd"], loops["xla_bwd"]],
+                             max(2, iters // 2), repeats)
+  e, name = _esize(dtype), jnp.dtype(dtype).name
+  case = f"E{E}_T{T}_{d}x{f}" + (f"_empty{empty}" if empty else "")
+  flops = 2.0 * T * d * f
+  # Fewest bytes: forward reads x and w and writes y; backward reads x, w
+  # and dy and writes dx and dw.
+  fwd_bytes = float((T * d + E * d * f + T * f) * e)
+  bwd_bytes = float((2 * T * d + 2 * E * d * f + T * f) * e)
+  return [Row("moe_fwd", case, name, t_ours, t_xla, flops, fwd_bytes,
+              host=host_fwd),
+          Row("moe_fwd_vs_dense", case, name, t_ours, t_dense, flops,
+              fwd_bytes),
+          Row("moe_bwd", case, name, b_ours, b_xla, 2 * flops, bwd_bytes,
+              host=_last_host)]
+
+
 # ---------------------------------------------------------------------------
 # Driver
 
-SCENARIOS = ("plain", "slices", "stacked", "cond", "kv", "loop")
+SCENARIOS = ("plain", "slices", "stacked", "cond", "kv", "loop", "moe")
 
 
 # --cpu-plain: the sizes and dtypes of the CPU rows (plain gemm vs jnp.dot).
@@ -602,6 +744,7 @@ def _cases(gpu: bool, quick: bool):
         "stacked": [(stacked, (4, 8, 64, f32))],
         "cond": [(cond, (4, 8, 64, f32))],
         "kv": [(kv, (2, 3, 4, 64, f32))],
+        "moe": [(moe, (4, 64, 32, 48, f32, 1))],
     }
   plain_shapes = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                   (128, 4096, 4096)]
@@ -609,6 +752,11 @@ def _cases(gpu: bool, quick: bool):
   # float32 at precision=HIGHEST too (not with --quick), at the three cubes.
   highest = [] if quick else [(plain_highest, (m, n, k, f32))
                               for (m, n, k) in plain_shapes[:3]]
+  # (E, T, d, f, dtype, empty groups): 8 experts at a 4096 model width, 64
+  # small ones (many small groups; one empty), and experts of DeepSeek-V3's
+  # shape (7168 -> 2048).
+  moe_cases = [(8, 8192, 4096, 4096, bf16, 0), (64, 16384, 2048, 2048, bf16, 1),
+               (8, 32768, 7168, 2048, bf16, 0)]
   return {
       "plain": [(plain, (m, n, k, dt)) for dt in dtypes
                 for (m, n, k) in plain_shapes] + highest,
@@ -619,6 +767,7 @@ def _cases(gpu: bool, quick: bool):
                   (stacked, (16, 2048, 4096, bf16))],
       "cond": [(cond, (16, 512, 4096, bf16))],
       "kv": [(kv, (8, 16, 64, 4096, bf16))],
+      "moe": [(moe, args) for args in moe_cases[:1 if quick else None]],
   }
 
 
@@ -630,6 +779,9 @@ def _flops_of(fn, args) -> float:
   if fn is kv:
     layers, steps, t, n, _ = args
     return 2.0 * layers * steps * t * n * n
+  if fn is moe:  # the forward's
+    _, T, d, f, _, _ = args
+    return 2.0 * T * d * f
   L, m, n, _ = args
   return 2.0 * L * m * n * n
 
@@ -660,9 +812,13 @@ def run(out_dir: Optional[str], quick: bool = False,
         print_row(r)
       continue
     for fn, args in cases[name]:
-      rows.append(fn(*args, _iters(_flops_of(fn, args), gpu), repeats))
-      rows[-1].host = _last_host
-      print_row(rows[-1])
+      got = fn(*args, _iters(_flops_of(fn, args), gpu), repeats)
+      if isinstance(got, Row):  # moe returns its rows with their host figures
+        got.host = _last_host
+        got = [got]
+      for r in got:
+        rows.append(r)
+        print_row(r)
   if out_dir:
     os.makedirs(out_dir, exist_ok=True)
     graphs = "+WHILE" in os.environ.get("XLA_FLAGS", "")
@@ -730,13 +886,13 @@ def print_row(r: Row):
   else:  # the roofline's peaks are an H200's
     speed = (f"ours {r.tflops * 1e3:6.1f} GFLOP/s, "
              f"jnp.dot / XLA {r.flops / (r.xla_ms * 1e-3) / 1e9:6.1f} GFLOP/s")
-  print(f"{r.scenario:<12} {r.case:<22} {r.dtype:<9} ours {r.ours_ms:8.4f} ms "
+  print(f"{r.scenario:<16} {r.case:<22} {r.dtype:<9} ours {r.ours_ms:8.4f} ms "
         f"xla {r.xla_ms:8.4f} ms{extra}  ratio {r.ratio:5.2f}  {speed}",
         flush=True)
   if r.host:
     o, x = r.host["ours"], r.host["xla"]
     fmt = lambda v: "-" if v is None else f"{v:.2f}"
-    print(f"{'':<12} host per call: ours {fmt(o['host_us_median'])} us "
+    print(f"{'':<16} host per call: ours {fmt(o['host_us_median'])} us "
           f"({o['host_of']}), xla {fmt(x['host_us_median'])} us "
           f"({x['host_of']}, {x['host_events_per_call']:.2f} per call); "
           f"device events per call: ours {o['device_events_per_call']:.2f}, "
@@ -749,7 +905,7 @@ def main(argv=None):
                  help="folder for bench.json and bench.png")
   p.add_argument("--quick", action="store_true",
                  help="2 rounds of 0.5 s windows (not 3 of 1 s), no float32 "
-                 "plain GEMMs")
+                 "plain GEMMs, the first moe case only")
   p.add_argument("--graphs", action="store_true",
                  help="run with jax_dynoff.cuda_graph_flags() in XLA_FLAGS: "
                  "every timed loop, ours and XLA's, becomes one CUDA graph")

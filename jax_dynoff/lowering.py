@@ -123,14 +123,24 @@ def _lower_cuda_staged(ctx, *args, spec: GemmSpec):
                         multiple_results=False)(ctx, *args)
 
 
+def _lower_cuda_ragged(ctx, *args, spec: GemmSpec):
+  """A call with ragged windows on CUDA: one grouped launch where the
+  planner chose it (plan.grouped_reasons), else composed from XLA window
+  ops around a plain call."""
+  if plan_lib.plan(spec).path != "sm90_grouped":
+    return _lower_cuda_staged(ctx, *args, spec=spec)
+  ctx, operands, sources = _operands(ctx, args, spec)
+  return _lower_cuda(ctx, *operands, spec=spec, sources=sources)
+
+
 def _lower(ctx, *args, spec: GemmSpec):
   """The start operands (once, whatever the platforms), then the call.  A
-  call with ragged windows: the CPU handler takes them, on CUDA plain
-  calls in XLA window ops (ragged_staging.py)."""
+  call with ragged windows: the CPU handler takes them; on CUDA the
+  grouped kernel or plain calls in XLA window ops (`_lower_cuda_ragged`)."""
   if ragged_staging.is_ragged(spec):
     return _mlir_impl.lower_per_platform(
         ctx.replace(avals_out=list(ctx.avals_out)), TARGET,
-        {"cpu": _lower_cpu_args, "cuda": _lower_cuda_staged}, None, set(),
+        {"cpu": _lower_cpu_args, "cuda": _lower_cuda_ragged}, None, set(),
         *args, spec=spec)
   ctx, operands, sources = _operands(ctx, args, spec)
   return _mlir_impl.lower_per_platform(

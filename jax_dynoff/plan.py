@@ -78,6 +78,23 @@ Paths (enum Path in ffi/gemm_problem.h):
   two).  A forced SM90 tile (``KernelOptions(tile=...)``) or split-K
   (``KernelOptions(split_k=True)``) is planned instead.
 
+* ``sm90_grouped``: calls with ragged windows (valid extents, `window(...,
+  valid=...)`), one item or a vmap over groups such as
+  `jax_dynoff.ragged_dot`: one grouped launch (ffi/kernels/sm90_grouped.h,
+  after CUTLASS example 57: 128x128x64 ping-pong tiles) after one pointer
+  kernel that writes every item's operand addresses, strides and problem
+  shape (its valid extents) into the workspace, and the zeros of D's valid
+  part that no product covers.  The kernel's scheduler reads the shapes on
+  the device, so no tile past an item's valid rows is ever scheduled.
+  Needs a grouped kernel for the dtypes and transposes (bfloat16 NN, NT,
+  TN; float16 NN; in and out of one dtype), no C read, the alignment proof
+  (a ragged window's trailing dynamic starts count even where its capacity
+  spans the dim) and compute capability 9.0 (`grouped_reasons`).  Where
+  they do not hold, the lowering composes the call instead: each ragged
+  operand read into a dense window by XLA ops (its valid part, zeros
+  elsewhere), one plain `gemm`, and the valid part written back (exact,
+  no tile skipped; `explain` says "composed" and why).
+
 Direct kernels (`direct_kernel`; `direct_reasons` says why none): a call
 planned for an SM90 tile runs CUTLASS's plain (non-array) TMA kernel of
 that tile instead of the ptr-array one, its TMA descriptors over the whole
@@ -253,6 +270,13 @@ def sm90_tile_times(spec: GemmSpec) -> dict[str, float]:
   return dict(answer(spec)["tile_times"])
 
 
+def grouped_reasons(spec: GemmSpec) -> list[str]:
+  """Why a call with ragged windows is composed from XLA window ops and a
+  plain call rather than run as one grouped launch (empty: grouped; a call
+  without ragged windows: ["no ragged window"])."""
+  return list(answer(spec)["grouped_reasons"])
+
+
 def direct_reasons(spec: GemmSpec) -> list[str]:
   """Why a call runs a ptr-array kernel (or none of the SM90 ones) rather
   than a direct one (empty: a direct one, unless the call's options say
@@ -373,6 +397,10 @@ class WorkspaceLayout:
   stage_a_item: int = 0
   stage_b: int = 0
   stage_b_item: int = 0
+  # sm90_grouped: the items' problem shapes (int32 m, n, k), then their A,
+  # B, C, D strides (int64).
+  shapes: int = 0
+  strides: int = 0
 
 
 def workspace_layout(spec: GemmSpec, path: str, split_k: int = 1,

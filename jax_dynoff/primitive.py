@@ -91,11 +91,24 @@ def _window(x, w: WinSpec, dyn) -> Window:
 # Abstract evaluation and the plain implementation
 
 
+def result_batch_shape(spec: GemmSpec) -> tuple[int, ...]:
+  """The batch dims of the result: every one, but for a shared out (a
+  ragged `out` that does not carry some batch dims: the items without a
+  copy of it write their valid parts into one array, in item order; see
+  `jax_dynoff.ragged_dot`) only the ones it carries."""
+  flags = spec.d.batched or (True,) * len(spec.batch_shape)
+  return tuple(s for s, f in zip(spec.batch_shape, flags) if f)
+
+
+def shared_out(spec: GemmSpec) -> bool:
+  return len(result_batch_shape(spec)) != len(spec.batch_shape)
+
+
 def _abstract_eval(*args, spec: GemmSpec):
   dims = spec.d.dims if spec.has_out else (spec.m, spec.n)
   # Without a mesh a plain ShapedArray; with one, its sharding and manual
   # axes (sharding.result_type).
-  return sharding.result_type(spec, args, tuple(spec.batch_shape) +
+  return sharding.result_type(spec, args, result_batch_shape(spec) +
                               tuple(dims), spec.out_dtype)
 
 
@@ -253,7 +266,16 @@ def _accumulate_spec(spec: GemmSpec) -> GemmSpec:
   return dataclasses.replace(spec, c=spec.d, c_mode="from_d", beta=1.0)
 
 
+def _no_shared_out_ad(spec: GemmSpec):
+  if shared_out(spec):
+    raise NotImplementedError(
+        "jax_dynoff_gemm: a call whose items share one out (as "
+        "jax_dynoff.ragged_dot makes) has no automatic derivative; "
+        "differentiate jax_dynoff.ragged_dot, which defines its own")
+
+
 def _jvp_rule(primals, tangents, *, spec: GemmSpec):
+  _no_shared_out_ad(spec)
   y = gemm_p.bind(*primals, spec=spec)
   p = Operands.split(spec, primals)
   t = Operands.split(spec, tangents)
@@ -325,6 +347,7 @@ ad.primitive_jvps[gemm_p] = _jvp_rule
 
 
 def _transpose_rule(ct, *args, spec: GemmSpec):
+  _no_shared_out_ad(spec)
   ops = Operands.split(spec, args)
   undef = lambda v: ad.is_undefined_primal(v)
   if undef(ops.a) and undef(ops.b):

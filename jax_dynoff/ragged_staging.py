@@ -1,5 +1,7 @@
-"""Ragged windows on CUDA, until the CUDA handler takes valid extents: the
-call is lowered as XLA ops around one plain `gemm`.
+"""Ragged windows on CUDA where the grouped kernel cannot run them
+(`plan.grouped_reasons`: float32, a C read, windows TMA cannot read, a GPU
+other than compute capability 9.0): the call is composed from XLA ops
+around one plain `gemm`.
 
 Each ragged operand is read with `reference.read_window` (its valid part,
 zeros elsewhere: one XLA fusion, which reads only the valid part) into a
@@ -7,14 +9,19 @@ dense (rows, cols) array; the plain windows stay windows; `gemm` runs on
 them; a ragged `out` then gets the result's valid part through
 `reference.write_window`, the rest of `out` untouched.  Exact semantics,
 one extra pass over each ragged operand, no tile skipped.  Batched calls
-run the same per item (`primitive._per_item`, a vmap: one batched gemm).
+run the same per item (`primitive._per_item`, a vmap: one batched gemm);
+a call whose items share one out (`primitive.shared_out`) runs its items
+in order in a `fori_loop`, each writing its valid part into the out.
 """
 
 from __future__ import annotations
 
+import numpy as np
+from jax import lax
+
 from jax_dynoff import reference
 from jax_dynoff.primitive import (Operands, _lax_precision, _per_item,
-                                  _unbatched, _window)
+                                  _unbatched, _window, shared_out)
 from jax_dynoff.spec import GemmSpec
 
 
@@ -22,11 +29,10 @@ def is_ragged(spec: GemmSpec) -> bool:
   return any(w.ragged for _, w in spec.operands())
 
 
-def staged(spec: GemmSpec, *args):
-  """The primitive's result for `args` (its flat operands), from plain
-  gemm calls and XLA window ops."""
+def _item_fn(spec: GemmSpec):
+  """fn(arrays, starts) -> {"d": D} for one item: arrays name -> (array,
+  unused), starts name -> the item's start operands."""
   from jax_dynoff.ops import gemm  # pylint: disable=g-import-not-at-top
-  ops = Operands.split(spec, args)
   item = _unbatched(spec)
 
   def dense(w):
@@ -51,9 +57,64 @@ def staged(spec: GemmSpec, *args):
       return {"d": gemm(a, b, c, out=out, **kw)}
     return {"d": reference.write_window(out, gemm(a, b, c, **kw))}
 
+  return fn
+
+
+def _arrays(spec: GemmSpec, ops: Operands) -> dict:
   arrays = {"a": (ops.a, spec.a), "b": (ops.b, spec.b)}
   if spec.c_mode == "own":
     arrays["c"] = (ops.c, spec.c)
   if spec.has_out:
     arrays["out"] = (ops.out, spec.d)
-  return _per_item(fn, spec, arrays, ops.starts)["d"]
+  return arrays
+
+
+def _shared(spec: GemmSpec, ops: Operands):
+  """The items in order, each reading its operands (the batch dims each
+  carries, indexed) and writing its valid part into the out."""
+  fn = _item_fn(spec)
+  shape = tuple(spec.batch_shape)
+  arrays = _arrays(spec, ops)
+
+  def pick(x, flags, idx):  # x's item: its carried batch dims indexed
+    for f, i in zip(flags, idx):
+      if f:
+        x = lax.dynamic_index_in_dim(x, i, 0, keepdims=False)
+    return x
+
+  def body(t, out):
+    idx = _unravel(t, shape)
+    items = {n: (pick(v, w.batched, idx), None)
+             for n, (v, w) in arrays.items() if n != "out"}
+    items["out"] = (pick(out, spec.d.batched, idx), None)
+    starts = {n: [s if np.ndim(s) == 0 else s[t] for s in lst]
+              for n, lst in ops.starts.items()}
+    new = fn(items, starts)["d"]
+    carried = [i for f, i in zip(spec.d.batched, idx) if f]
+    if not carried:
+      return new
+    zero = [0] * new.ndim
+    return lax.dynamic_update_slice(
+        out, new.reshape((1,) * len(carried) + new.shape), carried + zero)
+
+  return lax.fori_loop(0, spec.batch, body, ops.out)
+
+
+def _unravel(t, shape):
+  """The multi-index of flat item t (row-major) in `shape`."""
+  idx = []
+  for s in reversed(shape):
+    idx.append(t % s)
+    t = t // s
+  return list(reversed(idx))
+
+
+def staged(spec: GemmSpec, *args):
+  """The primitive's result for `args` (its flat operands), from plain
+  gemm calls and XLA window ops."""
+  ops = Operands.split(spec, args)
+  if shared_out(spec):
+    return _shared(spec, ops)
+  return _per_item(lambda arrays, starts: _item_fn(spec)(arrays, starts),
+                   spec, _arrays(spec, ops), ops.starts)["d"]
+

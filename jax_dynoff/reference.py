@@ -37,7 +37,8 @@ from jax import lax
 from jax_dynoff.signature import check_call
 from jax_dynoff.window import Window, window
 
-__all__ = ["gemm", "ragged_dot", "read_window", "write_window"]
+__all__ = ["gemm", "ragged_dot", "read_window", "write_window",
+           "check_ragged_dot", "ragged_rows"]
 
 
 def _index_dtype(w: Window):
@@ -139,14 +140,11 @@ def gemm(a: Any, b: Any, c: Any = None, *, out: Any = None,
   return write_window(call.out, acc)
 
 
-def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
-               preferred_element_type: Any = None,
-               group_offset: Any = None) -> jax.Array:
-  """`lax.ragged_dot` written with ragged windows: rows
-  [offset_g, offset_g + group_sizes[g]) of `lhs` (offset_g the sizes of the
-  groups before g) times `rhs[g]`, each group one `gemm` whose A and out are
-  ragged windows of capacity m at offset_g; rows past the groups are zeros.
-  Group sizes are expected to sum to at most m, as for lax.ragged_dot."""
+def check_ragged_dot(lhs: Any, rhs: Any, group_sizes: Any,
+                     group_offset: Any = None):
+  """(lhs, rhs, group_sizes) as arrays, checked as `ragged_dot` takes them:
+  lhs (m, k), rhs (groups, k, n) of one dtype, group_sizes (groups,) int32
+  or int64.  Every mistake is named."""
   if group_offset is not None:
     raise NotImplementedError("ragged_dot: group_offset is not supported "
                               "(nor is it by lax.ragged_dot)")
@@ -160,6 +158,9 @@ def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
     raise ValueError(
         f"ragged_dot: rhs's k = {rhs.shape[1]} does not match lhs's k = "
         f"{lhs.shape[1]}")
+  if lhs.dtype != rhs.dtype:
+    raise TypeError(f"ragged_dot: lhs ({lhs.dtype}) and rhs ({rhs.dtype}) "
+                    "must have one dtype")
   if sizes.shape != (rhs.shape[0],):
     raise ValueError(
         f"ragged_dot: group_sizes must be ({rhs.shape[0]},) (one size per "
@@ -167,10 +168,34 @@ def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
   if sizes.dtype not in (jnp.int32, jnp.int64):
     raise TypeError(
         f"ragged_dot: group_sizes must be int32 or int64, got {sizes.dtype}")
+  return lhs, rhs, sizes
+
+
+def ragged_rows(group_sizes: Any, m: int):
+  """(offsets, sizes) of the groups' rows among m: group g holds rows
+  [offsets[g], offsets[g] + sizes[g]), in order, each size cut where the
+  rows end (sizes that sum past m lose their tail, as lax.ragged_dot's
+  rows do) and never negative."""
+  s = jnp.maximum(group_sizes, 0)
+  ends = jnp.minimum(jnp.cumsum(s), m)
+  offsets = jnp.minimum(jnp.cumsum(s) - s, m)
+  return offsets, ends - offsets
+
+
+def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
+               preferred_element_type: Any = None,
+               group_offset: Any = None) -> jax.Array:
+  """`lax.ragged_dot` written with ragged windows: rows
+  [offset_g, offset_g + size_g) of `lhs` (`ragged_rows`: the groups' rows
+  in order) times `rhs[g]`, each group one `gemm` whose A and out are
+  ragged windows of capacity m at offset_g; rows past the groups are zeros.
+  Group sizes are expected to sum to at most m, as for lax.ragged_dot;
+  past m the rows are cut."""
+  lhs, rhs, sizes = check_ragged_dot(lhs, rhs, group_sizes, group_offset)
   (m, k), (g, _, n) = lhs.shape, rhs.shape
   out_dtype = (jnp.dtype(preferred_element_type)
                if preferred_element_type is not None else lhs.dtype)
-  offsets = jnp.cumsum(sizes) - sizes
+  offsets, sizes = ragged_rows(sizes, m)
   out = jnp.zeros((m, n), out_dtype)
   for i in range(g):
     out = gemm(window(lhs, (offsets[i], 0), (m, k), valid=(sizes[i], k)),

@@ -12,8 +12,20 @@ from jax_dynoff import bench
 
 pytest.importorskip("matplotlib")
 
+MOE_ROWS = {"moe_fwd", "moe_fwd_vs_dense", "moe_bwd"}
 
-def test_bench_writes_every_scenario(tmp_path, capsys):
+
+@pytest.fixture
+def ragged_dot(monkeypatch):
+  """dyn.ragged_dot, or the reference's where the package does not export
+  one yet (the moe scenario calls dyn.ragged_dot)."""
+  if not hasattr(dyn, "ragged_dot"):
+    monkeypatch.setattr(dyn, "ragged_dot", dyn.reference.ragged_dot,
+                        raising=False)
+  return dyn.ragged_dot
+
+
+def test_bench_writes_every_scenario(tmp_path, capsys, ragged_dot):
   bench.main([str(tmp_path), "--quick"])
   data = json.loads((tmp_path / "bench.json").read_text())
   assert (tmp_path / "bench.png").stat().st_size > 10_000
@@ -21,6 +33,7 @@ def test_bench_writes_every_scenario(tmp_path, capsys):
   scenarios = {r["scenario"] for r in rows}
   assert {"plain", "slices", "stacked", "cond", "kv", "loop_graph",
           "loop_graph_unroll8", "loop_bodygraph", "loop_nograph"} <= scenarios
+  assert MOE_ROWS <= scenarios
   for r in rows:
     for key in ("ours_ms", "xla_ms", "flops", "bytes", "ratio", "floor_ms"):
       assert np.isfinite(r[key]) and r[key] > 0, (key, r)
@@ -33,6 +46,43 @@ def test_bench_writes_every_scenario(tmp_path, capsys):
   assert (data["window_s"], data["repeats"]) == (window, 2)
   out = capsys.readouterr().out
   assert "ratio" in out and "stacked" in out
+
+
+def test_bench_moe(tmp_path, ragged_dot):
+  """--scenarios moe alone: its three rows for the one case, the case's
+  shape in the label, the backward counted at twice the forward's FLOPs,
+  and the dense comparison sharing the forward's time of ours."""
+  bench.main([str(tmp_path), "--quick", "--scenarios", "moe"])
+  rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
+  by = {r["scenario"]: r for r in rows}
+  assert set(by) == MOE_ROWS and len(rows) == 3
+  assert {r["case"] for r in rows} == {"E4_T64_32x48_empty1"}
+  fwd, dense, bwd = (by[k] for k in ("moe_fwd", "moe_fwd_vs_dense", "moe_bwd"))
+  assert fwd["flops"] == dense["flops"] == 2.0 * 64 * 32 * 48
+  assert bwd["flops"] == 2 * fwd["flops"]
+  assert dense["ours_ms"] == fwd["ours_ms"]
+  for r in rows:
+    assert np.isfinite(r["ratio"]) and r["ratio"] > 0
+
+
+def test_moe_sizes():
+  """Skewed, deterministic, summing to T; `empty` groups get no rows."""
+  s = bench.moe_sizes(8, 8192)
+  assert s.sum() == 8192 and (s > 0).all()
+  np.testing.assert_array_equal(s, bench.moe_sizes(8, 8192))
+  assert s.max() > 5 * s.min()
+  e = bench.moe_sizes(64, 16384, empty=1)
+  assert e.sum() == 16384 and (e == 0).sum() == 1
+
+
+def test_moe_check_catches_a_wrong_kernel(monkeypatch, ragged_dot):
+  """The scenario's guard raises when ours computes something else."""
+  x, w, gs, dy = bench.moe_operands(4, 64, 32, 48, np.float32, empty=1)
+  bench.check_moe(x, w, gs, dy)
+  monkeypatch.setattr(dyn, "ragged_dot",
+                      lambda *a, **k: 1.1 * ragged_dot(*a, **k), raising=False)
+  with pytest.raises(RuntimeError, match="differs from lax.ragged_dot"):
+    bench.check_moe(x, w, gs, dy)
 
 
 def test_unknown_scenario_is_an_error():

@@ -191,7 +191,8 @@ def test_cluster_k_plan_in_the_desc():
 def test_tables_come_from_the_planner():
   assert plan_lib.PATHS == {"generic": 0, "sm90_large": 1, "sm90_small_m": 2,
                             "sm90_split_k": 3, "sm90_medium": 4,
-                            "sm90_tiny": 5, "tf32": 6, "sm90_skinny": 7}
+                            "sm90_tiny": 5, "tf32": 6, "sm90_skinny": 7,
+                            "sm90_grouped": 8}
   from jax_dynoff import options
   assert plan_lib.SM90_TILES == options.SM90_TILES
   assert tuple(plan_lib.DIRECT_TILES) == options.DIRECT_TILES

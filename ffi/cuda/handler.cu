@@ -62,6 +62,10 @@
 // staging of its MN-major operands (the plan reserved their copies where
 // KernelOptions(direct=False) asks for it), else, having no staged copy,
 // the CUTLASS 2.x TF32 kernel.
+// The grouped path (ragged windows: jax_dynoff.ragged_dot, vmapped calls
+// with valid extents) runs its grouped kernel (kernels/sm90_grouped.h)
+// after one pointer kernel, or fails with an error: no other kernel takes
+// valid extents.
 // JAX_DYNOFF_LOG=1 (the one debug switch, read once) prints, per call, the
 // planned path and the kernel run.
 #include <cuda_runtime_api.h>
@@ -164,11 +168,13 @@ ffi::ErrorOr<std::unique_ptr<GemmState>> GemmInstantiate(
                  &state->p);
   if (!msg.empty()) return Refuse(msg);
   const GemmProblem& p = state->p;
-  for (const OperandDesc& op : p.op)  // (jax_dynoff.gemm lowers none here)
-    if (op.present && op.ragged)
-      return Refuse(
-          "jax_dynoff_gemm: ragged windows (valid extents) run on the CPU "
-          "handler only so far");
+  // Ragged windows run only as one grouped launch (jax_dynoff/lowering.py
+  // composes the others from XLA window ops and a plain call), and the
+  // grouped path takes nothing else.
+  if (HasRaggedWindow(p) != (p.path == Path::kSm90Grouped))
+    return Refuse(
+        "jax_dynoff_gemm: ragged windows (valid extents) run on the "
+        "sm90_grouped path only, and it only them");
   const int64_t int_max = 0x7fffffff;
   if (p.m > int_max || p.n > int_max || p.k > int_max)
     return Refuse(
@@ -217,6 +223,12 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
                 " (plan.py and the handler disagree)");
   if (p.batch == 0 || p.m == 0 || p.n == 0) return ffi::Error::Success();
   const KernelEntry* generic = GenericKernel(p.in_dtype, p.out_dtype);
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return CudaError("cudaGetDevice", e);
+  DeviceInfo dev;
+  if ((e = GetDeviceInfo(device, &dev)) != cudaSuccess)
+    return CudaError("cudaDeviceGetAttribute", e);
 
   // --- Prep parameters.
   PrepParams P;
@@ -239,13 +251,42 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   P.partials = ws + w.partials;
   P.partial_item = w.partial_item;
 
+  P.shapes = reinterpret_cast<int32_t*>(ws + w.shapes);
+  P.strides = reinterpret_cast<int64_t*>(ws + w.strides);
+
+  kernels::LaunchCommon common;
+  common.alpha = static_cast<float>(alpha);
+  common.beta = P.c_read ? static_cast<float>(beta) : 0.f;
+  common.workspace = ws;
+  common.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
+  common.device = device;
+  common.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
+  common.stream = stream;
+
+  // --- Ragged windows: the grouped kernel, which nothing stands in for
+  // (the planner chose it for this device's kind, so only a program moved
+  // to another GPU or unaligned buffers land here without it).
+  if (p.path == Path::kSm90Grouped) {
+    const GroupedKernelEntry* grouped =
+        Sm90GroupedKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
+    if (grouped == nullptr || dev.major != 9 || dev.minor != 0)
+      return fail("ragged windows need the grouped SM90 kernel: a build "
+                  "with sm_90a kernels and a compute capability 9.0 GPU");
+    if (!Ptr16(P.base[kA]) || !Ptr16(P.base[kB]) || !Ptr16(P.base[kD]) ||
+        !Ptr16(ws))
+      return fail("ragged windows need 16-byte aligned buffers");
+    if (LogEnabled())
+      std::fprintf(stderr,
+                   "jax_dynoff: gemm m=%lld n=%lld k=%lld batch=%lld "
+                   "planned=%s kernel=%s split_k=1\n",
+                   static_cast<long long>(p.m), static_cast<long long>(p.n),
+                   static_cast<long long>(p.k),
+                   static_cast<long long>(p.batch), PathName(p.path),
+                   grouped->name);
+    return RunGrouped(grouped, common, P, &state->cache);
+  }
+
   // --- Which kernel (host-only facts: attributes, device, addresses).
-  int device = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e != cudaSuccess) return CudaError("cudaGetDevice", e);
-  DeviceInfo dev;
-  if ((e = GetDeviceInfo(device, &dev)) != cudaSuccess)
-    return CudaError("cudaDeviceGetAttribute", e);
   // The planner chose path, split_k and the kernel within the path (the
   // direct tile, the skinny split) at lowering time; what is left here is
   // what only the run can tell: the device, the build's kernels, the
@@ -384,15 +425,6 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
                                         : direct ? direct_split
                                                  : slices),
                  captured ? " (captured)" : "");
-
-  kernels::LaunchCommon common;
-  common.alpha = static_cast<float>(alpha);
-  common.beta = P.c_read ? static_cast<float>(beta) : 0.f;
-  common.workspace = ws;
-  common.workspace_bytes = static_cast<size_t>(w.kernel_bytes);
-  common.device = device;
-  common.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
-  common.stream = stream;
 
   if (skinny != nullptr) return RunSkinny(skinny, common, P, skinny_split);
   if (direct != nullptr && p.k > 0)

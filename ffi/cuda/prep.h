@@ -33,6 +33,10 @@ struct PrepParams {
   int64_t b_slice_bytes;   // ... of B
   char* partials;
   int64_t partial_item;    // bytes per partial
+  // The grouped path (LaunchGroupedPointers only): per item, the problem
+  // shape (int32 m, n, k) and the A, B, C, D strides (int64 each).
+  int32_t* shapes;
+  int64_t* strides;
 };
 
 
@@ -93,6 +97,10 @@ inline kernels::StartTerm DynamicStart(const PrepParams& P,
 // terms (PointerKernel1) where its C cannot overlap D, else every item's;
 cudaError_t LaunchPointers(const PrepParams& P, bool split,
                            cudaStream_t stream);
+// (1g) the grouped path's pointer arrays, problem shapes and strides, and
+// zeros in every item's valid part of D that its product does not cover
+// (valid rows or columns of D past A's or B's, or no valid K);
+cudaError_t LaunchGroupedPointers(const PrepParams& P, cudaStream_t stream);
 // (2) the C windows that overlap D partly, into the workspace's scratch;
 cudaError_t LaunchCopyC(const PrepParams& P, cudaStream_t stream);
 // (3a) k == 0: D = cast(beta * C) through the pointer arrays;

@@ -111,6 +111,83 @@ __global__ void SplitPointerKernel(const __grid_constant__ PrepParams P) {
   }
 }
 
+// The grouped path.  Item t multiplies the valid parts of its windows: its
+// problem is (M, N, K) = (min(op(A)'s valid rows, D's valid rows),
+// min(op(B)'s valid columns, D's valid columns), min of op(A)'s and
+// op(B)'s valid K), and none at all (0, 0, 0) where any of them is 0, so
+// the grouped kernel schedules no tile for it.  The rest of D's valid part
+// is alpha * 0 (the operands' zeros past their valid parts; no C): this
+// kernel writes those zeros.  Block (0, y) thread 0 writes the item's
+// pointers, shape and strides; every block of the item shares the zeros.
+struct GroupedItem {
+  int64_t m, n, k, dvr, dvc;
+};
+__device__ GroupedItem GroupedShape(const PrepParams& P, int64_t t) {
+  const GemmProblem& p = P.p;
+  const auto valid = [&](int o, int j) {
+    return ValidExtent(p.op[o], j, t, P.slots);
+  };
+  const int64_t ar = valid(kA, 0), ac = valid(kA, 1);
+  const int64_t br = valid(kB, 0), bc = valid(kB, 1);
+  GroupedItem g;
+  g.dvr = valid(kD, 0);
+  g.dvc = valid(kD, 1);
+  const int64_t am = p.trans_a ? ac : ar, ak = p.trans_a ? ar : ac;
+  const int64_t bk = p.trans_b ? bc : br, bn = p.trans_b ? br : bc;
+  const auto lesser = [](int64_t x, int64_t y) { return x < y ? x : y; };
+  g.m = lesser(am, g.dvr);
+  g.n = lesser(bn, g.dvc);
+  g.k = lesser(ak, bk);
+  if (g.m == 0 || g.n == 0 || g.k == 0) g.m = g.n = g.k = 0;
+  return g;
+}
+
+__global__ void GroupedPointerKernel(const __grid_constant__ PrepParams P) {
+  const GemmProblem& p = P.p;
+  const int64_t batch = p.batch;
+  for (int64_t t = blockIdx.y; t < batch; t += gridDim.y) {
+    const GroupedItem g = GroupedShape(P, t);
+    char* d = const_cast<char*>(P.base[kD]) +
+              Offset(P, kD, t) * P.elt[kD];
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      P.ptrs[t] = P.base[kA] + Offset(P, kA, t) * P.elt[kA];
+      P.ptrs[batch + t] = P.base[kB] + Offset(P, kB, t) * P.elt[kB];
+      P.ptrs[2 * batch + t] = d;  // C: none (a sourceless epilogue)
+      P.ptrs[3 * batch + t] = d;
+      P.shapes[3 * t] = static_cast<int32_t>(g.m);
+      P.shapes[3 * t + 1] = static_cast<int32_t>(g.n);
+      P.shapes[3 * t + 2] = static_cast<int32_t>(g.k);
+      P.strides[t] = p.op[kA].ld();
+      P.strides[batch + t] = p.op[kB].ld();
+      P.strides[2 * batch + t] = p.op[kD].ld();
+      P.strides[3 * batch + t] = p.op[kD].ld();
+    }
+    // Zeros: rows [m, dvr) x columns [0, dvc), then rows [0, m) x
+    // columns [n, dvc).
+    const int64_t below = (g.dvr - g.m) * g.dvc;
+    const int64_t right = g.dvc - g.n;
+    const int64_t total = below + g.m * right;
+    const int64_t ld = p.op[kD].ld();
+    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+         i < total; i += int64_t{gridDim.x} * blockDim.x) {
+      int64_t r, c;
+      if (i < below) {
+        r = g.m + i / g.dvc;
+        c = i % g.dvc;
+      } else {
+        const int64_t j = i - below;
+        r = j / right;
+        c = g.n + j % right;
+      }
+      char* e = d + (r * ld + c) * P.elt[kD];
+      if (P.elt[kD] == 2)
+        *reinterpret_cast<uint16_t*>(e) = 0;
+      else
+        *reinterpret_cast<uint32_t*>(e) = 0;
+    }
+  }
+}
+
 template <typename T>
 __device__ void CopyWindow(const PrepParams& P, int64_t t) {
   const int64_t m = P.p.m, n = P.p.n, ld = P.p.op[kC].ld();
@@ -260,6 +337,18 @@ cudaError_t LaunchPointers(const PrepParams& P, bool split,
     PointerKernel1<<<1, kMaxTerms, 0, stream>>>(Prep1(P));
   else
     PointerKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(P);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGroupedPointers(const PrepParams& P, cudaStream_t stream) {
+  // About two waves of blocks over all items (an item's zeros, where it
+  // has any, are spread over its grid.x blocks; most items have none).
+  const int64_t items = std::min<int64_t>(P.p.batch, 65535);
+  const int64_t per_item =
+      std::max<int64_t>(1, std::min<int64_t>(264, (264 + items - 1) / items));
+  GroupedPointerKernel<<<dim3(static_cast<unsigned>(per_item),
+                              static_cast<unsigned>(items)),
+                         kThreads, 0, stream>>>(P);
   return cudaGetLastError();
 }
 

@@ -122,6 +122,22 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
 
 // The skinny kernel (kernels/sm90_skinny.h) for the input dtype, or nullptr
 // when none is built for it (the planner chose the path by its rules).
+const GroupedKernelEntry* Sm90GroupedKernel(DType in, DType out, bool ta,
+                                            bool tb) {
+#ifdef JAX_DYNOFF_WITH_SM90
+  using namespace kernels;
+  if (in == DType::kBF16 && out == DType::kBF16) {
+    if (!ta && !tb) return &kSm90GroupedBf16NN;
+    if (!ta && tb) return &kSm90GroupedBf16NT;
+    if (ta && !tb) return &kSm90GroupedBf16TN;
+  }
+  if (in == DType::kF16 && out == DType::kF16 && !ta && !tb)
+    return &kSm90GroupedF16NN;
+#endif
+  (void)in; (void)out; (void)ta; (void)tb;
+  return nullptr;
+}
+
 const SkinnyKernelEntry* SkinnyKernel(DType in) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
@@ -177,7 +193,8 @@ const char* BuildInfo() {
          "CTAs and reduced in distributed shared memory, bf16/f16 NN); "
          "skinny m <= 16 bf16/f16 NN: mma.sync 16x128 CTAs "
          "sharing K in a cluster, one launch (KernelOptions(skinny=False) "
-         "runs the tiny tile)"
+         "runs the tiny tile); grouped (ragged windows) 128x128x64 "
+         "ping-pong, problem shapes on the device, bf16 NN/NT/TN, f16 NN"
 #else
          "; sm90=no"
 #endif

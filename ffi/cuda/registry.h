@@ -14,6 +14,7 @@ namespace jax_dynoff {
 namespace cuda {
 
 using kernels::DirectKernelEntry;
+using kernels::GroupedKernelEntry;
 using kernels::KernelEntry;
 using kernels::SkinnyKernelEntry;
 
@@ -30,6 +31,9 @@ const KernelEntry* Sm90Tf32HighestKernel(Path path);
 // The direct (non-array, one launch) SM90 kernel of a direct tile.
 const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
                                           bool tb, DirectTile tile);
+// The grouped kernel (ragged windows) for the dtypes and transposes.
+const GroupedKernelEntry* Sm90GroupedKernel(DType in, DType out, bool ta,
+                                            bool tb);
 // The skinny kernel for the input dtype.
 const SkinnyKernelEntry* SkinnyKernel(DType in);
 // The split-K slice kernel (float32 partials).

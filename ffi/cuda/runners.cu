@@ -193,6 +193,49 @@ ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
   return ffi::Error::Success();
 }
 
+ffi::Error RunGrouped(const kernels::GroupedKernelEntry* kernel,
+                      const kernels::LaunchCommon& common,
+                      const PrepParams& P, PreparedLaunchCache* cache) {
+  const GemmProblem& p = P.p;
+  cudaError_t e;
+  if ((e = LaunchGroupedPointers(P, common.stream)) != cudaSuccess)
+    return CudaError("grouped pointer kernel launch", e);
+  kernels::GroupedLaunch l;
+  static_cast<kernels::LaunchCommon&>(l) = common;
+  l.groups = static_cast<int>(p.batch);
+  l.shapes = P.shapes;
+  l.ptr_a = P.ptrs;
+  l.ptr_b = P.ptrs + p.batch;
+  l.ptr_c = P.ptrs + 2 * p.batch;
+  l.ptr_d = const_cast<void* const*>(P.ptrs + 3 * p.batch);
+  l.stride_a = P.strides;
+  l.stride_b = P.strides + p.batch;
+  l.stride_c = P.strides + 2 * p.batch;
+  l.stride_d = P.strides + 3 * p.batch;
+  PreparedLaunchCache::Key key;
+  key.kernel = kernel;
+  key.device = common.device;
+  key.addr[key.addrs++] = common.workspace;
+  key.addr[key.addrs++] = P.ptrs;
+  kernels::PreparedLaunch ready;
+  if (!cache->Find(key, &ready)) {
+    if (kernel->workspace(l) > l.workspace_bytes)
+      return RunKernel(kernel, l);  // the error message
+    const std::string r = kernel->prepare(l, &ready);
+    if (!r.empty())
+      return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                  kernel->name + ": " + r);
+    cache->Store(key, ready);
+  }
+  const std::string r = kernels::LaunchPrepared(ready, common.stream);
+  if (!r.empty())
+    return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                kernel->name + ": " + r);
+  if ((e = cudaGetLastError()) != cudaSuccess)
+    return CudaError("grouped GEMM launch", e);
+  return ffi::Error::Success();
+}
+
 ffi::Error RunPtrArray(const KernelEntry* kernel, bool grid_z_batch,
                        bool split, const kernels::LaunchCommon& common,
                        const PrepParams& P, const WorkspaceLayout& w,

@@ -115,6 +115,16 @@ ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
                      const PrepParams& P, int split_k, bool deterministic,
                      PreparedLaunchCache* cache);
 
+// The grouped path (ragged windows): (1g) the pointer kernel writes every
+// item's pointers, problem shape and strides into the workspace (P.ptrs,
+// P.shapes, P.strides) and the zeros of D's valid parts that no product
+// covers, then one grouped GEMM reads them.  The GEMM's launch holds only
+// workspace addresses: made ready once per kernel, device and workspace
+// (`cache`) and replayed.
+ffi::Error RunGrouped(const kernels::GroupedKernelEntry* kernel,
+                      const kernels::LaunchCommon& common,
+                      const PrepParams& P, PreparedLaunchCache* cache);
+
 // The ptr-array path: (1) the pointer arrays, (2) the C copies, then (3a)
 // D = beta * C where k == 0, or (3) the GEMM `kernel` over the pointer
 // arrays, split-K's slices and (4) reduction where `split`.  The CUTLASS

@@ -189,6 +189,35 @@ struct DirectKernelEntry {
   std::string (*prepare)(const DirectLaunch&, PreparedLaunch*);
 };
 
+// --- Grouped SM90 kernel (kernels/sm90_grouped.h): one launch over
+// `groups` items whose problem shapes (m, n, k: cute::Shape<int, int, int>,
+// kGroupedShapeBytes each), operand addresses and strides (one int64 each,
+// kGroupedStrideBytes) live in device memory, written by the handler's
+// grouped pointer kernel; the kernel's scheduler reads the shapes there and
+// never schedules a tile past an item's extents.
+struct GroupedLaunch : LaunchCommon {
+  int groups = 0;
+  const void* shapes = nullptr;
+  const void* const* ptr_a = nullptr;
+  const void* const* ptr_b = nullptr;
+  const void* const* ptr_c = nullptr;
+  void* const* ptr_d = nullptr;
+  const void* stride_a = nullptr;
+  const void* stride_b = nullptr;
+  const void* stride_c = nullptr;
+  const void* stride_d = nullptr;
+};
+
+struct GroupedKernelEntry {
+  const char* name;
+  size_t (*workspace)(const GroupedLaunch&);
+  std::string (*run)(const GroupedLaunch&);
+  // Makes the launch `run` would make, without launching it: its
+  // parameters hold only the device arrays' addresses, so one prepared
+  // launch serves every call on the same workspace.
+  std::string (*prepare)(const GroupedLaunch&, PreparedLaunch*);
+};
+
 // One compiled kernel.  `workspace` returns the bytes `run` needs in
 // GemmLaunch::workspace for this launch (0 for the generic kernels); `run`
 // enqueues the kernel on launch.stream and returns "" or an error message.
@@ -273,6 +302,13 @@ extern const DirectKernelEntry kSm90DirectMediumF32NN;
 // shared memory.
 extern const DirectKernelEntry kSm90DirectClusterKBf16NN;
 extern const DirectKernelEntry kSm90DirectClusterKF16NN;
+// The grouped kernel (ragged windows: path kSm90Grouped), 128x128
+// ping-pong tiles, no C: bf16 NN, NT, TN and f16 NN (the planner's
+// HasGroupedKernel).
+extern const GroupedKernelEntry kSm90GroupedBf16NN;
+extern const GroupedKernelEntry kSm90GroupedBf16NT;
+extern const GroupedKernelEntry kSm90GroupedBf16TN;
+extern const GroupedKernelEntry kSm90GroupedF16NN;
 // Skinny kernels (m <= 16 / 32 / 64), bf16 / f16 NN, sm_90 clusters.
 extern const SkinnyKernelEntry kSm90Skinny16Bf16NN;
 extern const SkinnyKernelEntry kSm90Skinny16F16NN;

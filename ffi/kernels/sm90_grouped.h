@@ -1,12 +1,15 @@
 // The grouped SM90 GEMM for ragged windows (after CUTLASS example 57): one
 // launch over batch items whose problem shapes (m, n, k) live in device
-// memory, written by the pointer kernel next to the items' operand
-// addresses and strides, so that the tiles past each item's valid extents
-// are never scheduled.  Not yet wired into the handler: this header fixes
-// the kernel type and its arguments (see docs/notes.md, ragged windows).
+// memory only, written by the handler's grouped pointer kernel
+// (ffi/cuda/prep_kernels.cu) beside the items' operand addresses and
+// strides.  The shapes are the items' valid extents, so the persistent
+// scheduler never schedules a tile past them, and an item with no valid
+// row gets no tile at all.  TMA reads and writes stop at each item's
+// shape: inside its valid parts.
 //
-// Requirements as for the ptr-array kernels (sm90_gemm.h): every address
-// and leading dimension a multiple of 16 bytes.  Compiled for sm_90a only.
+// Requirements (the planner's GroupedReasons): every address and leading
+// dimension a multiple of 16 bytes, no C (the epilogue has no source).
+// Compiled for sm_90a only.
 #ifndef JAX_DYNOFF_KERNELS_SM90_GROUPED_H_
 #define JAX_DYNOFF_KERNELS_SM90_GROUPED_H_
 
@@ -24,51 +27,39 @@
 #include "cutlass/kernel_hardware_info.h"
 #include "kernels/launch.h"
 #include "kernels/run_sm90_gemm.h"
-#include "kernels/sm90_gemm.h"
+#include "kernels/sm90_gemm.h"  // Sm90MediumConfig
+#include "plan.h"  // kGroupedShapeBytes, kGroupedStrideBytes
 
 namespace jax_dynoff {
 namespace kernels {
 
-// One grouped launch: `groups` items, each with its problem shape, operand
-// addresses and strides in device memory (the pointer kernel's output).
-struct GroupedLaunch : LaunchCommon {
-  int groups = 0;
-  // Device arrays of `groups` entries each.
-  const void* shapes = nullptr;  // cute::Shape<int, int, int>: (m, n, k)
-  const void* const* ptr_a = nullptr;
-  const void* const* ptr_b = nullptr;
-  const void* const* ptr_c = nullptr;
-  void* const* ptr_d = nullptr;
-  const void* stride_a = nullptr;  // the kernel's InternalStride* types
-  const void* stride_b = nullptr;
-  const void* stride_c = nullptr;
-  const void* stride_d = nullptr;
-};
-
-template <typename Config, typename ElementIn, typename ElementOut,
-          typename LayoutA, typename LayoutB>
+// The medium tile (128x128x64 ping-pong): MoE groups hold hundreds to
+// thousands of rows each, where it keeps a full wave with one item's tiles
+// and loses little to the large tile on big ones (benchmarks/sm90_tiles).
+template <typename Config, typename Element, typename LayoutA,
+          typename LayoutB>
 struct Sm90GroupedGemm {
   using LayoutC = cutlass::layout::RowMajor;
-  using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
-  static constexpr int kAlignIn = 128 / cutlass::sizeof_bits<ElementIn>::value;
-  static constexpr int kAlignOut =
-      128 / cutlass::sizeof_bits<ElementOut>::value;
+  using ProblemShape =
+      cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+  static constexpr int kAlign = 128 / cutlass::sizeof_bits<Element>::value;
 
+  // C is void: a sourceless epilogue (D = alpha * acc).
   using CollectiveEpilogue =
       typename cutlass::epilogue::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
           typename Config::TileShape, typename Config::ClusterShape,
           cutlass::epilogue::collective::EpilogueTileAuto,
           float, float,
-          ElementOut, LayoutC*, kAlignOut,   // C
-          ElementOut, LayoutC*, kAlignOut,   // D
+          void, LayoutC*, kAlign,      // C: none
+          Element, LayoutC*, kAlign,   // D
           typename Config::EpilogueSchedule>::CollectiveOp;
 
   using CollectiveMainloop =
       typename cutlass::gemm::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-          ElementIn, LayoutA*, kAlignIn,
-          ElementIn, LayoutB*, kAlignIn,
+          Element, LayoutA*, kAlign,
+          Element, LayoutB*, kAlign,
           float,
           typename Config::TileShape, typename Config::ClusterShape,
           cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
@@ -79,12 +70,17 @@ struct Sm90GroupedGemm {
       ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
-  // Per-group strides, as the pointer kernel writes them.
+  // Per-item strides, as the pointer kernel writes them: one int64 each
+  // (the leading dimension; the other strides are static).
   using StrideA = typename GemmKernel::InternalStrideA;
   using StrideB = typename GemmKernel::InternalStrideB;
-  using StrideC = typename GemmKernel::InternalStrideC;
   using StrideD = typename GemmKernel::InternalStrideD;
   using Shape = typename ProblemShape::UnderlyingProblemShape;
+  static_assert(sizeof(Shape) == kGroupedShapeBytes, "problem shape layout");
+  static_assert(sizeof(StrideA) == kGroupedStrideBytes &&
+                    sizeof(StrideB) == kGroupedStrideBytes &&
+                    sizeof(StrideD) == kGroupedStrideBytes,
+                "one int64 per stride");
 
   static typename Gemm::Arguments Args(const GroupedLaunch& l) {
     cutlass::KernelHardwareInfo hw;
@@ -92,30 +88,35 @@ struct Sm90GroupedGemm {
     hw.sm_count = l.sm_count;
     using EA = typename Gemm::ElementA;
     using EB = typename Gemm::ElementB;
-    using EC = typename Gemm::ElementC;
     using ED = typename Gemm::EpilogueOutputOp::ElementOutput;
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
-        // The shapes on the device only: the scheduler reads them there.
+        // The shapes on the device only: the scheduler reads them there
+        // (no host copy: they depend on the valid extents).
         {l.groups, static_cast<Shape*>(const_cast<void*>(l.shapes)), nullptr},
         {reinterpret_cast<const EA**>(const_cast<const void**>(l.ptr_a)),
          static_cast<StrideA*>(const_cast<void*>(l.stride_a)),
          reinterpret_cast<const EB**>(const_cast<const void**>(l.ptr_b)),
          static_cast<StrideB*>(const_cast<void*>(l.stride_b))},
         {{},
-         reinterpret_cast<const EC**>(const_cast<const void**>(l.ptr_c)),
-         static_cast<StrideC*>(const_cast<void*>(l.stride_c)),
+         nullptr,  // C: none
+         static_cast<StrideD*>(const_cast<void*>(l.stride_c)),
          reinterpret_cast<ED**>(const_cast<void**>(l.ptr_d)),
          static_cast<StrideD*>(const_cast<void*>(l.stride_d))},
         hw};
     auto& fusion = args.epilogue.thread;
     fusion.alpha = l.alpha;
-    fusion.beta = l.beta;
+    fusion.beta = 0.f;
     return args;
   }
 
   static size_t Workspace(const GroupedLaunch& l) {
     return Gemm::get_workspace_size(Args(l));
+  }
+
+  static std::string Prepare(const GroupedLaunch& l, PreparedLaunch* out) {
+    return PrepareSm90Gemm<Gemm>("SM90 grouped GEMM", Args(l), l.workspace,
+                                 l.stream, l.device, out);
   }
 
   static std::string Run(const GroupedLaunch& l) {
@@ -126,5 +127,18 @@ struct Sm90GroupedGemm {
 
 }  // namespace kernels
 }  // namespace jax_dynoff
+
+// One instantiation per translation unit:
+//   JAX_DYNOFF_SM90_GROUPED_KERNEL(kSm90GroupedBf16NN, cutlass::bfloat16_t,
+//                                  cutlass::layout::RowMajor,
+//                                  cutlass::layout::RowMajor)
+#define JAX_DYNOFF_SM90_GROUPED_KERNEL(NAME, ELEMENT, LA, LB)                \
+  namespace jax_dynoff {                                                     \
+  namespace kernels {                                                        \
+  using NAME##_t = Sm90GroupedGemm<Sm90MediumConfig, ELEMENT, LA, LB>;       \
+  extern const GroupedKernelEntry NAME = {                                   \
+      #NAME, &NAME##_t::Workspace, &NAME##_t::Run, &NAME##_t::Prepare};      \
+  }                                                                          \
+  }
 
 #endif  // JAX_DYNOFF_KERNELS_SM90_GROUPED_H_

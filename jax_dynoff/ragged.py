@@ -1,0 +1,117 @@
+"""`ragged_dot`: `lax.ragged_dot` as one call over ragged windows.
+
+Group g's rows of `lhs` (`reference.ragged_rows`: consecutive, in group
+order) times `rhs[g]` is one item of a batched call whose A and out are
+ragged windows of capacity m at the group's first row, valid for its rows;
+every item writes its rows of one shared out, zeros elsewhere.  On an H100
+/ H200 that is one grouped launch (plan.py, ``sm90_grouped``): tiles past a
+group's rows are never scheduled, so the work is that of one dense GEMM of
+the same rows.  The gradient is two more such calls: d lhs (the groups'
+rows of the cotangent times rhs[g]^T, again one shared out) and d rhs (for
+each group lhs_g^T times its rows of the cotangent: a contraction over the
+group's rows, a ragged K).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jax_dynoff import reference
+from jax_dynoff.ops import make_spec
+from jax_dynoff.primitive import Operands, bind
+from jax_dynoff.signature import check_call
+from jax_dynoff.window import window
+
+
+def _batched(spec, flags: dict, groups: int):
+  """spec (one item's) as a call over `groups` items; flags: operand name
+  -> whether its array carries the groups (a leading dim)."""
+  def add(w, f):
+    return None if w is None else dataclasses.replace(w, batched=(f,))
+  return dataclasses.replace(
+      spec, a=add(spec.a, flags["a"]), b=add(spec.b, flags["b"]),
+      c=None, d=add(spec.d, flags["d"]), batch_shape=(groups,))
+
+
+def _rows(x, offsets, sizes, i=0):
+  """The ragged window of group i's rows of x (the item the spec is made
+  from; the call passes every group's starts)."""
+  m, w = x.shape
+  return window(x, (offsets[i], 0), (m, w), valid=(sizes[i], w))
+
+
+def _rows_call(x, w, offsets, sizes, out_dtype, transpose_b, precision):
+  """out[rows_g] = x[rows_g] @ op(w[g]) for every group g, rows past the
+  groups zero: one call whose items share the out."""
+  groups = w.shape[0]
+  m = x.shape[0]
+  n = w.shape[1] if transpose_b else w.shape[2]
+  out = jnp.zeros((m, n), out_dtype)
+  call = check_call(_rows(x, offsets, sizes), w[0],
+                    out=_rows(out, offsets, sizes), transpose_b=transpose_b,
+                    precision=precision)
+  spec = _batched(make_spec(call), {"a": False, "b": True, "d": False},
+                  groups)
+  starts = {"a": [offsets, sizes], "b": [], "c": [], "d": [offsets, sizes]}
+  return bind(spec, Operands(x, w, None, out, starts))
+
+
+def _weight_grad(x, g, offsets, sizes, groups, precision):
+  """dW[g] = x[rows_g]^T @ g[rows_g] for every group: one call whose K,
+  the group's rows, is ragged; a group without rows gets zeros."""
+  call = check_call(_rows(x, offsets, sizes), _rows(g, offsets, sizes),
+                    transpose_a=True, precision=precision,
+                    preferred_element_type=x.dtype)
+  spec = _batched(make_spec(call), {"a": False, "b": False, "d": True},
+                  groups)
+  starts = {"a": [offsets, sizes], "b": [offsets, sizes], "c": [], "d": []}
+  return bind(spec, Operands(x, g, None, None, starts))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _ragged_dot(lhs, rhs, sizes, precision, out_dtype):
+  offsets, sizes = reference.ragged_rows(sizes, lhs.shape[0])
+  return _rows_call(lhs, rhs, offsets, sizes, out_dtype, False, precision)
+
+
+def _fwd(lhs, rhs, sizes, precision, out_dtype):
+  return _ragged_dot(lhs, rhs, sizes, precision, out_dtype), (lhs, rhs, sizes)
+
+
+def _bwd(precision, out_dtype, res, ct):
+  del out_dtype
+  lhs, rhs, sizes = res
+  offsets, rows = reference.ragged_rows(sizes, lhs.shape[0])
+  g = ct.astype(lhs.dtype)  # a float32 cotangent of 16-bit inputs
+  dlhs = _rows_call(g, rhs, offsets, rows, lhs.dtype, True, precision)
+  drhs = _weight_grad(lhs, g, offsets, rows, rhs.shape[0], precision)
+  return dlhs, drhs, np.zeros(sizes.shape, jax.dtypes.float0)
+
+
+_ragged_dot.defvjp(_fwd, _bwd)
+
+
+def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
+               preferred_element_type: Any = None,
+               group_offset: Any = None) -> jax.Array:
+  """`jax.lax.ragged_dot`'s signature and result: lhs (m, k) holds the
+  groups' rows one group after the other (group g: `group_sizes[g]` rows),
+  rhs (groups, k, n); returns (m, n) with rows of group g equal to
+  lhs_g @ rhs[g] and rows past the groups zero (sizes summing past m are
+  cut there).  Result dtype `preferred_element_type` (default: lhs's).
+  One launch on an H100 / H200 for bfloat16 (and float16 forward) inputs;
+  `jax.grad` runs two more.  `group_offset` is not supported (nor by
+  lax.ragged_dot on the GPU)."""
+  lhs, rhs, sizes = reference.check_ragged_dot(lhs, rhs, group_sizes,
+                                               group_offset)
+  out_dtype = jnp.dtype(preferred_element_type
+                        if preferred_element_type is not None else lhs.dtype)
+  if lhs.shape[0] == 0 or rhs.shape[0] == 0:
+    return jnp.zeros((lhs.shape[0], rhs.shape[2]), out_dtype)
+  return _ragged_dot(lhs, rhs, sizes, precision, out_dtype)
