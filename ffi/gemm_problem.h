@@ -332,8 +332,11 @@ inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
                         : b[kValid + j] < 0 ? 0
                                             : b[kValid + j] > w ? w
                                                                 : b[kValid + j];
-      if (op.valid_arg[j] >= 0 && b[kStartArg + op.rank - 2 + j] < 0)
-        return err(who + ": a static start beside a dynamic valid extent");
+      // (0 is the one static start a dynamic valid extent keeps as it is.)
+      if (op.valid_arg[j] >= 0 && b[kStartArg + op.rank - 2 + j] < 0 &&
+          b[kStart + op.rank - 2 + j] != 0)
+        return err(who + ": a static start other than 0 beside a dynamic "
+                   "valid extent");
     }
     // Starts: static ones are re-clamped here (cheap, and it makes a bad
     // desc harmless); dynamic ones name their slot of the offsets operand.

@@ -67,7 +67,7 @@ class WinSpec:
            valid extent already clamped to the window's (a Python int) or
            None when it is dynamic (then it comes as a scalar operand of the
            call, after the operand's dynamic starts).  A trailing start is
-           static only where its dim's valid extent is.
+           static only where its dim's valid extent is, or where it is 0.
   """
 
   dims: tuple[int, ...]

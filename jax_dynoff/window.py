@@ -89,11 +89,18 @@ class Window:
 
   def static_starts(self) -> tuple[Optional[int], ...]:
     """Per dim: the clamped start if it is a Python int (and, in a trailing
-    dim of a ragged window, so is that dim's valid extent), else None."""
+    dim of a ragged window, so is that dim's valid extent, or the start is
+    0 there, which every valid extent keeps at 0), else None."""
     clamp_by = self.win[:-2] + self.static_valid()
-    return tuple(
-        clamp_start(s, d, w) if isinstance(s, int) and w is not None else None
-        for s, d, w in zip(self.start, self.x.shape, clamp_by))
+
+    def static(s, d, w):
+      if not isinstance(s, int):
+        return None
+      if w is None:  # a traced valid extent: only a start at 0 is known
+        return 0 if (s + d if s < 0 else s) <= 0 else None
+      return clamp_start(s, d, w)
+    return tuple(static(s, d, w)
+                 for s, d, w in zip(self.start, self.x.shape, clamp_by))
 
   def dynamic_valid(self) -> list[jax.Array]:
     """The traced valid extents (rows first)."""

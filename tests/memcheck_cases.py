@@ -296,6 +296,31 @@ def main(argv):
                 lambda mod, a, b, opts: mod.gemm(a, b, opts=opts), xe32,
                 we32, opts=opts)
 
+  # The grouped kernel (ragged windows): ragged_dot with an empty group, a
+  # group past the rows (cut), rows past the groups; its gradient (NT, and
+  # TN whose K is each group's rows: an empty group's is zeros written by
+  # the pointer kernel); a vmap whose out's valid parts exceed A's (zeros).
+  xg = rand(25, (200, 136), BF16)
+  wg = rand(26, (4, 136, 72), BF16)
+  gs = jnp.asarray([50, 0, 100, 90], jnp.int32)
+  ok &= check("grouped_ragged_dot", lambda mod, a, b, g: mod.ragged_dot(
+      a, b, g), xg, wg, gs)
+  ok &= check("grouped_weight_grad", lambda mod, a, b, g: jax.grad(
+      lambda a, b: jnp.sum(mod.ragged_dot(a, b, g).astype(F32) ** 2),
+      argnums=1)(a, b), xg, wg, jnp.asarray([60, 0, 20, 30], jnp.int32))
+
+  def grouped_vmap(mod, a, b, out, sa, va, vd):
+    return jax.vmap(lambda b, out, sa, va, vd: mod.gemm(
+        dyn.window(a, (sa, 0), (64, 136), valid=(va, 136)), b,
+        out=dyn.window(out, (0, 8), (64, 72), valid=(vd, 72))))(
+            b, out, sa, va, vd)
+
+  ok &= check("grouped_vmap", grouped_vmap, xg, wg,
+              jnp.full((4, 80, 88), jnp.nan, BF16),
+              jnp.asarray([190, -3, 10 ** 6, 5], jnp.int32),
+              jnp.asarray([64, 0, 17, 40], jnp.int32),
+              jnp.asarray([30, 64, 64, 0], jnp.int32))
+
   # A batch (vmap) and k = 0.
   xb = rand(8, (4, m, k), BF16)
   ok &= check("vmap", lambda mod, xb, w: jax.vmap(

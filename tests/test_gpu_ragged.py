@@ -1,0 +1,222 @@
+"""Ragged windows on the GPU: the grouped kernel (path sm90_grouped) against
+the reference and lax.ragged_dot, with outputs poisoned first (NaN: every
+element outside a valid part stays bit for bit), empty groups, one group
+holding every row, sizes that sum to less (and more) than the rows, a
+ragged K (the weight gradient), valid parts of D past A's or B's (zeros);
+which kernel ran (the handler's log); a loop with sizes computed on the
+device, captured into a CUDA graph and replayed with new sizes.
+
+Skipped without a GPU; the grouped cases without a compute capability 9.0
+one (elsewhere the calls are composed from XLA ops, which tests/
+test_ragged.py covers on the CPU).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import jax_dynoff as dyn
+from checks import bits, ref_highest, run_logged
+from jax_dynoff import plan as plan_lib
+
+
+def _is_sm90() -> bool:
+  if jax.default_backend() != "gpu":
+    return False
+  cc = getattr(jax.devices()[0], "compute_capability", "")
+  return str(cc) in ("9.0", "90")
+
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not _is_sm90(),
+                                 reason="needs a compute capability 9.0 GPU")]
+
+BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
+
+SIZES = [
+    [40, 0, 131, 29, 100],   # an empty group, sum = m (300)
+    [300, 0, 0, 0, 0],       # one group holds every row
+    [0, 0, 0, 0, 300],       # ... the last one
+    [7, 64, 1, 0, 33],       # the sizes sum to less than the rows
+    [0, 0, 0, 0, 0],         # no rows at all
+    [200, 90, 50, 30, 10],   # past m: the tail is cut, as lax cuts it
+]
+
+
+def _data(seed, dt, m=300, k=136, n=200, g=5):
+  r = np.random.default_rng(seed)
+  lhs = jnp.asarray(r.uniform(-1, 1, (m, k)), dt)
+  rhs = jnp.asarray(r.uniform(-1, 1, (g, k, n)) / np.sqrt(k), dt)
+  ct = jnp.asarray(r.uniform(-1, 1, (m, n)), dt)
+  return lhs, rhs, ct
+
+
+def _err(got, want):
+  g, w = np.asarray(got, np.float32), np.asarray(want, np.float32)
+  return float(np.abs(g - w).max() / max(1.0, np.abs(w).max()))
+
+
+def _lax32(lhs, rhs, gs):
+  """lax.ragged_dot in float32 at full precision: the exact result."""
+  return lax.ragged_dot(lhs.astype(F32), rhs.astype(F32), gs,
+                        precision=lax.Precision.HIGHEST)
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_ragged_dot_matches_lax(sizes, dt):
+  lhs, rhs, _ = _data(1, dt)
+  gs = jnp.asarray(sizes, jnp.int32)
+  paths = plan_lib.traced_paths(dyn.ragged_dot, lhs, rhs, gs)
+  assert paths == ["sm90_grouped"], paths
+  got = jax.jit(dyn.ragged_dot)(lhs, rhs, gs)
+  assert got.dtype == dt
+  assert _err(got, _lax32(lhs, rhs, gs)) < 2 ** -7
+  np.testing.assert_array_equal(np.asarray(got[sum(sizes):], np.float32), 0)
+  # float32 out from 16-bit inputs (preferred_element_type).
+  got32 = jax.jit(lambda *a: dyn.ragged_dot(*a, preferred_element_type=F32))(
+      lhs, rhs, gs)
+  assert got32.dtype == F32
+  assert _err(got32, _lax32(lhs, rhs, gs)) < 2 ** -10 or dt == F16
+
+
+@pytest.mark.parametrize("sizes", SIZES[:4])
+def test_ragged_dot_gradients_match_lax(sizes):
+  """d lhs (an NT grouped launch) and d rhs (TN: K is each group's rows,
+  ragged; an empty group's gradient is zeros) against lax's, exact."""
+  lhs, rhs, ct = _data(2, BF16)
+  gs = jnp.asarray(sizes, jnp.int32)
+
+  def grads(f, cast):
+    def loss(a, b):
+      return jnp.sum(f(a, b, gs).astype(F32) * ct.astype(F32))
+    return jax.grad(loss, argnums=(0, 1))(cast(lhs), cast(rhs))
+
+  paths = plan_lib.traced_paths(
+      jax.grad(lambda a, b: jnp.sum(dyn.ragged_dot(a, b, gs).astype(F32)),
+               argnums=(0, 1)), lhs, rhs)
+  assert paths == ["sm90_grouped"] * 3, paths
+  got = jax.jit(lambda: grads(dyn.ragged_dot, lambda x: x))()
+  want = grads(lambda a, b, g: lax.ragged_dot(
+      a, b, g, precision=lax.Precision.HIGHEST), lambda x: x.astype(F32))
+  for g, w in zip(got, want):
+    assert _err(g, w) < 2 ** -6
+  for i, s in enumerate(sizes):
+    if s == 0:
+      np.testing.assert_array_equal(np.asarray(got[1][i], np.float32), 0)
+
+
+def _random_case(seed):
+  """A vmap over G items of gemm with ragged windows: A rows (or, for a
+  transposed A, its K rows) at batched starts with batched valid extents,
+  B a batched stack (transposed or not), out a poisoned batched array
+  whose valid part may exceed A's (the rest: zeros) or be empty."""
+  r = np.random.default_rng(seed)
+  dt = [BF16, BF16, BF16, F16][seed % 4]
+  ta, tb = [(False, False), (False, True), (True, False), (False, False)][
+      seed % 4]
+  g = int(r.integers(1, 7))
+  m, n, k = (8 * int(v) for v in r.integers(1, 40, 3))
+  rows = m + 8 * int(r.integers(0, 8))
+  a_shape = (rows, m if ta else k) if not ta else (rows + k, m)
+  a = jnp.asarray(r.uniform(-1, 1, a_shape), dt)
+  b = jnp.asarray(r.uniform(-1, 1, (g,) + ((n, k) if tb else (k, n))), dt)
+  out = jnp.full((g, m + 16, n + 8), jnp.nan, dt)
+  # Valid extents 0 .. capacity; starts anywhere (clamped), some at the end.
+  cap_r = k if ta else m
+  va = jnp.asarray(r.integers(0, cap_r + 1, g), jnp.int32)
+  sa = jnp.asarray(r.integers(-4, a_shape[0] + 4, g), jnp.int32)
+  vdr = jnp.asarray(r.integers(0, m + 1, g), jnp.int32)
+  vdc = jnp.asarray(r.integers(0, n + 1, g), jnp.int32)
+  so = jnp.asarray(r.integers(0, 17, g), jnp.int32)
+
+  def f(mod, a, b, out, sa, va, so, vdr, vdc):
+    def item(b, out, sa, va, so, vdr, vdc):
+      if ta:  # op(A) = A^T: K rows of A, ragged (a weight gradient)
+        wa = dyn.window(a, (sa, 0), (k, m), valid=(va, m))
+      else:
+        wa = dyn.window(a, (sa, 0), (m, k), valid=(va, k))
+      wo = dyn.window(out, (so, 0), (m, n), valid=(vdr, vdc))
+      return mod.gemm(wa, b, out=wo, transpose_a=ta, transpose_b=tb)
+    return jax.vmap(item)(b, out, sa, va, so, vdr, vdc)
+
+  return f, (a, b, out, sa, va, so, vdr, vdc)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_grouped_vmap_equals_the_reference(seed):
+  f, args = _random_case(seed)
+  paths = plan_lib.traced_paths(lambda *x: f(dyn, *x), *args)
+  assert paths == ["sm90_grouped"], paths
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  g, w = np.asarray(got), np.asarray(want)
+  nan = np.isnan(w.astype(np.float32))
+  # Outside the valid parts: the poison, bit for bit.
+  np.testing.assert_array_equal(bits(g)[nan], bits(w)[nan])
+  assert not np.isnan(g.astype(np.float32)[~nan]).any()
+  assert _err(g.astype(np.float32)[~nan], w.astype(np.float32)[~nan]) < 2 ** -6
+
+
+def test_grouped_kernels_ran():
+  """The handler's log: the forward is one grouped launch (NN), the
+  gradient two more (NT for d lhs, TN for d rhs)."""
+  script = textwrap.dedent("""
+      import sys, json
+      import jax, jax.numpy as jnp
+      import jax_dynoff as dyn
+      m, k, n = json.loads(sys.argv[1])
+      lhs = jnp.ones((m, k), jnp.bfloat16)
+      rhs = jnp.ones((4, k, n), jnp.bfloat16)
+      gs = jnp.asarray([m // 2, 0, m // 4, m // 4], jnp.int32)
+      f = lambda a, b: jnp.sum(dyn.ragged_dot(a, b, gs).astype(jnp.float32))
+      jax.block_until_ready(jax.jit(jax.value_and_grad(f, (0, 1)))(lhs, rhs))
+  """)
+  _, lines = run_logged(script, [256, 128, 192])
+  kernels = sorted(l.split("kernel=")[1].split()[0] for l in lines)
+  assert kernels == ["kSm90GroupedBf16NN", "kSm90GroupedBf16NT",
+                     "kSm90GroupedBf16TN"], lines
+  assert all("planned=sm90_grouped" in l for l in lines), lines
+
+
+def _moe_loop(mod):
+  """A loop whose group sizes are computed on the device each iteration
+  (rolled by the counter), each iteration one ragged_dot into the carry."""
+  def f(lhs, rhs, base):
+    def body(i, y):
+      sizes = jnp.roll(base, i)
+      return y + mod.ragged_dot(lhs, rhs, sizes).astype(F32)
+    return lax.fori_loop(0, 4, body, jnp.zeros((lhs.shape[0], rhs.shape[2]),
+                                               F32))
+  return f
+
+
+def test_loop_with_device_sizes_is_captured_and_replays():
+  lhs, rhs, _ = _data(3, BF16)
+  base = jnp.asarray(SIZES[0], jnp.int32)
+  rep = dyn.check_capture(_moe_loop(dyn), lhs, rhs, base,
+                          compiler_options=dyn.cuda_graph_options())
+  assert rep.all_captured, rep.thunks
+  compiled = jax.jit(_moe_loop(dyn)).lower(lhs, rhs, base).compile(
+      compiler_options=dyn.cuda_graph_options())
+  ref = jax.jit(_moe_loop(dyn.reference))
+  for sizes in SIZES:  # new sizes into the same graph
+    s = jnp.asarray(sizes, jnp.int32)
+    assert _err(compiled(lhs, rhs, s), ref(lhs, rhs, s)) < 2 ** -6, sizes
+
+
+def test_composed_where_the_grouped_kernel_cannot_run():
+  """float32 (no grouped kernel) is composed from XLA ops and a plain
+  call, and still exact."""
+  lhs, rhs, _ = _data(4, F32)
+  gs = jnp.asarray(SIZES[0], jnp.int32)
+  [line] = dyn.explain(dyn.ragged_dot, lhs, rhs, gs)
+  assert line.startswith("composed") and "no grouped kernel" in line, line
+  got = jax.jit(dyn.ragged_dot)(lhs, rhs, gs)
+  assert _err(got, _lax32(lhs, rhs, gs)) < 2 ** -9
