@@ -63,7 +63,7 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   d["error"] = k.error;
   d["path"] = PathName(k.path);
   d["split_k"] = k.split_k;
-  d["kernel"] = EncodeKernel(k.kernel);
+  d["kernel"] = KernelCode(k);
   d["direct_tile"] = k.direct == DirectTile::kNone
                          ? nb::object(nb::none())
                          : nb::object(nb::str(DirectTileName(k.direct)));

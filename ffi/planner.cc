@@ -202,6 +202,58 @@ Reasons SkinnyReasons(const GemmProblem& p, const DeviceFacts* dev) {
 
 // --- The grouped kernel (kernels/sm90_grouped.h) ----------------------------
 
+// The grouped kernel's problem extents are the valid ones: m = min(op(A)'s
+// rows, D's), n = min(op(B)'s columns, D's), k = min(op(A)'s columns,
+// op(B)'s rows).  One that runs along an operand's contiguous dim must be
+// a multiple of 16 bytes for every value of the valid extents, since the
+// kernel moves whole 16-byte vectors there: its epilogue stores D's rows
+// in 8-element vectors (an H200 wrote 2 elements past n = 118), and its
+// loads are held to the same rule.  So each valid extent it is the min of
+// must be static, and their min a multiple of 16 bytes.  Rows (strided
+// dims) may be any value: the ragged rows of jax_dynoff.ragged_dot and
+// the ragged K of its weight gradient are.
+Reasons GroupedExtentReasons(const GemmProblem& p) {
+  const OperandDesc &A = p.op[kA], &B = p.op[kB], &D = p.op[kD];
+  struct Part {
+    const char* operand;
+    const OperandDesc* op;
+    int j;  // 0: rows, 1: columns of the stored window
+  };
+  const int64_t align = kTmaAlignBytes / ElementBytes(p.in_dtype);
+  const struct {
+    const char* name;
+    bool contiguous;
+    Part parts[2];
+  } dims[] = {
+      {"m", p.trans_a, {{"a", &A, p.trans_a ? 1 : 0}, {"d", &D, 0}}},
+      {"n", true, {{"b", &B, p.trans_b ? 0 : 1}, {"d", &D, 1}}},
+      {"k", !p.trans_a || p.trans_b,
+       {{"a", &A, p.trans_a ? 0 : 1}, {"b", &B, p.trans_b ? 1 : 0}}},
+  };
+  Reasons why;
+  for (const auto& d : dims) {
+    if (!d.contiguous) continue;
+    int64_t least = -1;
+    bool known = true;
+    for (const Part& q : d.parts) {
+      if (q.op->valid_arg[q.j] >= 0) {
+        why.push_back(std::string(d.name) + ": " + q.operand + "'s valid " +
+                      (q.j ? "columns" : "rows") +
+                      " are dynamic along a contiguous dim (the grouped "
+                      "kernel moves whole 16-byte vectors there)");
+        known = false;
+      } else if (least < 0 || q.op->valid[q.j] < least) {
+        least = q.op->valid[q.j];
+      }
+    }
+    if (known && least % align != 0)
+      why.push_back(std::string(d.name) + " = " + Str(least) +
+                    " along a contiguous dim is not a multiple of " +
+                    Str(align) + " elements (16 bytes)");
+  }
+  return why;
+}
+
 // Why a call cannot run as one grouped launch: the grouped kernel reads
 // every item's problem shape (the valid extents: tiles past them are never
 // scheduled) and operand addresses from the workspace, where the pointer
@@ -226,6 +278,7 @@ Reasons GroupedReasons(const GemmProblem& p, const DeviceFacts* dev) {
     why.push_back("KernelOptions(sm90=False)");
   for (const auto& [name, bad] : AlignmentProof(p))
     why.push_back(name + ": " + Join(bad));
+  for (std::string& r : GroupedExtentReasons(p)) why.push_back(std::move(r));
   if (dev != nullptr && !CcReason(*dev).empty())
     why.push_back(CcReason(*dev));
   return why;
@@ -563,6 +616,11 @@ bool HasGroupedKernel(DType in, DType out, bool ta, bool tb) {
   return in == DType::kF16 && !ta && !tb;
 }
 
+bool HasGroupedTile(DType in, DType out, bool ta, bool tb, GroupedTile t) {
+  if (!HasGroupedKernel(in, out, ta, tb)) return false;
+  return t == GroupedTile::kMedium || (in == DType::kBF16 && !ta && !tb);
+}
+
 bool HasRaggedWindow(const GemmProblem& p) {
   for (const OperandDesc& op : p.op)
     if (op.present && op.ragged) return true;
@@ -589,11 +647,17 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     const std::string items = Str(p.batch) + (p.batch == 1 ? " item" : " items");
     if (k.grouped_reasons.empty()) {
       k.path = Path::kSm90Grouped;
+      const bool large =
+          o.tile == static_cast<int>(Sm90Tile::kLarge) &&
+          HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+                         GroupedTile::kLarge);
+      k.grouped_tile = large ? GroupedTile::kLarge : GroupedTile::kMedium;
       k.layout = Layout(LayoutProblem(p, k.path));
       k.explain = std::string(PathName(k.path)) + " (one grouped launch over " +
-                  items + ", 128x128 tiles, problem shapes from the valid "
-                  "extents on the device; workspace " +
-                  Str(k.layout.total) + " bytes)";
+                  items + (large ? ", 256x128 tiles (cluster 1x2)"
+                                 : ", 128x128 tiles") +
+                  ", problem shapes from the valid extents on the device; "
+                  "workspace " + Str(k.layout.total) + " bytes)";
     } else {
       k.path = Path::kGeneric;
       k.layout = Layout(LayoutProblem(p, k.path));
@@ -762,6 +826,11 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
   return k;
 }
 
+int64_t KernelCode(const KernelPlan& k) {
+  return k.path == Path::kSm90Grouped ? static_cast<int64_t>(k.grouped_tile)
+                                      : EncodeKernel(k.kernel);
+}
+
 std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
   const int64_t code = p.kernel % kSkinnySplitUnit;
   const int64_t split =
@@ -769,6 +838,17 @@ std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
   const int64_t ck_split = p.kernel / kClusterKSplitUnit;
   const std::string who = "jax_dynoff_gemm: planned kernel " +
                           Str(p.kernel) + " for path " + PathName(p.path);
+  if (p.path == Path::kSm90Grouped) {  // desc[kKernel]: the GroupedTile
+    *out = PlannedKernel{};
+    Reasons why = GroupedReasons(p, nullptr);
+    if (p.kernel != static_cast<int64_t>(GroupedTile::kMedium) &&
+        (p.kernel != static_cast<int64_t>(GroupedTile::kLarge) ||
+         !HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+                         GroupedTile::kLarge)))
+      why.push_back("grouped tile " + Str(p.kernel) + " is not built for "
+                    "these dtypes and transposes");
+    return why.empty() ? "" : who + ": its rules do not hold: " + Join(why);
+  }
   if (code > opt::kNumDirectTiles) return who + ": bad direct tile";
   out->direct = static_cast<DirectTile>(code);
   out->skinny_split = static_cast<int>(split);
@@ -786,10 +866,7 @@ std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
   // The static rules that chose the path and the tile must hold (only a
   // desc not made by plan.py can fail them).
   Reasons why;
-  if (p.path == Path::kSm90Grouped) {
-    why = GroupedReasons(p, nullptr);
-    if (p.kernel != 0) why.push_back("a kernel field for the grouped path");
-  } else if (p.path == Path::kSm90SplitK) {
+  if (p.path == Path::kSm90SplitK) {
     why = SplitKStaticReasons(p, nullptr);
     if (!SliceOk(p, p.split_k)) why.push_back(SlicesError(p, p.split_k));
   } else if (skinny) {

@@ -63,6 +63,12 @@ inline constexpr TileMN kDirectTileShapes[] = {
                             kernels::kDirectSplitKTileN},
     {kernels::kClusterKTileM, kernels::kClusterKTileN}};
 
+// The grouped kernel's tiles (desc[kKernel] of the sm90_grouped path):
+// medium (128x128 ping-pong, every HasGroupedKernel combination) and large
+// (256x128 cooperative, cluster 1x2: bfloat16 NN), forced by
+// KernelOptions(tile="large").
+enum class GroupedTile : int64_t { kMedium = 0, kLarge = 1 };
+
 // KernelOptions the planner applies that the desc does not carry (the
 // handler needs only their outcome).
 struct PlanOptions {
@@ -116,6 +122,7 @@ struct KernelPlan {
   // (kSm90Grouped; empty: it can, and does).  A plain call: "no ragged
   // window".
   Reasons grouped_reasons;
+  GroupedTile grouped_tile = GroupedTile::kMedium;  // sm90_grouped's tile
   std::vector<std::pair<std::string, Reasons>> alignment;  // per operand
   // Inputs of the choices, for tests and tuning.
   double tile_times[kNumSm90Tiles] = {};  // predicted us per Sm90Tile
@@ -128,6 +135,9 @@ struct KernelPlan {
 
 KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
                     const DeviceFacts& dev);
+// desc[kKernel] of a plan: EncodeKernel(k.kernel), or the GroupedTile of
+// the sm90_grouped path.
+int64_t KernelCode(const KernelPlan& k);
 
 // Names, as jax_dynoff/plan.py spells them.
 const char* PathName(Path p);
@@ -154,6 +164,7 @@ bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
 // dtypes and transposes: bfloat16 NN, NT, TN and float16 NN, in and out of
 // one dtype (the ptr-array kernels' set).
 bool HasGroupedKernel(DType in, DType out, bool ta, bool tb);
+bool HasGroupedTile(DType in, DType out, bool ta, bool tb, GroupedTile t);
 // Whether any window of the call is ragged (has valid extents).
 bool HasRaggedWindow(const GemmProblem& p);
 

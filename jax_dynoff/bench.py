@@ -583,6 +583,13 @@ def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
           for k in scenario]
 
 
+# The moe scenario's GPU cases (E, T, d, f, empty groups), bfloat16: 8
+# experts at a 4096 model width, 64 small ones (many small groups; one
+# empty), and experts of DeepSeek-V3's shape (7168 -> 2048).
+MOE_CASES = ((8, 8192, 4096, 4096, 0), (64, 16384, 2048, 2048, 1),
+             (8, 32768, 7168, 2048, 0))
+
+
 def moe_sizes(E: int, T: int, empty: int = 0) -> np.ndarray:
   """Skewed group sizes summing to T, the shape a router's choices take:
   group i's share proportional to 1 / (1 + i), floored, the remainder to
@@ -752,11 +759,7 @@ def _cases(gpu: bool, quick: bool):
   # float32 at precision=HIGHEST too (not with --quick), at the three cubes.
   highest = [] if quick else [(plain_highest, (m, n, k, f32))
                               for (m, n, k) in plain_shapes[:3]]
-  # (E, T, d, f, dtype, empty groups): 8 experts at a 4096 model width, 64
-  # small ones (many small groups; one empty), and experts of DeepSeek-V3's
-  # shape (7168 -> 2048).
-  moe_cases = [(8, 8192, 4096, 4096, bf16, 0), (64, 16384, 2048, 2048, bf16, 1),
-               (8, 32768, 7168, 2048, bf16, 0)]
+  moe_cases = [(E, T, d, f, bf16, empty) for E, T, d, f, empty in MOE_CASES]
   return {
       "plain": [(plain, (m, n, k, dt)) for dt in dtypes
                 for (m, n, k) in plain_shapes] + highest,

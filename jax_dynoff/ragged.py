@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,7 @@ import numpy as np
 
 from jax_dynoff import reference
 from jax_dynoff.ops import make_spec
+from jax_dynoff.options import KernelOptions
 from jax_dynoff.primitive import Operands, bind
 from jax_dynoff.signature import check_call
 from jax_dynoff.window import window
@@ -46,7 +47,8 @@ def _rows(x, offsets, sizes, i=0):
   return window(x, (offsets[i], 0), (m, w), valid=(sizes[i], w))
 
 
-def _rows_call(x, w, offsets, sizes, out_dtype, transpose_b, precision):
+def _rows_call(x, w, offsets, sizes, out_dtype, transpose_b, precision,
+               opts):
   """out[rows_g] = x[rows_g] @ op(w[g]) for every group g, rows past the
   groups zero: one call whose items share the out."""
   groups = w.shape[0]
@@ -55,42 +57,44 @@ def _rows_call(x, w, offsets, sizes, out_dtype, transpose_b, precision):
   out = jnp.zeros((m, n), out_dtype)
   call = check_call(_rows(x, offsets, sizes), w[0],
                     out=_rows(out, offsets, sizes), transpose_b=transpose_b,
-                    precision=precision)
+                    precision=precision, opts=opts)
   spec = _batched(make_spec(call), {"a": False, "b": True, "d": False},
                   groups)
   starts = {"a": [offsets, sizes], "b": [], "c": [], "d": [offsets, sizes]}
   return bind(spec, Operands(x, w, None, out, starts))
 
 
-def _weight_grad(x, g, offsets, sizes, groups, precision):
+def _weight_grad(x, g, offsets, sizes, groups, precision, opts):
   """dW[g] = x[rows_g]^T @ g[rows_g] for every group: one call whose K,
   the group's rows, is ragged; a group without rows gets zeros."""
   call = check_call(_rows(x, offsets, sizes), _rows(g, offsets, sizes),
                     transpose_a=True, precision=precision,
-                    preferred_element_type=x.dtype)
+                    preferred_element_type=x.dtype, opts=opts)
   spec = _batched(make_spec(call), {"a": False, "b": False, "d": True},
                   groups)
   starts = {"a": [offsets, sizes], "b": [offsets, sizes], "c": [], "d": []}
   return bind(spec, Operands(x, g, None, None, starts))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def _ragged_dot(lhs, rhs, sizes, precision, out_dtype):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
+def _ragged_dot(lhs, rhs, sizes, precision, out_dtype, opts):
   offsets, sizes = reference.ragged_rows(sizes, lhs.shape[0])
-  return _rows_call(lhs, rhs, offsets, sizes, out_dtype, False, precision)
+  return _rows_call(lhs, rhs, offsets, sizes, out_dtype, False, precision,
+                    opts)
 
 
-def _fwd(lhs, rhs, sizes, precision, out_dtype):
-  return _ragged_dot(lhs, rhs, sizes, precision, out_dtype), (lhs, rhs, sizes)
+def _fwd(lhs, rhs, sizes, precision, out_dtype, opts):
+  return (_ragged_dot(lhs, rhs, sizes, precision, out_dtype, opts),
+          (lhs, rhs, sizes))
 
 
-def _bwd(precision, out_dtype, res, ct):
+def _bwd(precision, out_dtype, opts, res, ct):
   del out_dtype
   lhs, rhs, sizes = res
   offsets, rows = reference.ragged_rows(sizes, lhs.shape[0])
   g = ct.astype(lhs.dtype)  # a float32 cotangent of 16-bit inputs
-  dlhs = _rows_call(g, rhs, offsets, rows, lhs.dtype, True, precision)
-  drhs = _weight_grad(lhs, g, offsets, rows, rhs.shape[0], precision)
+  dlhs = _rows_call(g, rhs, offsets, rows, lhs.dtype, True, precision, opts)
+  drhs = _weight_grad(lhs, g, offsets, rows, rhs.shape[0], precision, opts)
   return dlhs, drhs, np.zeros(sizes.shape, jax.dtypes.float0)
 
 
@@ -99,7 +103,8 @@ _ragged_dot.defvjp(_fwd, _bwd)
 
 def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
                preferred_element_type: Any = None,
-               group_offset: Any = None) -> jax.Array:
+               group_offset: Any = None,
+               opts: Optional[KernelOptions] = None) -> jax.Array:
   """`jax.lax.ragged_dot`'s signature and result: lhs (m, k) holds the
   groups' rows one group after the other (group g: `group_sizes[g]` rows),
   rhs (groups, k, n); returns (m, n) with rows of group g equal to
@@ -107,11 +112,12 @@ def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
   cut there).  Result dtype `preferred_element_type` (default: lhs's).
   One launch on an H100 / H200 for bfloat16 (and float16 forward) inputs;
   `jax.grad` runs two more.  `group_offset` is not supported (nor by
-  lax.ragged_dot on the GPU)."""
+  lax.ragged_dot on the GPU).  `opts` (a `jax_dynoff.KernelOptions`) is
+  passed to every call, as `gemm` takes it (tests and tuning)."""
   lhs, rhs, sizes = reference.check_ragged_dot(lhs, rhs, group_sizes,
                                                group_offset)
   out_dtype = jnp.dtype(preferred_element_type
                         if preferred_element_type is not None else lhs.dtype)
   if lhs.shape[0] == 0 or rhs.shape[0] == 0:
     return jnp.zeros((lhs.shape[0], rhs.shape[2]), out_dtype)
-  return _ragged_dot(lhs, rhs, sizes, precision, out_dtype)
+  return _ragged_dot(lhs, rhs, sizes, precision, out_dtype, opts)

@@ -133,10 +133,14 @@ def _random_case(seed):
   va = jnp.asarray(r.integers(0, cap_r + 1, g), jnp.int32)
   sa = jnp.asarray(r.integers(-4, a_shape[0] + 4, g), jnp.int32)
   vdr = jnp.asarray(r.integers(0, m + 1, g), jnp.int32)
-  vdc = jnp.asarray(r.integers(0, n + 1, g), jnp.int32)
+  # D's valid columns run along its contiguous dim: static, 16 bytes a
+  # multiple (plan.grouped_reasons), so the same for every item.
+  vdc = 8 * int(r.integers(n // 16, n // 8 + 1))
+  if ta:  # so are D's rows, the m that runs along A^T's contiguous dim
+    vdr = 8 * int(r.integers(m // 16, m // 8 + 1))
   so = jnp.asarray(r.integers(0, 17, g), jnp.int32)
 
-  def f(mod, a, b, out, sa, va, so, vdr, vdc):
+  def f(mod, a, b, out, sa, va, so, vdr):  # vdc (and vdr for ta): ints
     def item(b, out, sa, va, so, vdr, vdc):
       if ta:  # op(A) = A^T: K rows of A, ragged (a weight gradient)
         wa = dyn.window(a, (sa, 0), (k, m), valid=(va, m))
@@ -144,9 +148,12 @@ def _random_case(seed):
         wa = dyn.window(a, (sa, 0), (m, k), valid=(va, k))
       wo = dyn.window(out, (so, 0), (m, n), valid=(vdr, vdc))
       return mod.gemm(wa, b, out=wo, transpose_a=ta, transpose_b=tb)
-    return jax.vmap(item)(b, out, sa, va, so, vdr, vdc)
+    return jax.vmap(item, in_axes=(0, 0, 0, 0, 0, None if ta else 0, None))(
+        b, out, sa, va, so, vdr, vdc)
 
-  return f, (a, b, out, sa, va, so, vdr, vdc)
+  if ta:
+    return (lambda mod, *x: f(mod, *x, vdr)), (a, b, out, sa, va, so)
+  return f, (a, b, out, sa, va, so, vdr)
 
 
 @pytest.mark.parametrize("seed", range(16))
@@ -183,6 +190,13 @@ def test_grouped_kernels_ran():
   assert kernels == ["kSm90GroupedBf16NN", "kSm90GroupedBf16NT",
                      "kSm90GroupedBf16TN"], lines
   assert all("planned=sm90_grouped" in l for l in lines), lines
+  _, lines = run_logged(script.replace(
+      "dyn.ragged_dot(a, b, gs)",
+      "dyn.ragged_dot(a, b, gs, opts=dyn.KernelOptions(tile='large'))"),
+      [256, 128, 192])
+  kernels = sorted(l.split("kernel=")[1].split()[0] for l in lines)
+  assert kernels == ["kSm90GroupedBf16NT", "kSm90GroupedBf16TN",
+                     "kSm90GroupedLargeBf16NN"], lines
 
 
 def _moe_loop(mod):
@@ -220,3 +234,19 @@ def test_composed_where_the_grouped_kernel_cannot_run():
   assert line.startswith("composed") and "no grouped kernel" in line, line
   got = jax.jit(dyn.ragged_dot)(lhs, rhs, gs)
   assert _err(got, _lax32(lhs, rhs, gs)) < 2 ** -9
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+def test_large_grouped_tile(sizes):
+  """KernelOptions(tile="large"): the 256x128 cooperative grouped tile
+  (cluster 1x2), bfloat16 NN, same results; the gradient's NT and TN
+  calls keep the medium tile (the large one is not built for them)."""
+  lhs, rhs, _ = _data(5, BF16)
+  gs = jnp.asarray(sizes, jnp.int32)
+  large = dyn.KernelOptions(tile="large")
+  f = lambda a, b, g: dyn.ragged_dot(a, b, g, opts=large)
+  [line] = dyn.explain(f, lhs, rhs, gs)
+  assert "256x128 tiles" in line, line
+  got = jax.jit(f)(lhs, rhs, gs)
+  assert _err(got, _lax32(lhs, rhs, gs)) < 2 ** -7
+  np.testing.assert_array_equal(np.asarray(got[sum(sizes):], np.float32), 0)

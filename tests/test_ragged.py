@@ -239,3 +239,31 @@ def test_lowerings():
   assert cpu[at] == 1 and cpu[at + spec_lib.BLOCK_SIZE * 3] == 1  # A, out
   [cuda] = descs("cuda")
   assert all(cuda[at + spec_lib.BLOCK_SIZE * i] == 0 for i in range(4))
+
+
+def test_grouped_plan_and_its_reasons():
+  """bfloat16 ragged rows plan one grouped launch; a valid extent along a
+  contiguous dim that is dynamic or not 16 bytes a multiple, a C read, or
+  float32 plan the composed call, and explain says why."""
+  from jax_dynoff import plan  # pylint: disable=g-import-not-at-top
+  x = jnp.ones((64, 32), BF16)
+  w = jnp.ones((32, 48), BF16)
+
+  def f(valid_cols, c=None, x=x, w=w):
+    def g(x, w, v):
+      return dyn.gemm(dyn.window(x, (v, 0), (16, 32), valid=(v, 32)), w, c,
+                      out=dyn.window(jnp.zeros((64, 48), x.dtype), (v, 0),
+                                     (16, 48), valid=(v, valid_cols(v))))
+    return plan.explain_calls(g, x, w, jnp.int32(5))[0]
+
+  assert f(lambda v: 48).startswith("sm90_grouped")
+  assert f(lambda v: 40).startswith("sm90_grouped")
+  line = f(lambda v: v)
+  assert line.startswith("composed") and "n: d's valid columns are dynamic" \
+      in line, line
+  line = f(lambda v: 44)
+  assert "n = 44 along a contiguous dim is not a multiple of 8" in line, line
+  line = f(lambda v: 48, c=jnp.ones((16, 48), BF16))
+  assert "C is read" in line, line
+  line = f(lambda v: 48, x=x.astype(F32), w=w.astype(F32))
+  assert "no grouped kernel" in line, line

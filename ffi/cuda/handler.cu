@@ -268,7 +268,8 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   // to another GPU or unaligned buffers land here without it).
   if (p.path == Path::kSm90Grouped) {
     const GroupedKernelEntry* grouped =
-        Sm90GroupedKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
+        Sm90GroupedKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+                          static_cast<GroupedTile>(p.kernel));
     if (grouped == nullptr || dev.major != 9 || dev.minor != 0)
       return fail("ragged windows need the grouped SM90 kernel: a build "
                   "with sm_90a kernels and a compute capability 9.0 GPU");

@@ -123,9 +123,13 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
 // The skinny kernel (kernels/sm90_skinny.h) for the input dtype, or nullptr
 // when none is built for it (the planner chose the path by its rules).
 const GroupedKernelEntry* Sm90GroupedKernel(DType in, DType out, bool ta,
-                                            bool tb) {
+                                            bool tb, GroupedTile tile) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
+  if (tile == GroupedTile::kLarge)
+    return in == DType::kBF16 && out == DType::kBF16 && !ta && !tb
+               ? &kSm90GroupedLargeBf16NN
+               : nullptr;
   if (in == DType::kBF16 && out == DType::kBF16) {
     if (!ta && !tb) return &kSm90GroupedBf16NN;
     if (!ta && tb) return &kSm90GroupedBf16NT;
@@ -134,7 +138,7 @@ const GroupedKernelEntry* Sm90GroupedKernel(DType in, DType out, bool ta,
   if (in == DType::kF16 && out == DType::kF16 && !ta && !tb)
     return &kSm90GroupedF16NN;
 #endif
-  (void)in; (void)out; (void)ta; (void)tb;
+  (void)in; (void)out; (void)ta; (void)tb; (void)tile;
   return nullptr;
 }
 
@@ -194,7 +198,8 @@ const char* BuildInfo() {
          "skinny m <= 16 bf16/f16 NN: mma.sync 16x128 CTAs "
          "sharing K in a cluster, one launch (KernelOptions(skinny=False) "
          "runs the tiny tile); grouped (ragged windows) 128x128x64 "
-         "ping-pong, problem shapes on the device, bf16 NN/NT/TN, f16 NN"
+         "ping-pong, problem shapes on the device, bf16 NN/NT/TN, f16 NN; "
+         "256x128x64 cooperative 1x2 bf16 NN where forced"
 #else
          "; sm90=no"
 #endif

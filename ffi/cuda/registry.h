@@ -33,7 +33,7 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
                                           bool tb, DirectTile tile);
 // The grouped kernel (ragged windows) for the dtypes and transposes.
 const GroupedKernelEntry* Sm90GroupedKernel(DType in, DType out, bool ta,
-                                            bool tb);
+                                            bool tb, GroupedTile tile);
 // The skinny kernel for the input dtype.
 const SkinnyKernelEntry* SkinnyKernel(DType in);
 // The split-K slice kernel (float32 partials).

@@ -107,6 +107,10 @@ struct Sm90GroupedGemm {
     auto& fusion = args.epilogue.thread;
     fusion.alpha = l.alpha;
     fusion.beta = 0.f;
+    // The tile counts live on the device; MoE-sized groups span many
+    // waves, which want CTAs running together to share A and B tiles in L2
+    // (SetTileOrder's rule for several waves: swizzle 8, along M).
+    args.scheduler.max_swizzle_size = 8;
     return args;
   }
 
@@ -133,9 +137,11 @@ struct Sm90GroupedGemm {
 //                                  cutlass::layout::RowMajor,
 //                                  cutlass::layout::RowMajor)
 #define JAX_DYNOFF_SM90_GROUPED_KERNEL(NAME, ELEMENT, LA, LB)                \
+  JAX_DYNOFF_SM90_GROUPED_KERNEL_TILE(NAME, Sm90MediumConfig, ELEMENT, LA, LB)
+#define JAX_DYNOFF_SM90_GROUPED_KERNEL_TILE(NAME, CONFIG, ELEMENT, LA, LB)   \
   namespace jax_dynoff {                                                     \
   namespace kernels {                                                        \
-  using NAME##_t = Sm90GroupedGemm<Sm90MediumConfig, ELEMENT, LA, LB>;       \
+  using NAME##_t = Sm90GroupedGemm<CONFIG, ELEMENT, LA, LB>;                 \
   extern const GroupedKernelEntry NAME = {                                   \
       #NAME, &NAME##_t::Workspace, &NAME##_t::Run, &NAME##_t::Prepare};      \
   }                                                                          \
