@@ -1,6 +1,7 @@
 """The grouped kernel's tiles on the moe scenario's forward (H200):
-jax_dynoff.ragged_dot with the default medium tile (128x128 ping-pong)
-against KernelOptions(tile="large") (256x128 cooperative, cluster 1x2),
+jax_dynoff.ragged_dot with KernelOptions(tile="medium") (128x128
+ping-pong) against tile="large" (256x128 cooperative, cluster 1x2: the
+default for bfloat16 NN),
 beside lax.ragged_dot and a dense GEMM of the same FLOPs, device-timed in
 one process (bench.time_loops).  Usage: python benchmarks/moe_tile_ab.py
 """
@@ -15,6 +16,7 @@ from jax_dynoff import bench
 
 def main():
   large = dyn.KernelOptions(tile="large")
+  medium = dyn.KernelOptions(tile="medium")
   for E, T, d, f, empty in bench.MOE_CASES:
     x, w, gs, _ = bench.moe_operands(E, T, d, f, jnp.bfloat16, empty)
 
@@ -29,7 +31,8 @@ def main():
       return jnp.dot(xx, ww, preferred_element_type=x.dtype)
 
     y0 = jnp.zeros((T, f), x.dtype)
-    loops = [bench.Loop(fwd(dyn.ragged_dot), y0, (x, w, gs)),
+    loops = [bench.Loop(fwd(lambda a, b, g: dyn.ragged_dot(a, b, g, opts=medium)),
+                        y0, (x, w, gs)),
              bench.Loop(fwd(lambda a, b, g: dyn.ragged_dot(a, b, g, opts=large)),
                         y0, (x, w, gs)),
              bench.Loop(fwd(lax.ragged_dot), y0, (x, w, gs)),

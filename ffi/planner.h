@@ -64,9 +64,9 @@ inline constexpr TileMN kDirectTileShapes[] = {
     {kernels::kClusterKTileM, kernels::kClusterKTileN}};
 
 // The grouped kernel's tiles (desc[kKernel] of the sm90_grouped path):
-// medium (128x128 ping-pong, every HasGroupedKernel combination) and large
-// (256x128 cooperative, cluster 1x2: bfloat16 NN), forced by
-// KernelOptions(tile="large").
+// large (256x128 cooperative, cluster 1x2: bfloat16 NN, planned where
+// built) and medium (128x128 ping-pong: every HasGroupedKernel
+// combination; KernelOptions(tile="medium") forces it).
 enum class GroupedTile : int64_t { kMedium = 0, kLarge = 1 };
 
 // KernelOptions the planner applies that the desc does not carry (the

@@ -39,8 +39,9 @@ class KernelOptions:
                  built for its dtype (float32: "large" and "medium"; others
                  are ignored); None: the planner's wave model picks.  A
                  call with ragged windows runs the grouped kernel's
-                 "medium" tile (128x128) unless "large" (256x128, cluster
-                 1x2) is forced where it is built (bfloat16 NN).
+                 "large" tile (256x128, cluster 1x2) where it is built
+                 (bfloat16 NN), else (or with "medium") its "medium" one
+                 (128x128).
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or

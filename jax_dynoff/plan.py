@@ -81,7 +81,9 @@ Paths (enum Path in ffi/gemm_problem.h):
 * ``sm90_grouped``: calls with ragged windows (valid extents, `window(...,
   valid=...)`), one item or a vmap over groups such as
   `jax_dynoff.ragged_dot`: one grouped launch (ffi/kernels/sm90_grouped.h,
-  after CUTLASS example 57: 128x128x64 ping-pong tiles) after one pointer
+  after CUTLASS example 57: 256x128x64 cooperative tiles, cluster 1x2, for
+  bfloat16 NN; 128x128x64 ping-pong for the others or with
+  ``KernelOptions(tile="medium")``) after one pointer
   kernel that writes every item's operand addresses, strides and problem
   shape (its valid extents) into the workspace, and the zeros of D's valid
   part that no product covers.  The kernel's scheduler reads the shapes on
@@ -89,7 +91,10 @@ Paths (enum Path in ffi/gemm_problem.h):
   Needs a grouped kernel for the dtypes and transposes (bfloat16 NN, NT,
   TN; float16 NN; in and out of one dtype), no C read, the alignment proof
   (a ragged window's trailing dynamic starts count even where its capacity
-  spans the dim) and compute capability 9.0 (`grouped_reasons`).  Where
+  spans the dim), extents along a contiguous dim that are static multiples
+  of 16 bytes (the kernel moves whole 16-byte vectors there: ragged rows
+  and a ragged K of transposed operands are fine, ragged columns are not)
+  and compute capability 9.0 (`grouped_reasons`).  Where
   they do not hold, the lowering composes the call instead: each ragged
   operand read into a dense window by XLA ops (its valid part, zeros
   elsewhere), one plain `gemm`, and the valid part written back (exact,

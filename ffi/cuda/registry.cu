@@ -199,7 +199,7 @@ const char* BuildInfo() {
          "sharing K in a cluster, one launch (KernelOptions(skinny=False) "
          "runs the tiny tile); grouped (ragged windows) 128x128x64 "
          "ping-pong, problem shapes on the device, bf16 NN/NT/TN, f16 NN; "
-         "256x128x64 cooperative 1x2 bf16 NN where forced"
+         "256x128x64 cooperative 1x2 bf16 NN (the default there)"
 #else
          "; sm90=no"
 #endif

@@ -309,7 +309,7 @@ extern const GroupedKernelEntry kSm90GroupedBf16NN;
 extern const GroupedKernelEntry kSm90GroupedBf16NT;
 extern const GroupedKernelEntry kSm90GroupedBf16TN;
 extern const GroupedKernelEntry kSm90GroupedF16NN;
-// ... and 256x128 cooperative, cluster 1x2, where forced (bf16 NN).
+// ... and 256x128 cooperative, cluster 1x2 (bf16 NN: planned where built).
 extern const GroupedKernelEntry kSm90GroupedLargeBf16NN;
 // Skinny kernels (m <= 16 / 32 / 64), bf16 / f16 NN, sm_90 clusters.
 extern const SkinnyKernelEntry kSm90Skinny16Bf16NN;
