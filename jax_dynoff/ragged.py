@@ -26,6 +26,7 @@ from jax_dynoff import reference
 from jax_dynoff.ops import make_spec
 from jax_dynoff.options import KernelOptions
 from jax_dynoff.primitive import Operands, bind
+from jax_dynoff.sharding import _varying
 from jax_dynoff.signature import check_call
 from jax_dynoff.window import window
 
@@ -95,7 +96,16 @@ def _bwd(precision, out_dtype, opts, res, ct):
   g = ct.astype(lhs.dtype)  # a float32 cotangent of 16-bit inputs
   dlhs = _rows_call(g, rhs, offsets, rows, lhs.dtype, True, precision, opts)
   drhs = _weight_grad(lhs, g, offsets, rows, rhs.shape[0], precision, opts)
-  return dlhs, drhs, np.zeros(sizes.shape, jax.dtypes.float0)
+  return (_summed_like(dlhs, lhs), _summed_like(drhs, rhs),
+          np.zeros(sizes.shape, jax.dtypes.float0))
+
+
+def _summed_like(ct, primal):
+  """Inside shard_map: a cotangent that varies over manual axes its primal
+  does not (a replicated rhs, with rows split over devices) is summed over
+  them, as JAX's own transposes do; elsewhere it is returned as it is."""
+  extra = _varying(jax.typeof(ct)) - _varying(jax.typeof(primal))
+  return jax.lax.psum(ct, tuple(sorted(extra))) if extra else ct
 
 
 _ragged_dot.defvjp(_fwd, _bwd)

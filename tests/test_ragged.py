@@ -267,3 +267,114 @@ def test_grouped_plan_and_its_reasons():
   assert "C is read" in line, line
   line = f(lambda v: 48, x=x.astype(F32), w=w.astype(F32))
   assert "no grouped kernel" in line, line
+
+
+RAGGED_DOT_SIZES = [[5, 0, 11, 4], [20, 0, 0, 0], [0, 0, 0, 20], [3, 4, 2, 1],
+                    [0, 0, 0, 0], [12, 9, 6, 3]]  # the last sums past m
+
+
+@pytest.mark.parametrize("sizes", RAGGED_DOT_SIZES)
+@pytest.mark.parametrize("dt", [F32, BF16])
+def test_ragged_dot_equals_lax(sizes, dt, route):
+  """dyn.ragged_dot (one call whose items share the out; composed: its
+  items in a fori_loop) against lax.ragged_dot: empty groups, one group
+  holding every row, sums below and past m."""
+  r = np.random.default_rng(7)
+  lhs = jnp.asarray(r.standard_normal((20, 24)), dt)
+  rhs = jnp.asarray(r.standard_normal((4, 24, 16)), dt)
+  gs = jnp.asarray(sizes, jnp.int32)
+  kw = dict(precision=lax.Precision.HIGHEST, preferred_element_type=F32)
+  want = lax.ragged_dot(lhs, rhs, gs, **kw)
+  got = jax.jit(functools.partial(dyn.ragged_dot, **kw))(lhs, rhs, gs)
+  assert got.dtype == F32
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+  assert jax.jit(dyn.ragged_dot)(lhs, rhs, gs).dtype == dt
+
+
+@pytest.mark.parametrize("sizes", RAGGED_DOT_SIZES[:4])
+def test_ragged_dot_gradients_equal_lax(sizes, route):
+  r = np.random.default_rng(8)
+  lhs = jnp.asarray(r.standard_normal((20, 12)), F32)
+  rhs = jnp.asarray(r.standard_normal((4, 12, 8)), F32)
+  gs = jnp.asarray(sizes, jnp.int32)
+  ct = jnp.asarray(r.standard_normal((20, 8)), F32)
+  p = lax.Precision.HIGHEST
+
+  def loss(f):
+    return lambda a, b: jnp.sum(f(a, b, gs, precision=p) * ct)
+
+  want = jax.grad(loss(lax.ragged_dot), argnums=(0, 1))(lhs, rhs)
+  got = jax.jit(jax.grad(loss(dyn.ragged_dot), argnums=(0, 1)))(lhs, rhs)
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-4)
+
+
+def test_ragged_dot_under_vmap(route):
+  """A vmap over ragged_dot (a batch of token sets, each with its own group
+  sizes): the items of each batch element share that element's out."""
+  r = np.random.default_rng(9)
+  lhs = jnp.asarray(r.standard_normal((3, 20, 8)), F32)
+  rhs = jnp.asarray(r.standard_normal((4, 8, 8)), F32)
+  gs = jnp.asarray([[5, 0, 11, 4], [20, 0, 0, 0], [3, 4, 2, 1]], jnp.int32)
+  p = lax.Precision.HIGHEST
+  got = jax.jit(jax.vmap(lambda a, g: dyn.ragged_dot(a, rhs, g, precision=p)))(
+      lhs, gs)
+  for i in range(3):
+    np.testing.assert_allclose(
+        got[i], lax.ragged_dot(lhs[i], rhs, gs[i], precision=p), rtol=1e-5,
+        atol=1e-4)
+
+
+def test_ragged_dot_checks_its_arguments():
+  lhs, rhs = jnp.zeros((8, 4)), jnp.zeros((2, 4, 3))
+  gs = jnp.asarray([4, 4], jnp.int32)
+  with pytest.raises(ValueError, match="rhs's k = 5"):
+    dyn.ragged_dot(lhs, jnp.zeros((2, 5, 3)), gs)
+  with pytest.raises(TypeError, match="one dtype"):
+    dyn.ragged_dot(lhs, rhs.astype(BF16), gs)
+  with pytest.raises(NotImplementedError, match="group_offset"):
+    dyn.ragged_dot(lhs, rhs, gs, group_offset=jnp.int32(0))
+
+
+def test_ragged_dot_in_shard_map():
+  """Rows split over devices, each shard with its own group sizes, rhs
+  replicated: forward and gradients (the replicated rhs's summed over the
+  devices) equal lax.ragged_dot's per shard; rows sharded over an
+  automatic mesh axis under jit give lax.ragged_dot's result too."""
+  import os  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  script = """
+import jax, jax.numpy as jnp, numpy as np
+from jax import lax
+from jax.sharding import PartitionSpec as P, AxisType, NamedSharding
+import jax_dynoff as dyn
+mesh = jax.make_mesh((4,), ("x",), axis_types=(AxisType.Auto,))
+r = np.random.default_rng(0)
+lhs = jnp.asarray(r.standard_normal((128, 16)), jnp.float32)
+rhs = jnp.asarray(r.standard_normal((3, 16, 8)), jnp.float32)
+gs = jnp.asarray(np.tile([10, 0, 20], 4).reshape(4, 3), jnp.int32)
+p = lax.Precision.HIGHEST
+f = jax.shard_map(lambda a, b, g: dyn.ragged_dot(a, b, g[0], precision=p),
+                  mesh=mesh, in_specs=(P("x"), P(), P("x")), out_specs=P("x"))
+want = jnp.concatenate([lax.ragged_dot(lhs[32 * i:32 * (i + 1)], rhs, gs[i],
+                                       precision=p) for i in range(4)])
+assert float(jnp.abs(jax.jit(f)(lhs, rhs, gs) - want).max()) < 1e-4
+got = jax.jit(jax.grad(lambda a, b: jnp.sum(f(a, b, gs) ** 2), (0, 1)))(lhs, rhs)
+ref = jax.grad(lambda a, b: sum(jnp.sum(lax.ragged_dot(
+    a[32 * i:32 * (i + 1)], b, gs[i], precision=p) ** 2) for i in range(4)),
+    (0, 1))(lhs, rhs)
+for x, y in zip(got, ref):
+  assert float(jnp.abs(x - y).max() / jnp.abs(y).max()) < 1e-5
+ls = jax.device_put(lhs, NamedSharding(mesh, P("x")))
+got = jax.jit(lambda a, b, g: dyn.ragged_dot(a, b, g, precision=p))(
+    ls, rhs, gs[0])
+assert float(jnp.abs(got - lax.ragged_dot(lhs, rhs, gs[0], precision=p)).max()) < 1e-4
+print("OK")
+"""
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             PYTHONPATH=os.path.dirname(os.path.dirname(dyn.__file__)),
+             XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  r = subprocess.run([sys.executable, "-c", script], env=env,
+                     capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-3000:]
