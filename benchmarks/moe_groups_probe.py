@@ -1,0 +1,54 @@
+"""Where the 64-expert moe case loses against a dense GEMM (H200): the
+grouped kernel on one shape, (16384 tokens, 2048 -> 2048, 64 experts),
+with the groups' rows skewed (the bench's sizes), uniform (64 x 256: no
+padded rows), in one group (the other 63 empty) and in 8 groups of 2048,
+beside a dense GEMM of the same FLOPs; both grouped tiles.
+Usage: python benchmarks/moe_groups_probe.py
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+import jax_dynoff as dyn
+from jax_dynoff import bench
+
+
+def main():
+  E, T, d, f = 64, 16384, 2048, 2048
+  x, w, _, _ = bench.moe_operands(E, T, d, f, jnp.bfloat16, 1)
+  one = np.zeros(E, np.int32)
+  one[0] = T
+  eight = np.zeros(E, np.int32)
+  eight[:8] = T // 8
+  sizes = {"skewed": bench.moe_sizes(E, T, 1),
+           "uniform": np.full(E, T // E, np.int32), "one group": one,
+           "8 groups": eight}
+
+  def fwd(opts):
+    def body(i, y, x, w, gs):
+      xx, ww, _ = lax.optimization_barrier((x, w, i))
+      return dyn.ragged_dot(xx, ww, gs, opts=opts)
+    return body
+
+  def dense(i, y, x, w0):
+    xx, ww, _ = lax.optimization_barrier((x, w0, i))
+    return jnp.dot(xx, ww, preferred_element_type=x.dtype)
+
+  y0 = jnp.zeros((T, f), x.dtype)
+  loops, names = [bench.Loop(dense, y0, (x, w[0]))], ["dense"]
+  for name, s in sizes.items():
+    for tile in ("large", "medium"):
+      loops.append(bench.Loop(fwd(dyn.KernelOptions(tile=tile)), y0,
+                              (x, w, jnp.asarray(s))))
+      names.append(f"{name}, {tile}")
+  times = bench.time_loops(loops, 5, 2)
+  fl = 2.0 * T * d * f
+  for n, t in zip(names, times):
+    print(f"{n:20s} {t * 1e3:7.1f} us  {fl / t / 1e9:5.0f} TFLOP/s  "
+          f"dense/this {times[0] / t:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+  main()
