@@ -6,10 +6,8 @@ beside a dense GEMM of the same FLOPs; both grouped tiles.
 Usage: python benchmarks/moe_groups_probe.py
 """
 
-import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 import jax_dynoff as dyn
 from jax_dynoff import bench
@@ -27,15 +25,10 @@ def main():
            "8 groups": eight}
 
   def fwd(opts):
-    def body(i, y, x, w, gs):
-      xx, ww, _ = lax.optimization_barrier((x, w, i))
-      return dyn.ragged_dot(xx, ww, gs, opts=opts)
-    return body
+    return bench.moe_fwd_body(
+        lambda a, b, g: dyn.ragged_dot(a, b, g, opts=opts))
 
-  def dense(i, y, x, w0):
-    xx, ww, _ = lax.optimization_barrier((x, w0, i))
-    return jnp.dot(xx, ww, preferred_element_type=x.dtype)
-
+  dense = bench.moe_dense_body
   y0 = jnp.zeros((T, f), x.dtype)
   loops, names = [bench.Loop(dense, y0, (x, w[0]))], ["dense"]
   for name, s in sizes.items():

@@ -6,7 +6,6 @@ beside lax.ragged_dot and a dense GEMM of the same FLOPs, device-timed in
 one process (bench.time_loops).  Usage: python benchmarks/moe_tile_ab.py
 """
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -20,16 +19,7 @@ def main():
   for E, T, d, f, empty in bench.MOE_CASES:
     x, w, gs, _ = bench.moe_operands(E, T, d, f, jnp.bfloat16, empty)
 
-    def fwd(dot):
-      def body(i, y, x, w, gs):
-        xx, ww, _ = lax.optimization_barrier((x, w, i))
-        return dot(xx, ww, gs)
-      return body
-
-    def dense(i, y, x, w0):
-      xx, ww, _ = lax.optimization_barrier((x, w0, i))
-      return jnp.dot(xx, ww, preferred_element_type=x.dtype)
-
+    fwd, dense = bench.moe_fwd_body, bench.moe_dense_body
     y0 = jnp.zeros((T, f), x.dtype)
     loops = [bench.Loop(fwd(lambda a, b, g: dyn.ragged_dot(a, b, g, opts=medium)),
                         y0, (x, w, gs)),

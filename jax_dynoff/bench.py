@@ -651,6 +651,21 @@ def check_moe(x, w, gs, dy) -> None:
           f"sizes {np.asarray(gs).tolist()}, {jnp.dtype(dtype).name}")
 
 
+def moe_fwd_body(dot):
+  """A loop body of one `dot(x, w, gs)` (a ragged_dot), its operands tied
+  to the loop index so that XLA cannot hoist the product."""
+  def body(i, y, x, w, gs):
+    xx, ww, _ = lax.optimization_barrier((x, w, i))
+    return dot(xx, ww, gs)
+  return body
+
+
+def moe_dense_body(i, y, x, w0):
+  """A loop body of one dense (T, d) @ (d, f) GEMM: the ragged_dot's ideal."""
+  xx, ww, _ = lax.optimization_barrier((x, w0, i))
+  return jnp.dot(xx, ww, preferred_element_type=x.dtype)
+
+
 def moe_loops(x, w, gs, dy) -> dict[str, Loop]:
   """The `moe` scenario's loops on one set of operands (`moe_operands`):
   ours_fwd / xla_fwd, the ragged_dot of each side; dense, one (T, d) @
@@ -660,16 +675,7 @@ def moe_loops(x, w, gs, dy) -> dict[str, Loop]:
   dtype = x.dtype
 
   def fwd(side):
-    dot = _moe_dot(side, dtype)
-    def body(i, y, x, w, gs):
-      # Ties the operands to the loop index: XLA cannot hoist the product.
-      xx, ww, _ = lax.optimization_barrier((x, w, i))
-      return dot(xx, ww, gs)
-    return body
-
-  def dense(i, y, x, w0):
-    xx, ww, _ = lax.optimization_barrier((x, w0, i))
-    return jnp.dot(xx, ww, preferred_element_type=dtype)
+    return moe_fwd_body(_moe_dot(side, dtype))
 
   def bwd(side):
     dot = _moe_dot(side, dtype)
@@ -686,7 +692,7 @@ def moe_loops(x, w, gs, dy) -> dict[str, Loop]:
   # loop could cost it a copy per iteration that the ragged sides do not pay.
   return {"ours_fwd": Loop(fwd("ours"), y0, consts),
           "xla_fwd": Loop(fwd("xla"), y0, consts),
-          "dense": Loop(dense, y0, (x, w[0])),
+          "dense": Loop(moe_dense_body, y0, (x, w[0])),
           "ours_bwd": Loop(bwd("ours"), c0, consts),
           "xla_bwd": Loop(bwd("xla"), c0, consts)}
 
