@@ -2,7 +2,7 @@
 grouped kernel on one shape, (16384 tokens, 2048 -> 2048, 64 experts),
 with the groups' rows skewed (the bench's sizes), uniform (64 x 256: no
 padded rows), in one group (the other 63 empty) and in 8 groups of 2048,
-beside a dense GEMM of the same FLOPs; both grouped tiles.
+beside a dense GEMM of the same FLOPs; every grouped tile.
 Usage: python benchmarks/moe_groups_probe.py
 """
 
@@ -11,6 +11,7 @@ import numpy as np
 
 import jax_dynoff as dyn
 from jax_dynoff import bench
+from jax_dynoff import plan as plan_lib
 
 
 def main():
@@ -32,8 +33,8 @@ def main():
   y0 = jnp.zeros((T, f), x.dtype)
   loops, names = [bench.Loop(dense, y0, (x, w[0]))], ["dense"]
   for name, s in sizes.items():
-    for tile in ("large", "medium"):
-      loops.append(bench.Loop(fwd(dyn.KernelOptions(tile=tile)), y0,
+    for tile in plan_lib.GROUPED_TILES:
+      loops.append(bench.Loop(fwd(dyn.KernelOptions(grouped_tile=tile)), y0,
                               (x, w, jnp.asarray(s))))
       names.append(f"{name}, {tile}")
   times = bench.time_loops(loops, 5, 2)

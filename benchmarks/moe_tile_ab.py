@@ -1,9 +1,9 @@
 """The grouped kernel's tiles on the moe scenario's forward (H200):
-jax_dynoff.ragged_dot with KernelOptions(tile="medium") (128x128
-ping-pong) against tile="large" (256x128 cooperative, cluster 1x2: the
-default for bfloat16 NN),
-beside lax.ragged_dot and a dense GEMM of the same FLOPs, device-timed in
-one process (bench.time_loops).  Usage: python benchmarks/moe_tile_ab.py
+jax_dynoff.ragged_dot with each tile forced (KernelOptions(grouped_tile=
+...): medium 128x128, large 256x128, wide 128x256, small_m 64x256) and
+with the planner's choice, beside lax.ragged_dot and a dense GEMM of the
+same FLOPs, device-timed in one process (bench.time_loops).
+Usage: python benchmarks/moe_tile_ab.py
 """
 
 import jax.numpy as jnp
@@ -11,29 +11,35 @@ from jax import lax
 
 import jax_dynoff as dyn
 from jax_dynoff import bench
+from jax_dynoff import plan as plan_lib
 
 
 def main():
-  large = dyn.KernelOptions(tile="large")
-  medium = dyn.KernelOptions(tile="medium")
+  tiles = [None, *plan_lib.GROUPED_TILES]
   for E, T, d, f, empty in bench.MOE_CASES:
     x, w, gs, _ = bench.moe_operands(E, T, d, f, jnp.bfloat16, empty)
-
-    fwd, dense = bench.moe_fwd_body, bench.moe_dense_body
+    fwd = bench.moe_fwd_body
     y0 = jnp.zeros((T, f), x.dtype)
-    loops = [bench.Loop(fwd(lambda a, b, g: dyn.ragged_dot(a, b, g, opts=medium)),
-                        y0, (x, w, gs)),
-             bench.Loop(fwd(lambda a, b, g: dyn.ragged_dot(a, b, g, opts=large)),
-                        y0, (x, w, gs)),
-             bench.Loop(fwd(lax.ragged_dot), y0, (x, w, gs)),
-             bench.Loop(dense, y0, (x, w[0]))]
-    med, lg, lx, dn = bench.time_loops(loops, 5, 3)
+
+    def ours(tile):
+      opts = dyn.KernelOptions(grouped_tile=tile)
+      return bench.Loop(
+          fwd(lambda a, b, g: dyn.ragged_dot(a, b, g, opts=opts)), y0,
+          (x, w, gs))
+
+    loops = [ours(t) for t in tiles]
+    loops += [bench.Loop(fwd(lax.ragged_dot), y0, (x, w, gs)),
+              bench.Loop(bench.moe_dense_body, y0, (x, w[0]))]
+    times = bench.time_loops(loops, 5, 3)
+    lx, dn = times[-2:]
+    planned = dyn.explain(dyn.ragged_dot, x, w, gs)[0]
     fl = 2.0 * T * d * f
-    tf = lambda t: fl / t / 1e9
-    print(f"E{E} T{T} {d}x{f}: medium {med*1e3:7.1f} us ({tf(med):5.0f} TFLOP/s)"
-          f"  large {lg*1e3:7.1f} us ({tf(lg):5.0f})  lax {lx*1e3:7.1f} us"
-          f"  dense {dn*1e3:7.1f} us ({tf(dn):5.0f}); dense/medium "
-          f"{dn/med:.2f}, dense/large {dn/lg:.2f}", flush=True)
+    print(f"E{E} T{T} {d}x{f}: lax {lx * 1e3:.1f} us, dense {dn * 1e3:.1f} us "
+          f"({fl / dn / 1e9:.0f} TFLOP/s); planned: {planned}", flush=True)
+    for t, ms in zip(tiles, times):
+      print(f"  {t or 'planned':8s} {ms * 1e3:7.1f} us  "
+            f"{fl / ms / 1e9:5.0f} TFLOP/s  dense/this {dn / ms:.2f}  "
+            f"lax/this {lx / ms:.2f}", flush=True)
 
 
 if __name__ == "__main__":

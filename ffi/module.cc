@@ -76,6 +76,9 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   d["split_k_slices_error"] = k.split_k_slices_error;
   d["split_k_direct_reasons"] = List(k.split_k_direct_reasons);
   d["grouped_reasons"] = List(k.grouped_reasons);
+  d["grouped_tile"] = k.path == Path::kSm90Grouped
+                          ? nb::object(nb::str(GroupedTileName(k.grouped_tile)))
+                          : nb::object(nb::none());
   nb::dict align;  // insertion order: a, b, d, c
   for (const auto& [name, why] : k.alignment) align[name.c_str()] = List(why);
   d["alignment"] = align;
@@ -111,6 +114,10 @@ nb::dict PlannerTables() {
     direct_tiles[DirectTileName(t)] = nb::make_tuple(s.m, s.n);
     direct_paths[DirectTileName(t)] = PathName(DirectTilePath(t));
   }
+  nb::dict grouped_tiles;  // name: (tile m, tile n)
+  for (int t = 0; t < kNumGroupedTiles; ++t)
+    grouped_tiles[GroupedTileName(static_cast<GroupedTile>(t))] =
+        nb::make_tuple(kGroupedTileShapes[t].m, kGroupedTileShapes[t].n);
   nb::list sm90_kernels;  // ((input dtype, output dtype, trans_a, trans_b), tiles)
   const DType dts[] = {DType::kBF16, DType::kF16, DType::kF32};
   const char* names[] = {"bfloat16", "float16", "float32"};
@@ -132,6 +139,7 @@ nb::dict PlannerTables() {
   d["sm90_tiles"] = sm90_tiles;
   d["direct_tiles"] = direct_tiles;
   d["direct_tile_paths"] = direct_paths;
+  d["grouped_tiles"] = grouped_tiles;
   d["sm90_kernels"] = sm90_kernels;
   return d;
 }
@@ -183,11 +191,12 @@ NB_MODULE(_jax_dynoff, m) {
   // (its path, split_k and kernel fields are ignored: they are the answer)
   // on a device of `sms` SMs and compute capability cc_major.cc_minor,
   // with the KernelOptions the desc does not carry: a forced SM90 `tile`
-  // ("" for none), `split_k`, and forced `split_k_slices` (0 for none).
+  // and a forced `grouped_tile` ("" for none), `split_k`, and forced
+  // `split_k_slices` (0 for none).
   m.def("plan", [](const std::vector<int64_t>& desc, double alpha, double beta,
                    int sms, int cc_major, int cc_minor,
-                   const std::string& tile, bool split_k,
-                   int64_t split_k_slices) {
+                   const std::string& tile, const std::string& grouped_tile,
+                   bool split_k, int64_t split_k_slices) {
     using namespace jax_dynoff;
     const GemmProblem p = DecodeOrThrow(desc, alpha, beta);
     PlanOptions o;
@@ -195,6 +204,11 @@ NB_MODULE(_jax_dynoff, m) {
       if (tile == Sm90TileName(static_cast<Sm90Tile>(t))) o.tile = t;
     if (!tile.empty() && o.tile < 0)
       throw std::invalid_argument("unknown SM90 tile " + tile);
+    for (int t = 0; t < kNumGroupedTiles; ++t)
+      if (grouped_tile == GroupedTileName(static_cast<GroupedTile>(t)))
+        o.grouped_tile = t;
+    if (!grouped_tile.empty() && o.grouped_tile < 0)
+      throw std::invalid_argument("unknown grouped tile " + grouped_tile);
     if (sms < 1) throw std::invalid_argument("sms must be >= 1");
     o.split_k = split_k;
     o.split_k_slices = split_k_slices;

@@ -148,14 +148,20 @@ std::string CcReason(const DeviceFacts& dev) {
 
 std::string PyBool(bool b) { return b ? "True" : "False"; }
 
+// "no <family> kernel for ('bfloat16', 'bfloat16', False, True)": the
+// call's dtypes and transposes as Python writes the key.
+std::string NoKernelFor(const char* family, const GemmProblem& p) {
+  return std::string("no ") + family + " kernel for ('" +
+         DTypeName(p.in_dtype) + "', '" + DTypeName(p.out_dtype) + "', " +
+         PyBool(p.trans_a) + ", " + PyBool(p.trans_b) + ")";
+}
+
 // Why no SM90 path can run the call (empty: one can).  `dev` null: the
 // static rules alone.
 Reasons Sm90Reasons(const GemmProblem& p, const DeviceFacts* dev) {
   Reasons why;
   if (!HasSm90Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
-    why.push_back(std::string("no SM90 kernel for ('") +
-                  DTypeName(p.in_dtype) + "', '" + DTypeName(p.out_dtype) +
-                  "', " + PyBool(p.trans_a) + ", " + PyBool(p.trans_b) + ")");
+    why.push_back(NoKernelFor("SM90", p));
   if (EmptyProblem(p)) why.push_back("empty problem");
   if (HugeExtent(p)) why.push_back("extent >= 2^31");
   for (const auto& [name, bad] : AlignmentProof(p))
@@ -268,9 +274,7 @@ Reasons GroupedReasons(const GemmProblem& p, const DeviceFacts* dev) {
     return why;
   }
   if (!HasGroupedKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
-    why.push_back(std::string("no grouped kernel for ('") +
-                  DTypeName(p.in_dtype) + "', '" + DTypeName(p.out_dtype) +
-                  "', " + PyBool(p.trans_a) + ", " + PyBool(p.trans_b) + ")");
+    why.push_back(NoKernelFor("grouped", p));
   if (CRead(p)) why.push_back("C is read (the grouped epilogue has no source)");
   if (EmptyProblem(p)) why.push_back("empty problem");
   if (HugeExtent(p)) why.push_back("extent >= 2^31");
@@ -572,6 +576,11 @@ const char* DirectTileName(DirectTile t) {
   return kNames[static_cast<int>(t)];
 }
 
+const char* GroupedTileName(GroupedTile t) {
+  static const char* const kNames[] = {"medium", "large", "wide", "small_m"};
+  return kNames[static_cast<int>(t)];
+}
+
 Path Sm90TilePath(Sm90Tile t) {
   static constexpr Path kPaths[] = {Path::kSm90Large, Path::kSm90Medium,
                                     Path::kSm90SmallM, Path::kSm90Tiny};
@@ -617,8 +626,28 @@ bool HasGroupedKernel(DType in, DType out, bool ta, bool tb) {
 }
 
 bool HasGroupedTile(DType in, DType out, bool ta, bool tb, GroupedTile t) {
-  if (!HasGroupedKernel(in, out, ta, tb)) return false;
+  if (!HasGroupedKernel(in, out, ta, tb) ||
+      static_cast<int64_t>(t) < 0 ||
+      static_cast<int64_t>(t) >= kNumGroupedTiles)
+    return false;
   return t == GroupedTile::kMedium || (in == DType::kBF16 && !ta && !tb);
+}
+
+// ragged_dot: the tokens per expert.
+int64_t RowsPerItem(const GemmProblem& p) {
+  const OperandDesc& d = p.op[kD];
+  int64_t sharing = 1;  // items per copy of D
+  for (int j = 0; j < p.batch_rank; ++j)
+    if ((d.batched_mask >> j & 1) == 0) sharing *= p.batch_shape[j];
+  return p.m / std::max<int64_t>(sharing, 1);
+}
+
+GroupedTile GroupedTileChoice(const GemmProblem& p) {
+  if (!HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+                      GroupedTile::kLarge))
+    return GroupedTile::kMedium;
+  return RowsPerItem(p) >= kGroupedLargeRows ? GroupedTile::kLarge
+                                             : GroupedTile::kWide;
 }
 
 bool HasRaggedWindow(const GemmProblem& p) {
@@ -647,20 +676,19 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     const std::string items = Str(p.batch) + (p.batch == 1 ? " item" : " items");
     if (k.grouped_reasons.empty()) {
       k.path = Path::kSm90Grouped;
-      // The large tile where it is built (on an H200, E = 8 experts of
-      // 4096 x 4096 over 8192 skewed tokens: 541 us against the medium
-      // tile's 634; 7168 -> 2048 over 32768: 1505 against 1920;
-      // benchmarks/moe_tile_ab.py), unless KernelOptions(tile="medium")
-      // asks for the medium one.
-      const bool large =
-          o.tile != static_cast<int>(Sm90Tile::kMedium) &&
+      const bool forced =
+          o.grouped_tile >= 0 &&
           HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
-                         GroupedTile::kLarge);
-      k.grouped_tile = large ? GroupedTile::kLarge : GroupedTile::kMedium;
+                         static_cast<GroupedTile>(o.grouped_tile));
+      k.grouped_tile = forced ? static_cast<GroupedTile>(o.grouped_tile)
+                              : GroupedTileChoice(p);
+      const TileMN t = kGroupedTileShapes[static_cast<int>(k.grouped_tile)];
       k.layout = Layout(LayoutProblem(p, k.path));
       k.explain = std::string(PathName(k.path)) + " (one grouped launch over " +
-                  items + (large ? ", 256x128 tiles (cluster 1x2)"
-                                 : ", 128x128 tiles") +
+                  items + ", " + GroupedTileName(k.grouped_tile) + " tile " +
+                  Str(t.m) + "x" + Str(t.n) +
+                  (forced ? " (forced)"
+                          : ", ~" + Str(RowsPerItem(p)) + " rows per item") +
                   ", problem shapes from the valid extents on the device; "
                   "workspace " + Str(k.layout.total) + " bytes)";
     } else {
@@ -846,10 +874,8 @@ std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
   if (p.path == Path::kSm90Grouped) {  // desc[kKernel]: the GroupedTile
     *out = PlannedKernel{};
     Reasons why = GroupedReasons(p, nullptr);
-    if (p.kernel != static_cast<int64_t>(GroupedTile::kMedium) &&
-        (p.kernel != static_cast<int64_t>(GroupedTile::kLarge) ||
-         !HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
-                         GroupedTile::kLarge)))
+    if (!HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+                        static_cast<GroupedTile>(p.kernel)))
       why.push_back("grouped tile " + Str(p.kernel) + " is not built for "
                     "these dtypes and transposes");
     return why.empty() ? "" : who + ": its rules do not hold: " + Join(why);

@@ -63,16 +63,26 @@ inline constexpr TileMN kDirectTileShapes[] = {
                             kernels::kDirectSplitKTileN},
     {kernels::kClusterKTileM, kernels::kClusterKTileN}};
 
-// The grouped kernel's tiles (desc[kKernel] of the sm90_grouped path):
-// large (256x128 cooperative, cluster 1x2: bfloat16 NN, planned where
-// built) and medium (128x128 ping-pong: every HasGroupedKernel
-// combination; KernelOptions(tile="medium") forces it).
-enum class GroupedTile : int64_t { kMedium = 0, kLarge = 1 };
+// The grouped kernel's tiles (desc[kKernel] of the sm90_grouped path;
+// kernels/sm90_grouped.h says why each exists).  medium: every
+// HasGroupedKernel combination; the others bfloat16 NN.  The planner picks
+// one by rows per item (GroupedTileChoice); KernelOptions(grouped_tile=...)
+// forces one where it is built.
+enum class GroupedTile : int64_t { kMedium = 0, kLarge, kWide, kSmallM };
+inline constexpr int kNumGroupedTiles = 4;
+// (tile m, tile n) by GroupedTile: m is the granule a ragged item's rows
+// are padded to.
+inline constexpr TileMN kGroupedTileShapes[kNumGroupedTiles] = {
+    {128, 128}, {256, 128}, {128, 256}, {64, 256}};
+// bfloat16 NN: the large tile where an item covers this many rows or more
+// on average (RowsPerItem), else the wide one.
+inline constexpr int64_t kGroupedLargeRows = 1024;
 
 // KernelOptions the planner applies that the desc does not carry (the
 // handler needs only their outcome).
 struct PlanOptions {
   int tile = -1;               // forced Sm90Tile, -1: the wave model's
+  int grouped_tile = -1;       // forced GroupedTile, -1: the planner's
   bool split_k = false;        // plan split-K where it can run
   int64_t split_k_slices = 0;  // forced slice count, 0: the planner's
 };
@@ -143,6 +153,7 @@ int64_t KernelCode(const KernelPlan& k);
 const char* PathName(Path p);
 const char* Sm90TileName(Sm90Tile t);
 const char* DirectTileName(DirectTile t);
+const char* GroupedTileName(GroupedTile t);
 Path Sm90TilePath(Sm90Tile t);
 // The planned path a direct tile stands in for.
 Path DirectTilePath(DirectTile t);
@@ -165,6 +176,12 @@ bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
 // one dtype (the ptr-array kernels' set).
 bool HasGroupedKernel(DType in, DType out, bool ta, bool tb);
 bool HasGroupedTile(DType in, DType out, bool ta, bool tb, GroupedTile t);
+// The grouped tile the planner picks for a ragged call (GroupedReasons
+// empty) where no option forces one.
+GroupedTile GroupedTileChoice(const GemmProblem& p);
+// Rows of D one item covers, were the valid rows spread evenly over the
+// items (a shared out's rows over the items sharing it).
+int64_t RowsPerItem(const GemmProblem& p);
 // Whether any window of the call is ragged (has valid extents).
 bool HasRaggedWindow(const GemmProblem& p);
 

@@ -22,6 +22,7 @@ from typing import Optional
 SM90_TILES = ("large", "medium", "small_m", "tiny")
 DIRECT_TILES = ("large", "wide", "medium", "small_m", "tiny", "split_k",
                 "cluster_k")
+GROUPED_TILES = ("medium", "large", "wide", "small_m")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,11 +38,15 @@ class KernelOptions:
   tile:          forces an SM90 tile ("large", "medium", "small_m",
                  "tiny") where the call takes an SM90 path and the tile is
                  built for its dtype (float32: "large" and "medium"; others
-                 are ignored); None: the planner's wave model picks.  A
-                 call with ragged windows runs the grouped kernel's
-                 "large" tile (256x128, cluster 1x2) where it is built
-                 (bfloat16 NN), else (or with "medium") its "medium" one
-                 (128x128).
+                 are ignored); None: the planner's wave model picks.
+                 Calls with ragged windows ignore it (grouped_tile).
+  grouped_tile:  forces the grouped kernel's tile for calls with ragged
+                 windows that run as one grouped launch: "medium"
+                 (128x128, every dtype and transpose it runs), or for
+                 bfloat16 NN "large" (256x128), "wide" (128x256) or
+                 "small_m" (64x256); others are ignored.  None: the
+                 planner picks by rows per item (each item's rows are
+                 padded to the tile's m).
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or
@@ -62,6 +67,7 @@ class KernelOptions:
   sm90: bool = True
   tf32: bool = True
   tile: Optional[str] = None
+  grouped_tile: Optional[str] = None
   direct: bool = True
   direct_tile: Optional[str] = None
   skinny: bool = True
@@ -76,6 +82,7 @@ class KernelOptions:
       if not isinstance(v, bool):
         raise TypeError(f"KernelOptions.{name} must be a bool, got {v!r}")
     for name, choices in (("tile", SM90_TILES),
+                          ("grouped_tile", GROUPED_TILES),
                           ("direct_tile", DIRECT_TILES)):
       v = getattr(self, name)
       if v is not None and v not in choices:

@@ -81,9 +81,10 @@ Paths (enum Path in ffi/gemm_problem.h):
 * ``sm90_grouped``: calls with ragged windows (valid extents, `window(...,
   valid=...)`), one item or a vmap over groups such as
   `jax_dynoff.ragged_dot`: one grouped launch (ffi/kernels/sm90_grouped.h,
-  after CUTLASS example 57: 256x128x64 cooperative tiles, cluster 1x2, for
-  bfloat16 NN; 128x128x64 ping-pong for the others or with
-  ``KernelOptions(tile="medium")``) after one pointer
+  after CUTLASS example 57; its tiles GROUPED_TILES: 128x128 ping-pong for
+  every dtype and transpose, and for bfloat16 NN 256x128, 128x256 and
+  64x256, `grouped_tile` says which runs and
+  ``KernelOptions(grouped_tile=...)`` forces one) after one pointer
   kernel that writes every item's operand addresses, strides and problem
   shape (its valid extents) into the workspace, and the zeros of D's valid
   part that no product covers.  The kernel's scheduler reads the shapes on
@@ -169,6 +170,9 @@ SM90_KERNELS = {tuple(k): tuple(t) for k, t in _TABLES["sm90_kernels"]}
 # in for ("wide" is a second tile of the large path).
 DIRECT_TILES = {k: tuple(v) for k, v in _TABLES["direct_tiles"].items()}
 DIRECT_TILE_PATHS = dict(_TABLES["direct_tile_paths"])
+# The grouped kernel's tiles (ragged windows): tile -> (tile m, tile n);
+# m is the granule each item's rows are padded to.
+GROUPED_TILES = {k: tuple(v) for k, v in _TABLES["grouped_tiles"].items()}
 
 # The handler's workspace layout lives in ffi/plan.h; these are its
 # numbers, as the extension reports them.
@@ -211,7 +215,8 @@ def _answer(spec: GemmSpec, dev: tuple[int, int, int]) -> dict:
   asked = encode_desc(spec, 0, 1)  # the call; path and kernel: the answer
   o = spec.opts
   return _ext.plan([int(v) for v in asked], float(spec.alpha),
-                   float(spec.beta), *dev, o.tile or "", bool(o.split_k),
+                   float(spec.beta), *dev, o.tile or "",
+                   o.grouped_tile or "", bool(o.split_k),
                    int(o.split_k_slices or 0))
 
 
@@ -280,6 +285,12 @@ def grouped_reasons(spec: GemmSpec) -> list[str]:
   plain call rather than run as one grouped launch (empty: grouped; a call
   without ragged windows: ["no ragged window"])."""
   return list(answer(spec)["grouped_reasons"])
+
+
+def grouped_tile(spec: GemmSpec) -> Optional[str]:
+  """The grouped kernel's tile (GROUPED_TILES) that runs `spec`, or None
+  where the call does not run as one grouped launch."""
+  return answer(spec)["grouped_tile"]
 
 
 def direct_reasons(spec: GemmSpec) -> list[str]:

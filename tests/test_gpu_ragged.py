@@ -173,33 +173,41 @@ def test_grouped_vmap_equals_the_reference(seed):
   assert _err(g.astype(np.float32)[~nan], w.astype(np.float32)[~nan]) < 2 ** -6
 
 
-def test_grouped_kernels_ran():
-  """The handler's log: the forward is one grouped launch (NN: the large
-  tile; the medium one where forced), the gradient two more (NT for
-  d lhs, TN for d rhs)."""
-  script = textwrap.dedent("""
-      import sys, json
-      import jax, jax.numpy as jnp
-      import jax_dynoff as dyn
-      m, k, n = json.loads(sys.argv[1])
-      lhs = jnp.ones((m, k), jnp.bfloat16)
-      rhs = jnp.ones((4, k, n), jnp.bfloat16)
-      gs = jnp.asarray([m // 2, 0, m // 4, m // 4], jnp.int32)
-      f = lambda a, b: jnp.sum(dyn.ragged_dot(a, b, gs).astype(jnp.float32))
-      jax.block_until_ready(jax.jit(jax.value_and_grad(f, (0, 1)))(lhs, rhs))
-  """)
-  _, lines = run_logged(script, [256, 128, 192])
+# The grouped kernel of each tile for bfloat16 NN (ffi/kernels/launch.h).
+NN_KERNELS = {"medium": "kSm90GroupedBf16NN",
+              "large": "kSm90GroupedLargeBf16NN",
+              "wide": "kSm90GroupedWideBf16NN",
+              "small_m": "kSm90GroupedSmallMBf16NN"}
+
+_LOGGED_GRAD = textwrap.dedent("""
+    import sys, json
+    import jax, jax.numpy as jnp
+    import jax_dynoff as dyn
+    m, k, n, tile = json.loads(sys.argv[1])
+    lhs = jnp.ones((m, k), jnp.bfloat16)
+    rhs = jnp.ones((4, k, n), jnp.bfloat16)
+    gs = jnp.asarray([m // 2, 0, m // 4, m // 4], jnp.int32)
+    opts = dyn.KernelOptions(grouped_tile=tile)
+    f = lambda a, b: jnp.sum(
+        dyn.ragged_dot(a, b, gs, opts=opts).astype(jnp.float32))
+    print(dyn.explain(lambda a, b: dyn.ragged_dot(a, b, gs, opts=opts),
+                      lhs, rhs)[0])
+    jax.block_until_ready(jax.jit(jax.value_and_grad(f, (0, 1)))(lhs, rhs))
+""")
+
+
+@pytest.mark.parametrize("tile", [None, *NN_KERNELS])
+def test_grouped_kernels_ran(tile):
+  """The handler's log: the forward is one grouped launch of the planned
+  (or forced) tile's kernel, the gradient two more on the medium tile (NT
+  for d lhs, TN for d rhs)."""
+  out, lines = run_logged(_LOGGED_GRAD, [256, 128, 192, tile])
+  planned = tile or next(t for t in NN_KERNELS
+                         if f"{t} tile" in out.splitlines()[0])
   kernels = sorted(l.split("kernel=")[1].split()[0] for l in lines)
-  assert kernels == ["kSm90GroupedBf16NT", "kSm90GroupedBf16TN",
-                     "kSm90GroupedLargeBf16NN"], lines
+  assert kernels == sorted(["kSm90GroupedBf16NT", "kSm90GroupedBf16TN",
+                            NN_KERNELS[planned]]), (out, lines)
   assert all("planned=sm90_grouped" in l for l in lines), lines
-  _, lines = run_logged(script.replace(
-      "dyn.ragged_dot(a, b, gs)",
-      "dyn.ragged_dot(a, b, gs, opts=dyn.KernelOptions(tile='medium'))"),
-      [256, 128, 192])
-  kernels = sorted(l.split("kernel=")[1].split()[0] for l in lines)
-  assert kernels == ["kSm90GroupedBf16NN", "kSm90GroupedBf16NT",
-                     "kSm90GroupedBf16TN"], lines
 
 
 def _moe_loop(mod):
@@ -239,17 +247,18 @@ def test_composed_where_the_grouped_kernel_cannot_run():
   assert _err(got, _lax32(lhs, rhs, gs)) < 2 ** -9
 
 
+@pytest.mark.parametrize("tile", list(NN_KERNELS))
 @pytest.mark.parametrize("sizes", SIZES)
-def test_medium_grouped_tile(sizes):
-  """KernelOptions(tile="medium"): the 128x128 ping-pong grouped tile in
-  place of the large one (bfloat16 NN's default), same results."""
+def test_grouped_tiles(sizes, tile):
+  """Each grouped tile, forced (KernelOptions(grouped_tile=...)): the
+  same results as lax, rows past the groups zero."""
   lhs, rhs, _ = _data(5, BF16)
   gs = jnp.asarray(sizes, jnp.int32)
-  assert "256x128 tiles" in dyn.explain(dyn.ragged_dot, lhs, rhs, gs)[0]
-  medium = dyn.KernelOptions(tile="medium")
-  f = lambda a, b, g: dyn.ragged_dot(a, b, g, opts=medium)
+  opts = dyn.KernelOptions(grouped_tile=tile)
+  f = lambda a, b, g: dyn.ragged_dot(a, b, g, opts=opts)
   [line] = dyn.explain(f, lhs, rhs, gs)
-  assert "128x128 tiles" in line, line
+  tm, tn = plan_lib.GROUPED_TILES[tile]
+  assert f"{tile} tile {tm}x{tn} (forced)" in line, line
   got = jax.jit(f)(lhs, rhs, gs)
   assert _err(got, _lax32(lhs, rhs, gs)) < 2 ** -7
   np.testing.assert_array_equal(np.asarray(got[sum(sizes):], np.float32), 0)

@@ -55,7 +55,8 @@ def _spec(m=512, n=4096, k=4096, opts=KernelOptions(), d=None, c=None,
 def _ask(spec, sms=132, cc=(9, 0)):
   o = spec.opts
   return ext.plan([int(v) for v in encode_desc(spec, 0, 1)], spec.alpha,
-                  spec.beta, sms, *cc, o.tile or "", o.split_k,
+                  spec.beta, sms, *cc, o.tile or "", o.grouped_tile or "",
+                  o.split_k,
                   o.split_k_slices or 0)
 
 
@@ -96,9 +97,11 @@ def test_module_plan_forced_slices_error():
   assert a["error"].startswith("split_k_slices=3: k = 4096")
   with pytest.raises(ValueError, match="split_k_slices=3"):
     plan_lib.plan(s)
+  desc = [int(v) for v in encode_desc(s, 0, 1)]
   with pytest.raises(ValueError, match="unknown SM90 tile"):
-    ext.plan([int(v) for v in encode_desc(s, 0, 1)], 1.0, 0.0, 132, 9, 0,
-             "huge", False, 0)
+    ext.plan(desc, 1.0, 0.0, 132, 9, 0, "huge", "", False, 0)
+  with pytest.raises(ValueError, match="unknown grouped tile"):
+    ext.plan(desc, 1.0, 0.0, 132, 9, 0, "", "huge", False, 0)
 
 
 def test_skinny_plan_carries_split_and_fallback_tile():
@@ -196,6 +199,7 @@ def test_tables_come_from_the_planner():
   from jax_dynoff import options
   assert plan_lib.SM90_TILES == options.SM90_TILES
   assert tuple(plan_lib.DIRECT_TILES) == options.DIRECT_TILES
+  assert tuple(plan_lib.GROUPED_TILES) == options.GROUPED_TILES
   assert plan_lib.DIRECT_TILES["wide"] == (128, 256)
   assert plan_lib.DIRECT_TILE_PATHS["wide"] == "sm90_large"
   assert sorted(plan_lib.SM90_KERNELS) == [

@@ -269,6 +269,42 @@ def test_grouped_plan_and_its_reasons():
   assert "no grouped kernel" in line, line
 
 
+@pytest.mark.parametrize("tokens, tile", [(8192, "large"), (4096, "wide")])
+def test_grouped_tile_by_rows_per_item(tokens, tile):
+  """bfloat16 NN ragged_dot plans the large grouped tile where the experts
+  average kGroupedLargeRows (1024) tokens or more, else the wide one: each
+  expert's rows are padded to the tile's m."""
+  from jax_dynoff import plan  # pylint: disable=g-import-not-at-top
+  x = jnp.ones((tokens, 64), BF16)
+  w = jnp.ones((8, 64, 64), BF16)
+  gs = jnp.full((8,), tokens // 8, jnp.int32)
+  [line] = plan.explain_calls(dyn.ragged_dot, x, w, gs)
+  tm, tn = plan.GROUPED_TILES[tile]
+  assert line.startswith(f"sm90_grouped (one grouped launch over 8 items, "
+                         f"{tile} tile {tm}x{tn}, ~{tokens // 8} rows per "
+                         f"item"), line
+
+
+@pytest.mark.parametrize("dt, tile, want", [
+    (BF16, "small_m", "small_m tile 64x256 (forced)"),
+    (BF16, "medium", "medium tile 128x128 (forced)"),
+    (F16, "wide", "medium tile 128x128, ~"),   # not built for float16
+])
+def test_grouped_tile_forced(dt, tile, want):
+  """KernelOptions(grouped_tile=...) forces a grouped tile where it is
+  built; elsewhere the planner's own choice runs."""
+  from jax_dynoff import plan  # pylint: disable=g-import-not-at-top
+  x = jnp.ones((512, 64), dt)
+  w = jnp.ones((4, 64, 64), dt)
+  gs = jnp.full((4,), 128, jnp.int32)
+  opts = dyn.KernelOptions(grouped_tile=tile)
+  [line] = plan.explain_calls(
+      lambda a, b, g: dyn.ragged_dot(a, b, g, opts=opts), x, w, gs)
+  assert want in line, line
+  with pytest.raises(ValueError, match="grouped_tile"):
+    dyn.KernelOptions(grouped_tile="huge")
+
+
 RAGGED_DOT_SIZES = [[5, 0, 11, 4], [20, 0, 0, 0], [0, 0, 0, 20], [3, 4, 2, 1],
                     [0, 0, 0, 0], [12, 9, 6, 3]]  # the last sums past m
 

@@ -140,6 +140,21 @@ bool LogEnabled() {
   return on;
 }
 
+// The kernel log's line for one call (tests and users read it: the
+// planned path, the kernel that ran, its K split, and whether the launch
+// was captured into a graph).
+void LogCall(const GemmProblem& p, const char* kernel, long long split_k,
+             bool captured) {
+  if (!LogEnabled()) return;
+  std::fprintf(stderr,
+               "jax_dynoff: gemm m=%lld n=%lld k=%lld batch=%lld planned=%s "
+               "kernel=%s split_k=%lld%s\n",
+               static_cast<long long>(p.m), static_cast<long long>(p.n),
+               static_cast<long long>(p.k), static_cast<long long>(p.batch),
+               PathName(p.path), kernel, split_k,
+               captured ? " (captured)" : "");
+}
+
 bool Ptr16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The state of one op instance (one call site of a compiled program): its
@@ -276,14 +291,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
     if (!Ptr16(P.base[kA]) || !Ptr16(P.base[kB]) || !Ptr16(P.base[kD]) ||
         !Ptr16(ws))
       return fail("ragged windows need 16-byte aligned buffers");
-    if (LogEnabled())
-      std::fprintf(stderr,
-                   "jax_dynoff: gemm m=%lld n=%lld k=%lld batch=%lld "
-                   "planned=%s kernel=%s split_k=1\n",
-                   static_cast<long long>(p.m), static_cast<long long>(p.n),
-                   static_cast<long long>(p.k),
-                   static_cast<long long>(p.batch), PathName(p.path),
-                   grouped->name);
+    LogCall(p, grouped->name, 1, false);
     return RunGrouped(grouped, common, P, &state->cache);
   }
 
@@ -411,21 +419,12 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
     P.a_slice_bytes = ks * P.elt[kA];                 // A row-major: columns
     P.b_slice_bytes = ks * p.op[kB].ld() * P.elt[kB];  // B row-major: rows
   }
-  if (LogEnabled())
-    std::fprintf(stderr,
-                 "jax_dynoff: gemm m=%lld n=%lld k=%lld batch=%lld planned=%s "
-                 "kernel=%s split_k=%lld%s\n",
-                 static_cast<long long>(p.m), static_cast<long long>(p.n),
-                 static_cast<long long>(p.k), static_cast<long long>(p.batch),
-                 PathName(p.path),
-                 p.k == 0   ? "scale(k=0)"
-                 : skinny ? skinny->name
-                 : direct ? direct->name
-                          : kernel->name,
-                 static_cast<long long>(skinny   ? skinny_split
-                                        : direct ? direct_split
-                                                 : slices),
-                 captured ? " (captured)" : "");
+  LogCall(p,
+          p.k == 0   ? "scale(k=0)"
+          : skinny ? skinny->name
+          : direct ? direct->name
+                   : kernel->name,
+          skinny ? skinny_split : direct ? direct_split : slices, captured);
 
   if (skinny != nullptr) return RunSkinny(skinny, common, P, skinny_split);
   if (direct != nullptr && p.k > 0)

@@ -120,16 +120,21 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
   return nullptr;
 }
 
-// The skinny kernel (kernels/sm90_skinny.h) for the input dtype, or nullptr
-// when none is built for it (the planner chose the path by its rules).
+// The grouped kernel of a tile for the dtypes and transposes, or nullptr
+// where it is not built (planner.cc HasGroupedTile says the same).
 const GroupedKernelEntry* Sm90GroupedKernel(DType in, DType out, bool ta,
                                             bool tb, GroupedTile tile) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
-  if (tile == GroupedTile::kLarge)
-    return in == DType::kBF16 && out == DType::kBF16 && !ta && !tb
-               ? &kSm90GroupedLargeBf16NN
-               : nullptr;
+  const bool bf16_nn = in == DType::kBF16 && out == DType::kBF16 && !ta && !tb;
+  switch (tile) {
+    case GroupedTile::kLarge: return bf16_nn ? &kSm90GroupedLargeBf16NN : nullptr;
+    case GroupedTile::kWide: return bf16_nn ? &kSm90GroupedWideBf16NN : nullptr;
+    case GroupedTile::kSmallM:
+      return bf16_nn ? &kSm90GroupedSmallMBf16NN : nullptr;
+    case GroupedTile::kMedium: break;
+  }
+  if (tile != GroupedTile::kMedium) return nullptr;
   if (in == DType::kBF16 && out == DType::kBF16) {
     if (!ta && !tb) return &kSm90GroupedBf16NN;
     if (!ta && tb) return &kSm90GroupedBf16NT;
@@ -142,6 +147,8 @@ const GroupedKernelEntry* Sm90GroupedKernel(DType in, DType out, bool ta,
   return nullptr;
 }
 
+// The skinny kernel (kernels/sm90_skinny.h) for the input dtype, or nullptr
+// when none is built for it (the planner chose the path by its rules).
 const SkinnyKernelEntry* SkinnyKernel(DType in) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;

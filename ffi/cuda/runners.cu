@@ -171,20 +171,8 @@ ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
       key.addr[key.addrs++] = P.slots[j].value;
       key.addr[key.addrs++] = P.slots[j].table;
     }
-    kernels::PreparedLaunch ready;
-    if (!cache->Find(key, &ready)) {
-      if (kernel->workspace(l) > l.workspace_bytes)
-        return RunKernel(kernel, l);  // the error message
-      const std::string r = kernel->prepare(l, &ready);
-      if (!r.empty())
-        return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
-                                    kernel->name + ": " + r);
-      cache->Store(key, ready);
-    }
-    const std::string r = kernels::LaunchPrepared(ready, common.stream);
-    if (!r.empty())
-      return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
-                                  kernel->name + ": " + r);
+    if (ffi::Error err = RunPrepared(kernel, l, key, cache); err.failure())
+      return err;
   } else if (ffi::Error err = RunKernel(kernel, l); err.failure()) {
     return err;
   }
@@ -217,20 +205,8 @@ ffi::Error RunGrouped(const kernels::GroupedKernelEntry* kernel,
   key.device = common.device;
   key.addr[key.addrs++] = common.workspace;
   key.addr[key.addrs++] = P.ptrs;
-  kernels::PreparedLaunch ready;
-  if (!cache->Find(key, &ready)) {
-    if (kernel->workspace(l) > l.workspace_bytes)
-      return RunKernel(kernel, l);  // the error message
-    const std::string r = kernel->prepare(l, &ready);
-    if (!r.empty())
-      return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
-                                  kernel->name + ": " + r);
-    cache->Store(key, ready);
-  }
-  const std::string r = kernels::LaunchPrepared(ready, common.stream);
-  if (!r.empty())
-    return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
-                                kernel->name + ": " + r);
+  if (ffi::Error err = RunPrepared(kernel, l, key, cache); err.failure())
+    return err;
   if ((e = cudaGetLastError()) != cudaSuccess)
     return CudaError("grouped GEMM launch", e);
   return ffi::Error::Success();

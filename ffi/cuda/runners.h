@@ -99,6 +99,30 @@ struct PreparedLaunchCache {
   }
 };
 
+// Launches `kernel` for `l` through the launch made ready for `key`: found
+// in `cache`, or prepared (after RunKernel's workspace check) and stored.
+// Entry: DirectKernelEntry or GroupedKernelEntry (a `prepare` member).
+template <typename Entry, typename Launch>
+inline ffi::Error RunPrepared(const Entry* kernel, const Launch& l,
+                              const PreparedLaunchCache::Key& key,
+                              PreparedLaunchCache* cache) {
+  kernels::PreparedLaunch ready;
+  if (!cache->Find(key, &ready)) {
+    if (kernel->workspace(l) > l.workspace_bytes)
+      return RunKernel(kernel, l);  // the error message
+    const std::string r = kernel->prepare(l, &ready);
+    if (!r.empty())
+      return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                  kernel->name + ": " + r);
+    cache->Store(key, ready);
+  }
+  const std::string r = kernels::LaunchPrepared(ready, l.stream);
+  if (!r.empty())
+    return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
+                                kernel->name + ": " + r);
+  return ffi::Error::Success();
+}
+
 // The skinny kernel: one launch, nothing before it, no workspace; `split`
 // CTAs (one cluster) share each column tile's K.
 ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,

@@ -33,17 +33,38 @@
 namespace jax_dynoff {
 namespace kernels {
 
-// The grouped tiles: the ptr-array tiles' shapes and schedules, and the
-// scheduler swizzle each measured best with (Sm90GroupedGemm::Args).
-struct Sm90GroupedMediumConfig : Sm90MediumConfig {
-  static constexpr int kGroupedSwizzle = 1;
+// The grouped tiles (planner.h GroupedTile).  A ragged item's rows are
+// padded to the tile's m (the scheduler rounds each item's tile count up;
+// TMA zero-fills the rows past the item, but the MMAs still run), so the
+// smaller m tiles exist for items of few rows: on an H200, 64 experts over
+// 16384 skewed tokens pad 56% more rows on 256-row tiles, 21% on 128 and
+// 11% on 64 (benchmarks/moe_groups_probe.py).  Every cluster spans N only:
+// a cluster along M would round each item's rows up to two tiles.
+//   medium:  128x128 ping-pong: every dtype and transpose built.
+//   large:   256x128 cooperative, cluster 1x2: the fastest on items of
+//            thousands of rows.
+//   wide:    128x256 cooperative, cluster 1x2: the large tile's area (and
+//            its operand reuse) at half its row granule.
+//   small_m: 64x256 ping-pong, cluster 1x2: a 64-row granule, each
+//            consumer warp group one m64n256 tile.
+using Sm90GroupedMediumConfig = Sm90MediumConfig;
+using Sm90GroupedLargeConfig = Sm90LargeConfig;
+struct Sm90GroupedWideConfig {
+  using KernelSchedule =
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+  using EpilogueSchedule =
+      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
 };
-struct Sm90GroupedLargeConfig : Sm90LargeConfig {
-  static constexpr int kGroupedSwizzle = 8;
+struct Sm90GroupedSmallMConfig {
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+  using TileShape = cute::Shape<cute::_64, cute::_256, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
 };
 
-// Config: a tile of kernels/sm90_gemm.h (large or medium) and the
-// scheduler's swizzle.
+// Config: one of the grouped tiles above.
 template <typename Config, typename Element, typename LayoutA,
           typename LayoutB>
 struct Sm90GroupedGemm {
@@ -115,11 +136,10 @@ struct Sm90GroupedGemm {
     auto& fusion = args.epilogue.thread;
     fusion.alpha = l.alpha;
     fusion.beta = 0.f;
-    // The tile counts live on the device.  MoE-sized groups span many
-    // waves, where the large tile measured 541 us with swizzle 8 (E = 8,
-    // 4096 x 4096, 8192 tokens) and the medium one 634, against 590 with
-    // no swizzle: each keeps what it was measured best with.
-    args.scheduler.max_swizzle_size = Config::kGroupedSwizzle;
+    // No swizzle: without the shapes on the host the group scheduler's
+    // grid is one row of CTAs, which it never swizzles (CUTLASS 4.2
+    // tile_scheduler_params.h get_log_swizzle_size), and it rasters along
+    // N: consecutive tiles share their rows of A.
     return args;
   }
 
