@@ -1,7 +1,6 @@
 """The grouped kernel's tiles on the moe scenario's forward (H200):
 jax_dynoff.ragged_dot with each tile forced (KernelOptions(grouped_tile=
-...): medium 128x128, large 256x128, wide 128x256, small_m 64x256) and
-with the planner's choice, beside lax.ragged_dot and a dense GEMM of the
+...): plan.GROUPED_TILES) and with the planner's choice, beside lax.ragged_dot and a dense GEMM of the
 same FLOPs, device-timed in one process (bench.time_loops).
 Usage: python benchmarks/moe_tile_ab.py
 """
@@ -15,6 +14,9 @@ from jax_dynoff import plan as plan_lib
 
 
 def main():
+  # Each loop runs back to back for a second per turn (bench.sustained):
+  # the clocks settle at what it draws.
+  bench.WINDOW_S = 1.0
   tiles = [None, *plan_lib.GROUPED_TILES]
   for E, T, d, f, empty in bench.MOE_CASES:
     x, w, gs, _ = bench.moe_operands(E, T, d, f, jnp.bfloat16, empty)

@@ -163,9 +163,7 @@ if(_jd_with_sm90)
     ffi/kernels/sm90_grouped_bf16_nt.cu
     ffi/kernels/sm90_grouped_bf16_tn.cu
     ffi/kernels/sm90_grouped_f16_nn.cu
-    ffi/kernels/sm90_grouped_large_bf16_nn.cu
     ffi/kernels/sm90_grouped_wide_bf16_nn.cu
-    ffi/kernels/sm90_grouped_small_m_bf16_nn.cu
     # The skinny kernel (m <= 16: mma.sync, K shared by a cluster).
     ffi/kernels/sm90_skinny_bf16_nn.cu
     ffi/kernels/sm90_skinny_f16_nn.cu

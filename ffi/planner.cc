@@ -577,7 +577,7 @@ const char* DirectTileName(DirectTile t) {
 }
 
 const char* GroupedTileName(GroupedTile t) {
-  static const char* const kNames[] = {"medium", "large", "wide", "small_m"};
+  static const char* const kNames[] = {"medium", "wide"};
   return kNames[static_cast<int>(t)];
 }
 
@@ -633,21 +633,15 @@ bool HasGroupedTile(DType in, DType out, bool ta, bool tb, GroupedTile t) {
   return t == GroupedTile::kMedium || (in == DType::kBF16 && !ta && !tb);
 }
 
-// ragged_dot: the tokens per expert.
-int64_t RowsPerItem(const GemmProblem& p) {
-  const OperandDesc& d = p.op[kD];
-  int64_t sharing = 1;  // items per copy of D
-  for (int j = 0; j < p.batch_rank; ++j)
-    if ((d.batched_mask >> j & 1) == 0) sharing *= p.batch_shape[j];
-  return p.m / std::max<int64_t>(sharing, 1);
-}
-
 GroupedTile GroupedTileChoice(const GemmProblem& p) {
+  // The wide tile where built: on an H200 as fast as or faster than a
+  // 256x128 tile at every moe bench case (its 128-row granule pads 21%
+  // rows where the 256-row one pads 56%), and than a 64x256 ping-pong
+  // tile (11%, but a slower tile); benchmarks/moe_tile_ab.py.
   if (!HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
-                      GroupedTile::kLarge))
+                      GroupedTile::kWide))
     return GroupedTile::kMedium;
-  return RowsPerItem(p) >= kGroupedLargeRows ? GroupedTile::kLarge
-                                             : GroupedTile::kWide;
+  return GroupedTile::kWide;
 }
 
 bool HasRaggedWindow(const GemmProblem& p) {
@@ -687,8 +681,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
       k.explain = std::string(PathName(k.path)) + " (one grouped launch over " +
                   items + ", " + GroupedTileName(k.grouped_tile) + " tile " +
                   Str(t.m) + "x" + Str(t.n) +
-                  (forced ? " (forced)"
-                          : ", ~" + Str(RowsPerItem(p)) + " rows per item") +
+                  (forced ? " (forced)" : "") +
                   ", problem shapes from the valid extents on the device; "
                   "workspace " + Str(k.layout.total) + " bytes)";
     } else {

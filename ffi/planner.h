@@ -64,19 +64,16 @@ inline constexpr TileMN kDirectTileShapes[] = {
     {kernels::kClusterKTileM, kernels::kClusterKTileN}};
 
 // The grouped kernel's tiles (desc[kKernel] of the sm90_grouped path;
-// kernels/sm90_grouped.h says why each exists).  medium: every
-// HasGroupedKernel combination; the others bfloat16 NN.  The planner picks
-// one by rows per item (GroupedTileChoice); KernelOptions(grouped_tile=...)
-// forces one where it is built.
-enum class GroupedTile : int64_t { kMedium = 0, kLarge, kWide, kSmallM };
-inline constexpr int kNumGroupedTiles = 4;
+// kernels/sm90_grouped.h says why each exists): medium for every
+// HasGroupedKernel combination, wide for bfloat16 NN, planned where built
+// (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one where it
+// is built.
+enum class GroupedTile : int64_t { kMedium = 0, kWide };
+inline constexpr int kNumGroupedTiles = 2;
 // (tile m, tile n) by GroupedTile: m is the granule a ragged item's rows
 // are padded to.
 inline constexpr TileMN kGroupedTileShapes[kNumGroupedTiles] = {
-    {128, 128}, {256, 128}, {128, 256}, {64, 256}};
-// bfloat16 NN: the large tile where an item covers this many rows or more
-// on average (RowsPerItem), else the wide one.
-inline constexpr int64_t kGroupedLargeRows = 1024;
+    {128, 128}, {128, 256}};
 
 // KernelOptions the planner applies that the desc does not carry (the
 // handler needs only their outcome).
@@ -179,9 +176,6 @@ bool HasGroupedTile(DType in, DType out, bool ta, bool tb, GroupedTile t);
 // The grouped tile the planner picks for a ragged call (GroupedReasons
 // empty) where no option forces one.
 GroupedTile GroupedTileChoice(const GemmProblem& p);
-// Rows of D one item covers, were the valid rows spread evenly over the
-// items (a shared out's rows over the items sharing it).
-int64_t RowsPerItem(const GemmProblem& p);
 // Whether any window of the call is ragged (has valid extents).
 bool HasRaggedWindow(const GemmProblem& p);
 

@@ -22,7 +22,7 @@ from typing import Optional
 SM90_TILES = ("large", "medium", "small_m", "tiny")
 DIRECT_TILES = ("large", "wide", "medium", "small_m", "tiny", "split_k",
                 "cluster_k")
-GROUPED_TILES = ("medium", "large", "wide", "small_m")
+GROUPED_TILES = ("medium", "wide")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,11 +42,9 @@ class KernelOptions:
                  Calls with ragged windows ignore it (grouped_tile).
   grouped_tile:  forces the grouped kernel's tile for calls with ragged
                  windows that run as one grouped launch: "medium"
-                 (128x128, every dtype and transpose it runs), or for
-                 bfloat16 NN "large" (256x128), "wide" (128x256) or
-                 "small_m" (64x256); others are ignored.  None: the
-                 planner picks by rows per item (each item's rows are
-                 padded to the tile's m).
+                 (128x128, every dtype and transpose it runs) or "wide"
+                 (128x256, bfloat16 NN: planned there; ignored
+                 elsewhere).
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or

@@ -81,10 +81,10 @@ Paths (enum Path in ffi/gemm_problem.h):
 * ``sm90_grouped``: calls with ragged windows (valid extents, `window(...,
   valid=...)`), one item or a vmap over groups such as
   `jax_dynoff.ragged_dot`: one grouped launch (ffi/kernels/sm90_grouped.h,
-  after CUTLASS example 57; its tiles GROUPED_TILES: 128x128 ping-pong for
-  every dtype and transpose, and for bfloat16 NN 256x128, 128x256 and
-  64x256, `grouped_tile` says which runs and
-  ``KernelOptions(grouped_tile=...)`` forces one) after one pointer
+  after CUTLASS example 57; its tiles GROUPED_TILES: 128x256 cooperative,
+  cluster 1x2, for bfloat16 NN, 128x128 ping-pong for the others;
+  `grouped_tile` says which runs and ``KernelOptions(grouped_tile=...)``
+  forces one) after one pointer
   kernel that writes every item's operand addresses, strides and problem
   shape (its valid extents) into the workspace, and the zeros of D's valid
   part that no product covers.  The kernel's scheduler reads the shapes on

@@ -175,9 +175,7 @@ def test_grouped_vmap_equals_the_reference(seed):
 
 # The grouped kernel of each tile for bfloat16 NN (ffi/kernels/launch.h).
 NN_KERNELS = {"medium": "kSm90GroupedBf16NN",
-              "large": "kSm90GroupedLargeBf16NN",
-              "wide": "kSm90GroupedWideBf16NN",
-              "small_m": "kSm90GroupedSmallMBf16NN"}
+              "wide": "kSm90GroupedWideBf16NN"}
 
 _LOGGED_GRAD = textwrap.dedent("""
     import sys, json

@@ -127,13 +127,8 @@ const GroupedKernelEntry* Sm90GroupedKernel(DType in, DType out, bool ta,
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
   const bool bf16_nn = in == DType::kBF16 && out == DType::kBF16 && !ta && !tb;
-  switch (tile) {
-    case GroupedTile::kLarge: return bf16_nn ? &kSm90GroupedLargeBf16NN : nullptr;
-    case GroupedTile::kWide: return bf16_nn ? &kSm90GroupedWideBf16NN : nullptr;
-    case GroupedTile::kSmallM:
-      return bf16_nn ? &kSm90GroupedSmallMBf16NN : nullptr;
-    case GroupedTile::kMedium: break;
-  }
+  if (tile == GroupedTile::kWide)
+    return bf16_nn ? &kSm90GroupedWideBf16NN : nullptr;
   if (tile != GroupedTile::kMedium) return nullptr;
   if (in == DType::kBF16 && out == DType::kBF16) {
     if (!ta && !tb) return &kSm90GroupedBf16NN;

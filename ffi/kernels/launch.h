@@ -309,11 +309,8 @@ extern const GroupedKernelEntry kSm90GroupedBf16NN;
 extern const GroupedKernelEntry kSm90GroupedBf16NT;
 extern const GroupedKernelEntry kSm90GroupedBf16TN;
 extern const GroupedKernelEntry kSm90GroupedF16NN;
-// ... and bf16 NN's other tiles (sm90_grouped.h): large (256x128), wide
-// (128x256), small_m (64x256).
-extern const GroupedKernelEntry kSm90GroupedLargeBf16NN;
+// ... and bf16 NN's wide tile (128x256 cooperative, cluster 1x2).
 extern const GroupedKernelEntry kSm90GroupedWideBf16NN;
-extern const GroupedKernelEntry kSm90GroupedSmallMBf16NN;
 // Skinny kernels (m <= 16 / 32 / 64), bf16 / f16 NN, sm_90 clusters.
 extern const SkinnyKernelEntry kSm90Skinny16Bf16NN;
 extern const SkinnyKernelEntry kSm90Skinny16F16NN;

@@ -35,32 +35,23 @@ namespace kernels {
 
 // The grouped tiles (planner.h GroupedTile).  A ragged item's rows are
 // padded to the tile's m (the scheduler rounds each item's tile count up;
-// TMA zero-fills the rows past the item, but the MMAs still run), so the
-// smaller m tiles exist for items of few rows: on an H200, 64 experts over
-// 16384 skewed tokens pad 56% more rows on 256-row tiles, 21% on 128 and
-// 11% on 64 (benchmarks/moe_groups_probe.py).  Every cluster spans N only:
-// a cluster along M would round each item's rows up to two tiles.
-//   medium:  128x128 ping-pong: every dtype and transpose built.
-//   large:   256x128 cooperative, cluster 1x2: the fastest on items of
-//            thousands of rows.
-//   wide:    128x256 cooperative, cluster 1x2: the large tile's area (and
-//            its operand reuse) at half its row granule.
-//   small_m: 64x256 ping-pong, cluster 1x2: a 64-row granule, each
-//            consumer warp group one m64n256 tile.
+// TMA zero-fills the rows past the item, but the MMAs still run), and a
+// cluster along M would round them up to two tiles, so clusters span N.
+//   medium: 128x128 ping-pong: every dtype and transpose built.
+//   wide:   128x256 cooperative, cluster 1x2 (bfloat16 NN, planned where
+//           built): on an H200 (benchmarks/moe_tile_ab.py, bf16 forward)
+//           E = 64 experts over 16384 skewed tokens, 2048 -> 2048: 381 us
+//           against 438 for 256x128 cooperative (whose 256-row granule
+//           pads 56% more rows where 128 pads 21%) and 456 for 64x256
+//           ping-pong (11%, but a slower tile); E = 8, 8192 tokens, 4096 ->
+//           4096: 527 against 553 and 683.
 using Sm90GroupedMediumConfig = Sm90MediumConfig;
-using Sm90GroupedLargeConfig = Sm90LargeConfig;
 struct Sm90GroupedWideConfig {
   using KernelSchedule =
       cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
   using EpilogueSchedule =
       cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
   using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
-};
-struct Sm90GroupedSmallMConfig {
-  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
-  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
-  using TileShape = cute::Shape<cute::_64, cute::_256, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
 };
 

@@ -1,8 +1,0 @@
-// The grouped SM90 kernel's small-m tile (64x256 ping-pong, cluster 1x2:
-// ragged windows, path kSm90Grouped, bf16 NN), sm_90a.
-#include "kernels/sm90_grouped.h"
-
-JAX_DYNOFF_SM90_GROUPED_KERNEL_TILE(kSm90GroupedSmallMBf16NN, Sm90GroupedSmallMConfig,
-                                    cutlass::bfloat16_t,
-                                    cutlass::layout::RowMajor,
-                                    cutlass::layout::RowMajor)
