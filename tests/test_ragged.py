@@ -18,6 +18,7 @@ import pytest
 from jax import lax
 
 import jax_dynoff as dyn
+from checks import assert_ragged_dot_grads_equal_lax
 from jax_dynoff import reference as ref
 
 F32, BF16, F16 = jnp.float32, jnp.bfloat16, jnp.float16
@@ -327,20 +328,7 @@ def test_ragged_dot_equals_lax(sizes, dt, route):
 
 @pytest.mark.parametrize("sizes", RAGGED_DOT_SIZES[:4])
 def test_ragged_dot_gradients_equal_lax(sizes, route):
-  r = np.random.default_rng(8)
-  lhs = jnp.asarray(r.standard_normal((20, 12)), F32)
-  rhs = jnp.asarray(r.standard_normal((4, 12, 8)), F32)
-  gs = jnp.asarray(sizes, jnp.int32)
-  ct = jnp.asarray(r.standard_normal((20, 8)), F32)
-  p = lax.Precision.HIGHEST
-
-  def loss(f):
-    return lambda a, b: jnp.sum(f(a, b, gs, precision=p) * ct)
-
-  want = jax.grad(loss(lax.ragged_dot), argnums=(0, 1))(lhs, rhs)
-  got = jax.jit(jax.grad(loss(dyn.ragged_dot), argnums=(0, 1)))(lhs, rhs)
-  for g, w in zip(got, want):
-    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-4)
+  assert_ragged_dot_grads_equal_lax(dyn.ragged_dot, sizes, 8)
 
 
 def test_ragged_dot_under_vmap(route):

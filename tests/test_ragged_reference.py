@@ -19,6 +19,7 @@ import pytest
 from jax import lax
 
 import jax_dynoff as dyn
+from checks import assert_ragged_dot_grads_equal_lax
 from jax_dynoff import reference as ref
 
 F32, BF16 = jnp.float32, jnp.bfloat16
@@ -286,20 +287,7 @@ def test_ragged_dot_equals_lax(sizes, dt):
 def test_ragged_dot_gradients_equal_lax():
   """Gradients with respect to lhs and rhs (the weight gradient is the
   ragged contraction) equal lax.ragged_dot's."""
-  r = np.random.default_rng(4)
-  lhs = jnp.asarray(r.standard_normal((16, 12)), F32)
-  rhs = jnp.asarray(r.standard_normal((3, 12, 8)), F32)
-  gs = jnp.asarray([6, 0, 7], jnp.int32)
-  ct = jnp.asarray(r.standard_normal((16, 8)), F32)
-  p = lax.Precision.HIGHEST
-
-  def loss(f):
-    return lambda l, w: jnp.sum(f(l, w, gs, precision=p) * ct)
-
-  want = jax.grad(loss(lax.ragged_dot), argnums=(0, 1))(lhs, rhs)
-  got = jax.jit(jax.grad(loss(ref.ragged_dot), argnums=(0, 1)))(lhs, rhs)
-  for g, w in zip(got, want):
-    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-4)
+  assert_ragged_dot_grads_equal_lax(ref.ragged_dot, [6, 0, 7], 4, m=16)
 
 
 def test_ragged_dot_checks_its_arguments():
