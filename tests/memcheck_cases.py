@@ -305,6 +305,11 @@ def main(argv):
   gs = jnp.asarray([50, 0, 100, 90], jnp.int32)
   ok &= check("grouped_ragged_dot", lambda mod, a, b, g: mod.ragged_dot(
       a, b, g), xg, wg, gs)
+  # The same on the medium tile (bfloat16 NN plans the wide one).
+  medium = dyn.KernelOptions(grouped_tile="medium")
+  ok &= check("grouped_ragged_dot_medium", lambda mod, a, b, g: (
+      mod.ragged_dot(a, b, g, opts=medium) if mod is dyn else
+      mod.ragged_dot(a, b, g)), xg, wg, gs)
   ok &= check("grouped_weight_grad", lambda mod, a, b, g: jax.grad(
       lambda a, b: jnp.sum(mod.ragged_dot(a, b, g).astype(F32) ** 2),
       argnums=1)(a, b), xg, wg, jnp.asarray([60, 0, 20, 30], jnp.int32))

@@ -127,10 +127,12 @@ struct Sm90GroupedGemm {
     auto& fusion = args.epilogue.thread;
     fusion.alpha = l.alpha;
     fusion.beta = 0.f;
-    // No swizzle: without the shapes on the host the group scheduler's
-    // grid is one row of CTAs, which it never swizzles (CUTLASS 4.2
-    // tile_scheduler_params.h get_log_swizzle_size), and it rasters along
-    // N: consecutive tiles share their rows of A.
+    // The scheduler's defaults: no swizzle (without the shapes on the host
+    // its grid is one row of CTAs, which CUTLASS 4.2 never swizzles:
+    // tile_scheduler_params.h get_log_swizzle_size) and raster along M
+    // (the group scheduler's default, no heuristic): consecutive clusters
+    // take the next rows of one item under the same columns of B, so an
+    // item's weight tile is read from DRAM once while its rows pass.
     return args;
   }
 
