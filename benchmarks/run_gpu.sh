@@ -67,11 +67,11 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   if [ -n "${TESTS:-}" ]; then
     run_pytest main $(for t in $TESTS; do echo "$repo/$t"; done) || status=1
   else
-    # Five processes share the GPU (a sixth of its memory each), then the
+    # Six processes share the GPU (a seventh of its memory each), then the
     # memcheck one runs alone (it allocates on demand).  No XLA
     # autotuning: it only picks among correct GEMM algorithms for the
     # reference, and it dominated the compile time of the kernel tests.
-    export XLA_PYTHON_CLIENT_MEM_FRACTION=0.16 XLA_FLAGS="--xla_gpu_autotune_level=0"
+    export XLA_PYTHON_CLIENT_MEM_FRACTION=0.14 XLA_FLAGS="--xla_gpu_autotune_level=0"
     t=$repo/tests
     run_pytest kernels_ref "$t/test_gpu_kernels.py" \
       -k "match_reference and not split_k" & p1=$!
@@ -81,11 +81,14 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     run_pytest splitk_graphs "$t/test_gpu_kernels.py" \
       -k "split_k or gpu_graphs" "$t/test_gpu_graphs.py" & p3=$!
     run_pytest semantics "$t/test_semantics.py" & p4=$!
+    # The bench's own tests run its --quick scenarios at full size on a GPU
+    # (minutes): a shard of their own.
+    run_pytest bench "$t/test_bench.py" & p6=$!
     run_pytest rest $(ls "$t"/test_*.py | grep -v -e test_gpu_kernels \
-      -e test_gpu_graphs -e test_semantics) & p5=$!
-    for p in $p1 $p2 $p3 $p4 $p5; do wait $p || status=1; done
+      -e test_gpu_graphs -e test_semantics -e test_bench) & p5=$!
+    for p in $p1 $p2 $p3 $p4 $p5 $p6; do wait $p || status=1; done
     # compute-sanitizer alone: 40 s on an idle H200, over 350 s beside the
-    # five shards above.
+    # six shards above.
     run_pytest memcheck "$t/test_gpu_kernels.py" -k memcheck || status=1
     unset XLA_PYTHON_CLIENT_MEM_FRACTION XLA_FLAGS
   fi

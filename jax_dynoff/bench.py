@@ -697,6 +697,11 @@ def moe_loops(x, w, gs, dy) -> dict[str, Loop]:
           "xla_bwd": Loop(bwd("xla"), c0, consts)}
 
 
+def moe_case_name(E: int, T: int, d: int, f: int, empty: int) -> str:
+  """The moe rows' case label, e.g. E64_T16384_2048x2048_empty1."""
+  return f"E{E}_T{T}_{d}x{f}" + (f"_empty{empty}" if empty else "")
+
+
 def moe(E: int, T: int, d: int, f: int, dtype, empty: int, iters: int,
         repeats: int) -> list[Row]:
   """A mixture-of-experts layer's expert GEMM, (T, d) tokens in E skewed
@@ -716,7 +721,7 @@ def moe(E: int, T: int, d: int, f: int, dtype, empty: int, iters: int,
   b_ours, b_xla = time_loops([loops["ours_bwd"], loops["xla_bwd"]],
                              max(2, iters // 2), repeats)
   e, name = _esize(dtype), jnp.dtype(dtype).name
-  case = f"E{E}_T{T}_{d}x{f}" + (f"_empty{empty}" if empty else "")
+  case = moe_case_name(E, T, d, f, empty)
   flops = 2.0 * T * d * f
   # Fewest bytes: forward reads x and w and writes y; backward reads x, w
   # and dy and writes dx and dw.

@@ -49,16 +49,25 @@ def test_bench_writes_every_scenario(tmp_path, capsys, ragged_dot):
 
 
 def test_bench_moe(tmp_path, ragged_dot):
-  """--scenarios moe alone: its three rows for the one case, the case's
-  shape in the label, the backward counted at twice the forward's FLOPs,
-  and the dense comparison sharing the forward's time of ours."""
+  """--scenarios moe alone: its three rows for the one case --quick runs
+  (on CPU a tiny one, on a GPU the first of MOE_CASES), the case's shape in
+  the label, the backward counted at twice the forward's FLOPs, and the
+  dense comparison sharing the forward's time of ours."""
   bench.main([str(tmp_path), "--quick", "--scenarios", "moe"])
   rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
   by = {r["scenario"]: r for r in rows}
   assert set(by) == MOE_ROWS and len(rows) == 3
-  assert {r["case"] for r in rows} == {"E4_T64_32x48_empty1"}
+  if jax.default_backend() == "gpu":
+    E, T, d, f, empty = bench.MOE_CASES[0]
+    assert (E, T, d, f, empty) == (8, 8192, 4096, 4096, 0)
+    label = "E8_T8192_4096x4096"
+  else:
+    E, T, d, f, empty = 4, 64, 32, 48, 1
+    label = "E4_T64_32x48_empty1"
+  assert bench.moe_case_name(E, T, d, f, empty) == label
+  assert {r["case"] for r in rows} == {label}
   fwd, dense, bwd = (by[k] for k in ("moe_fwd", "moe_fwd_vs_dense", "moe_bwd"))
-  assert fwd["flops"] == dense["flops"] == 2.0 * 64 * 32 * 48
+  assert fwd["flops"] == dense["flops"] == 2.0 * T * d * f
   assert bwd["flops"] == 2 * fwd["flops"]
   assert dense["ours_ms"] == fwd["ours_ms"]
   for r in rows:
