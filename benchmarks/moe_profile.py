@@ -1,17 +1,20 @@
-"""The 64-expert moe forward under a kernel profiler (H200): each case runs
-its GEMM kernel exactly once, so that `ncu` (filtered to the GEMM kernels)
-reports one launch per case, beside the case's floors: FLOPs / 790 TFLOP/s
-and the bytes it must move / 4.3 TB/s (the tokens, every expert weight
-that has a row, the result).
+"""The 64-expert moe forward under a kernel profiler (H200): every case is
+compiled and run once first (XLA's autotuning launches included), then each
+runs exactly once between cuProfilerStart / cuProfilerStop, so that `ncu
+--profile-from-start off` reports one GEMM launch per case.  Each case's
+floors are printed beside: FLOPs / 790 TFLOP/s, and the bytes it must move
+(the tokens, every expert weight that has a row, the result) / 4.3 TB/s.
 Cases, on (16384 tokens, 2048 -> 2048, bfloat16): a dense jnp.dot of the
-same FLOPs (cuBLAS), the library's plain gemm on it, and ragged_dot over 64
-experts with skewed sizes (the bench's), uniform sizes (64 x 256) and one
-group holding every row.
+same FLOPs (what XLA runs for it), the library's plain gemm on it (planned,
+and the direct wide tile: 128x256 like the grouped one), and ragged_dot
+over 64 experts with skewed sizes (the bench's), uniform sizes (64 x 256)
+and one group holding every row.
 Usage (on the GPU machine):
-  XLA_FLAGS=--xla_gpu_autotune_level=0 ncu -k regex:"device_kernel|nvjet" \
-    --section SpeedOfLight --section MemoryWorkloadAnalysis \
-    python3 benchmarks/moe_profile.py
+  ncu --profile-from-start off --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis python3 benchmarks/moe_profile.py
 """
+
+import ctypes
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +24,17 @@ import jax_dynoff as dyn
 from jax_dynoff import bench
 
 PEAK_FLOPS, PEAK_BYTES = 790e12, 4.3e12
+
+
+def _profiler(cu, on: bool) -> None:
+  """cuProfilerStart / Stop on device 0's primary context (XLA's), made
+  current on this thread first."""
+  dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+  if (cu.cuDeviceGet(ctypes.byref(dev), 0) or
+      cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) or
+      cu.cuCtxSetCurrent(ctx) or
+      (cu.cuProfilerStart if on else cu.cuProfilerStop)()):
+    raise RuntimeError("cuProfilerStart / Stop failed")
 
 
 def main():
@@ -33,17 +47,25 @@ def main():
   item = x.dtype.itemsize
   flops = 2.0 * T * d * f
   dense_bytes = (T * d + d * f + T * f) * item
-  cases = [("dense jnp.dot (cuBLAS)", jax.jit(jnp.dot), (x, w[0]), dense_bytes),
-           ("dense, library gemm", jax.jit(dyn.gemm), (x, w[0]), dense_bytes)]
+  wide = dyn.KernelOptions(direct_tile="wide")
+  cases = [
+      ("dense jnp.dot (XLA)", jax.jit(jnp.dot), (x, w[0]), dense_bytes),
+      ("dense, library gemm", jax.jit(dyn.gemm), (x, w[0]), dense_bytes),
+      ("dense, library gemm, wide", jax.jit(
+          lambda a, b: dyn.gemm(a, b, opts=wide)), (x, w[0]), dense_bytes)]
   for name, s in sizes.items():
     experts = int(np.count_nonzero(s))
     cases.append((f"ragged_dot {name} ({experts} experts)",
                   jax.jit(dyn.ragged_dot), (x, w, jnp.asarray(s)),
                   (T * d + experts * d * f + T * f) * item))
+  for _, fn, args, _ in cases:  # compile (and autotune) outside the range
+    jax.block_until_ready(fn(*args))
+  cu = ctypes.CDLL("libcuda.so.1")
   print(f"{'case':36s} {'FLOP floor':>11s} {'byte floor':>11s}")
   for name, fn, args, nbytes in cases:
-    # One run each: the profiler sees this case's kernels once.
+    _profiler(cu, True)
     jax.block_until_ready(fn(*args))
+    _profiler(cu, False)
     print(f"{name:36s} {flops / PEAK_FLOPS * 1e6:8.1f} us "
           f"{nbytes / PEAK_BYTES * 1e6:8.1f} us  ({nbytes / 1e6:.0f} MB)",
           flush=True)
