@@ -5,7 +5,8 @@ k = 0, batches), each small so that the instrumented run stays short.
 
 Run as a script; prints "CASE name err" per case and exits non-zero if a
 result is off (the sanitizer's own exit code reports memory errors).  With
-the argument `skinny`, runs the skinny kernel's cases alone (racecheck).
+the argument `skinny`, runs the skinny kernel's cases alone (racecheck);
+with `grouped`, the grouped kernel's.
 """
 
 import sys
@@ -77,9 +78,45 @@ def skinny_cases() -> bool:
   return ok
 
 
+def grouped_cases() -> bool:
+  """The grouped kernel's cases (ragged windows): ragged_dot with an
+  empty group, a group past the rows (cut), rows past the groups, on
+  the planned (wide) and the medium tile; its gradient (NT, and TN whose
+  K is each group's rows: an empty group's is zeros written by the
+  pointer kernel); a vmap whose out's valid parts exceed A's (zeros)."""
+  ok = True
+  xg = rand(25, (200, 136), BF16)
+  wg = rand(26, (4, 136, 72), BF16)
+  gs = jnp.asarray([50, 0, 100, 90], jnp.int32)
+  ok &= check("grouped_ragged_dot", lambda mod, a, b, g: mod.ragged_dot(
+      a, b, g), xg, wg, gs)
+  # The same on the medium tile (bfloat16 NN plans the wide one).
+  medium = dyn.KernelOptions(grouped_tile="medium")
+  ok &= check("grouped_ragged_dot_medium", lambda mod, a, b, g: (
+      mod.ragged_dot(a, b, g, opts=medium) if mod is dyn else
+      mod.ragged_dot(a, b, g)), xg, wg, gs)
+  ok &= check("grouped_weight_grad", lambda mod, a, b, g: jax.grad(
+      lambda a, b: jnp.sum(mod.ragged_dot(a, b, g).astype(F32) ** 2),
+      argnums=1)(a, b), xg, wg, jnp.asarray([60, 0, 20, 30], jnp.int32))
+
+  def grouped_vmap(mod, a, b, out, sa, va, vd):
+    return jax.vmap(lambda b, out, sa, va, vd: mod.gemm(
+        dyn.window(a, (sa, 0), (64, 136), valid=(va, 136)), b,
+        out=dyn.window(out, (0, 8), (64, 72), valid=(vd, 72))))(
+            b, out, sa, va, vd)
+
+  ok &= check("grouped_vmap", grouped_vmap, xg, wg,
+              jnp.full((4, 80, 88), jnp.nan, BF16),
+              jnp.asarray([190, -3, 10 ** 6, 5], jnp.int32),
+              jnp.asarray([64, 0, 17, 40], jnp.int32),
+              jnp.asarray([30, 64, 64, 0], jnp.int32))
+  return ok
+
+
 def main(argv):
-  if argv == ["skinny"]:
-    ok = skinny_cases()
+  subsets = {"skinny": skinny_cases, "grouped": grouped_cases}
+  if len(argv) == 1 and argv[0] in subsets:
+    ok = subsets[argv[0]]()
     print("ALL_OK" if ok else "MISMATCH", flush=True)
     return 0 if ok else 1
 
@@ -296,35 +333,7 @@ def main(argv):
                 lambda mod, a, b, opts: mod.gemm(a, b, opts=opts), xe32,
                 we32, opts=opts)
 
-  # The grouped kernel (ragged windows): ragged_dot with an empty group, a
-  # group past the rows (cut), rows past the groups; its gradient (NT, and
-  # TN whose K is each group's rows: an empty group's is zeros written by
-  # the pointer kernel); a vmap whose out's valid parts exceed A's (zeros).
-  xg = rand(25, (200, 136), BF16)
-  wg = rand(26, (4, 136, 72), BF16)
-  gs = jnp.asarray([50, 0, 100, 90], jnp.int32)
-  ok &= check("grouped_ragged_dot", lambda mod, a, b, g: mod.ragged_dot(
-      a, b, g), xg, wg, gs)
-  # The same on the medium tile (bfloat16 NN plans the wide one).
-  medium = dyn.KernelOptions(grouped_tile="medium")
-  ok &= check("grouped_ragged_dot_medium", lambda mod, a, b, g: (
-      mod.ragged_dot(a, b, g, opts=medium) if mod is dyn else
-      mod.ragged_dot(a, b, g)), xg, wg, gs)
-  ok &= check("grouped_weight_grad", lambda mod, a, b, g: jax.grad(
-      lambda a, b: jnp.sum(mod.ragged_dot(a, b, g).astype(F32) ** 2),
-      argnums=1)(a, b), xg, wg, jnp.asarray([60, 0, 20, 30], jnp.int32))
-
-  def grouped_vmap(mod, a, b, out, sa, va, vd):
-    return jax.vmap(lambda b, out, sa, va, vd: mod.gemm(
-        dyn.window(a, (sa, 0), (64, 136), valid=(va, 136)), b,
-        out=dyn.window(out, (0, 8), (64, 72), valid=(vd, 72))))(
-            b, out, sa, va, vd)
-
-  ok &= check("grouped_vmap", grouped_vmap, xg, wg,
-              jnp.full((4, 80, 88), jnp.nan, BF16),
-              jnp.asarray([190, -3, 10 ** 6, 5], jnp.int32),
-              jnp.asarray([64, 0, 17, 40], jnp.int32),
-              jnp.asarray([30, 64, 64, 0], jnp.int32))
+  ok &= grouped_cases()
 
   # A batch (vmap) and k = 0.
   xb = rand(8, (4, m, k), BF16)
