@@ -1,0 +1,29 @@
+"""Writes the grouped sweep's cases (grouped_main.cu), one per line: name E
+T d f and the rows per expert, from the bench's moe scenario (MOE_CASES,
+moe_sizes: skewed) plus its 64-expert shape with uniform sizes and with
+every row in one expert.
+Usage: python3 benchmarks/sm90_tiles/grouped_cases.py > cases.txt
+"""
+
+import numpy as np
+
+from jax_dynoff import bench
+
+
+def main():
+  cases = [(f"E{E}_T{T}_{d}x{f}_skewed", E, T, d, f,
+            bench.moe_sizes(E, T, empty))
+           for E, T, d, f, empty in bench.MOE_CASES]
+  E, T, d, f, _ = bench.MOE_CASES[1]
+  one = np.zeros(E, np.int64)
+  one[0] = T
+  cases += [(f"E{E}_T{T}_{d}x{f}_uniform", E, T, d, f,
+             np.full(E, T // E, np.int64)),
+            (f"E{E}_T{T}_{d}x{f}_one_group", E, T, d, f, one)]
+  for name, E, T, d, f, sizes in cases:
+    assert sizes.sum() == T, name
+    print(name, E, T, d, f, *(int(s) for s in sizes))
+
+
+if __name__ == "__main__":
+  main()
