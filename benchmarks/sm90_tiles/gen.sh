@@ -23,22 +23,6 @@ cfgs=(
  "SWEEP_DIRECT_CFG direct_ping_128x128_1x2 $DP $DPE 128 128 1 2"
  "SWEEP_DIRECT_CFG direct_ping_128x128_2x1 $DP $DPE 128 128 2 1"
 )
-rm -f cfg_*.cu cfg_*.cu.o
-names=()
-for c in "${cfgs[@]}"; do
-  set -- $c
-  echo "$2" | grep -qE "$pattern" || continue
-  echo "#include \"tiles.h\"
-$1($2, $3, $4, $5, $6, $7, $8)" > "cfg_$2.cu"
-  names+=("$2")
-done
-{
-  echo '#include "tiles.h"'
-  echo 'namespace sweep {'
-  for n in "${names[@]}"; do echo "extern const Entry $n;"; done
-  echo 'const Entry* kAll[] = {'
-  for n in "${names[@]}"; do echo "  &$n,"; done
-  echo '};'
-  echo "const int kNum = ${#names[@]};"
-  echo '}'
-} > registry.h
+source ./sweep_build.sh
+write_candidates tiles.h cfg "$pattern" "${cfgs[@]}"
+write_registry registry.h tiles.h Entry kAll kNum

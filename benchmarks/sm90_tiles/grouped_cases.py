@@ -5,7 +5,6 @@ every row in one expert.
 Usage: python3 benchmarks/sm90_tiles/grouped_cases.py > cases.txt
 """
 
-import numpy as np
 
 from jax_dynoff import bench
 
@@ -14,12 +13,10 @@ def main():
   cases = [(f"E{E}_T{T}_{d}x{f}_skewed", E, T, d, f,
             bench.moe_sizes(E, T, empty))
            for E, T, d, f, empty in bench.MOE_CASES]
-  E, T, d, f, _ = bench.MOE_CASES[1]
-  one = np.zeros(E, np.int64)
-  one[0] = T
-  cases += [(f"E{E}_T{T}_{d}x{f}_uniform", E, T, d, f,
-             np.full(E, T // E, np.int64)),
-            (f"E{E}_T{T}_{d}x{f}_one_group", E, T, d, f, one)]
+  E, T, d, f, empty = bench.MOE_CASES[1]
+  probe = bench.moe_probe_sizes(E, T, empty)
+  cases += [(f"E{E}_T{T}_{d}x{f}_{name.replace(' ', '_')}", E, T, d, f,
+             probe[name]) for name in ("uniform", "one group")]
   for name, E, T, d, f, sizes in cases:
     assert sizes.sum() == T, name
     print(name, E, T, d, f, *(int(s) for s in sizes))

@@ -6,9 +6,6 @@
 //   grouped_sweep CASES_FILE
 // A case line: name E T d f size_0 ... size_{E-1} (rows per expert, in the
 // tokens' order).
-#ifdef WITH_CUBLAS
-#include <cublas_v2.h>
-#endif
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -17,16 +14,13 @@
 #include <vector>
 #include <cuda_bf16.h>
 
+#include "cublas_dense.h"
 #include "fill.h"
 #include "grouped_registry.h"
 
 namespace {
 constexpr int kRounds = 3;
-
-float Median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using sweep::Median;
 
 struct Case {
   std::string name;
@@ -64,12 +58,7 @@ int main(int argc, char** argv) {
   void* ws;
   cudaMalloc(&ws, ws_bytes);
 #ifdef WITH_CUBLAS
-  cublasHandle_t h;
-  cublasCreate(&h);
-  cublasSetStream(h, stream);
-  void* cublas_ws;
-  cudaMalloc(&cublas_ws, size_t(32) << 20);
-  cublasSetWorkspace(h, cublas_ws, size_t(32) << 20);
+  const CublasDense cublas(stream);
 #endif
   printf("sms %d\n", sms);
   for (const Case& c : ReadCases(argv[1])) {
@@ -134,19 +123,8 @@ int main(int argc, char** argv) {
     for (int round = 0; round < kRounds; ++round) {
 #ifdef WITH_CUBLAS
       {
-        // The dense GEMM of the same FLOPs: (T, d) @ expert 0's (d, f);
-        // row-major D = A B is column-major D^T = B^T A^T.
-        const float one = 1.f, zero = 0.f;
-        auto gemm = [&] {
-          cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, f, T, d, &one, w,
-                       CUDA_R_16BF, f, x, CUDA_R_16BF, d, &zero, y,
-                       CUDA_R_16BF, f, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        };
-        struct CublasRun {
-          decltype(gemm)& g;
-          void run(cudaStream_t) { g(); }
-          void initialize(int, void*, cudaStream_t) {}
-        } run{gemm};
+        // The dense GEMM of the same FLOPs: (T, d) @ expert 0's (d, f).
+        CublasDense::Run run{cublas, p.m, p.n, p.k, x, w, y};
         const float ms = sweep::TimeGemm(run, 0, p, false);
         all["dense cublas"].push_back(ms);
         printf("%s round %d %-32s %8.4f ms\n", c.name.c_str(), round,

@@ -6,25 +6,19 @@
 // built with it.  Prints every measurement as it is taken, then per size the
 // median over the rounds, fastest first.
 //   sweep [M ...]   only the sizes whose m is listed (default all)
-#ifdef WITH_CUBLAS
-#include <cublas_v2.h>
-#endif
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
 #include <cuda_bf16.h>
 
+#include "cublas_dense.h"
 #include "fill.h"
 #include "registry.h"
 
 namespace {
 constexpr int kRounds = 3;
-
-float Median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using sweep::Median;
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,12 +37,7 @@ int main(int argc, char** argv) {
   cudaMemcpy(ptrs, host, sizeof(host), cudaMemcpyHostToDevice);
   size_t ws_bytes = size_t(1) << 22; void* ws; cudaMalloc(&ws, ws_bytes);
 #ifdef WITH_CUBLAS
-  cublasHandle_t h;
-  cublasCreate(&h);
-  cublasSetStream(h, s);
-  void* cublas_ws;
-  cudaMalloc(&cublas_ws, size_t(32) << 20);
-  cublasSetWorkspace(h, cublas_ws, size_t(32) << 20);
+  const CublasDense cublas(s);
 #endif
   printf("sms %d\n", sms);
   for (auto& z : sizes) {
@@ -64,18 +53,7 @@ int main(int argc, char** argv) {
     for (int round = 0; round < kRounds; ++round) {
 #ifdef WITH_CUBLAS
       {
-        // Row-major D = A B is column-major D^T = B^T A^T.
-        const float one = 1.f, zero = 0.f;
-        auto gemm = [&] {
-          cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b,
-                       CUDA_R_16BF, n, a, CUDA_R_16BF, k, &zero, d,
-                       CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        };
-        struct CublasRun {
-          decltype(gemm)& g;
-          void run(cudaStream_t) { g(); }
-          void initialize(int, void*, cudaStream_t) {}
-        } run{gemm};
+        CublasDense::Run run{cublas, m, n, k, a, b, d};
         float ms = sweep::TimeGemm(run, 0, p, false);
         all["cublas"].push_back(ms);
         printf("%dx%dx%d round %d %-28s %8.4f ms  %6.1f TFLOP/s\n", m, n, k,

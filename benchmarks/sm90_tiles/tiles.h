@@ -108,6 +108,12 @@ float TimeDirect(const Problem& p, int swizzle, int raster, bool with_init) {
   return Launch<G>(G::Args(l), p, swizzle, raster, with_init);
 }
 
+// The median of a candidate's rounds (a copy: sorts it).
+inline float Median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 using Fn = float (*)(const Problem&, int, int, bool);
 struct Entry { const char* name; Fn fn; };
 }  // namespace sweep

@@ -15,9 +15,6 @@
 //
 //   benchmarks/sm90_tiles/build_vs_regular.sh && benchmarks/sm90_tiles/vs_regular
 // (cuBLAS from the nvidia-cublas wheel that jax's CUDA plugin installs).
-#ifdef WITH_CUBLAS
-#include <cublas_v2.h>
-#endif
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -26,6 +23,7 @@
 #include <functional>
 #include <vector>
 
+#include "cublas_dense.h"
 #include "cutlass/util/packed_stride.hpp"
 #include "fill.h"
 #include "kernels/sm90_direct.h"
@@ -213,12 +211,7 @@ int main(int argc, char** argv) {
   void* ws;
   cudaMalloc(&ws, ws_bytes);
 #ifdef WITH_CUBLAS
-  cublasHandle_t h;
-  cublasCreate(&h);
-  cublasSetStream(h, s);
-  void* cublas_ws;
-  cudaMalloc(&cublas_ws, size_t(32) << 20);
-  cublasSetWorkspace(h, cublas_ws, size_t(32) << 20);
+  const CublasDense cublas(s);
 #endif
   std::printf("sms %d\n", sms);
   for (auto& z : sizes) {
@@ -229,13 +222,7 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * m * n * k;
     const int iters = std::max(5, std::min(200, int(2e13 / flops)));
 #ifdef WITH_CUBLAS
-    const float one = 1.f, zero = 0.f;
-    // Row-major D = A B is column-major D^T = B^T A^T.
-    float c = TimeIt(s, iters, [&] {
-      cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b, CUDA_R_16BF,
-                   n, a, CUDA_R_16BF, k, &zero, d, CUDA_R_16BF, n,
-                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    });
+    float c = TimeIt(s, iters, [&] { cublas(m, n, k, a, b, d); });
     std::printf("%dx%dx%d cublas            %8.4f ms (%5.1f TFLOP/s)\n", m, n,
                 k, c, c > 0 ? flops / c / 1e9 : 0.0);
 #endif
