@@ -7,7 +7,6 @@ Usage: python benchmarks/moe_groups_probe.py
 """
 
 import jax.numpy as jnp
-import numpy as np
 
 import jax_dynoff as dyn
 from jax_dynoff import bench
@@ -20,13 +19,7 @@ def main():
   bench.WINDOW_S = 1.0
   E, T, d, f = 64, 16384, 2048, 2048
   x, w, _, _ = bench.moe_operands(E, T, d, f, jnp.bfloat16, 1)
-  one = np.zeros(E, np.int32)
-  one[0] = T
-  eight = np.zeros(E, np.int32)
-  eight[:8] = T // 8
-  sizes = {"skewed": bench.moe_sizes(E, T, 1),
-           "uniform": np.full(E, T // E, np.int32), "one group": one,
-           "8 groups": eight}
+  sizes = bench.moe_probe_sizes(E, T, 1)
 
   def fwd(opts):
     return bench.moe_fwd_body(

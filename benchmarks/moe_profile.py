@@ -26,24 +26,28 @@ from jax_dynoff import bench
 PEAK_FLOPS, PEAK_BYTES = 790e12, 4.3e12
 
 
-def _profiler(cu, on: bool) -> None:
-  """cuProfilerStart / Stop on device 0's primary context (XLA's), made
-  current on this thread first."""
+def _driver():
+  """The CUDA driver, device 0's primary context (XLA's) made current on
+  this thread, for cuProfilerStart / Stop."""
+  cu = _driver()
   dev, ctx = ctypes.c_int(), ctypes.c_void_p()
   if (cu.cuDeviceGet(ctypes.byref(dev), 0) or
       cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) or
-      cu.cuCtxSetCurrent(ctx) or
-      (cu.cuProfilerStart if on else cu.cuProfilerStop)()):
+      cu.cuCtxSetCurrent(ctx)):
+    raise RuntimeError("no current CUDA context for the profiler")
+  return cu
+
+
+def _profiler(cu, on: bool) -> None:
+  if (cu.cuProfilerStart if on else cu.cuProfilerStop)():
     raise RuntimeError("cuProfilerStart / Stop failed")
 
 
 def main():
   E, T, d, f = 64, 16384, 2048, 2048
   x, w, _, _ = bench.moe_operands(E, T, d, f, jnp.bfloat16, 1)
-  one = np.zeros(E, np.int32)
-  one[0] = T
-  sizes = {"skewed": bench.moe_sizes(E, T, 1),
-           "uniform": np.full(E, T // E, np.int32), "one group": one}
+  probe = bench.moe_probe_sizes(E, T, 1)
+  sizes = {name: probe[name] for name in ("skewed", "uniform", "one group")}
   item = x.dtype.itemsize
   flops = 2.0 * T * d * f
   dense_bytes = (T * d + d * f + T * f) * item
@@ -60,7 +64,7 @@ def main():
                   (T * d + experts * d * f + T * f) * item))
   for _, fn, args, _ in cases:  # compile (and autotune) outside the range
     jax.block_until_ready(fn(*args))
-  cu = ctypes.CDLL("libcuda.so.1")
+  cu = _driver()
   print(f"{'case':36s} {'FLOP floor':>11s} {'byte floor':>11s}")
   for name, fn, args, nbytes in cases:
     _profiler(cu, True)

@@ -607,6 +607,24 @@ def moe_sizes(E: int, T: int, empty: int = 0) -> np.ndarray:
   return np.random.default_rng(0).permutation(s)
 
 
+def moe_probe_sizes(E: int, T: int, empty: int = 0) -> dict[str, np.ndarray]:
+  """Group sizes (int32, summing to T) that separate what a grouped GEMM
+  pays for, on one shape: "skewed" (moe_sizes: the bench's), "uniform"
+  (T // E each: no padded row where that is a tile multiple), "one group"
+  (every row in group 0: one weight read, no item switch) and "8 groups"
+  (T // 8 in each of the first 8).  T must be a multiple of E and 8."""
+  if T % E or T % 8 or E < 8:
+    raise ValueError(f"moe_probe_sizes: T = {T} must be a multiple of E = {E}"
+                     " and of 8, with E >= 8")
+  one = np.zeros(E, np.int32)
+  one[0] = T
+  eight = np.zeros(E, np.int32)
+  eight[:8] = T // 8
+  return {"skewed": moe_sizes(E, T, empty),
+          "uniform": np.full(E, T // E, np.int32), "one group": one,
+          "8 groups": eight}
+
+
 def _moe_dot(side: str, dtype) -> Callable:
   """(lhs, rhs, group_sizes) -> (T, f) in `dtype`: jax_dynoff's ragged_dot
   (side "ours") or lax.ragged_dot.  Ours is looked up when traced, not

@@ -74,6 +74,21 @@ def test_bench_moe(tmp_path, ragged_dot):
     assert np.isfinite(r["ratio"]) and r["ratio"] > 0
 
 
+def test_moe_probe_sizes():
+  """The probes' sizes: each sums to T; uniform, one group and 8 groups as
+  named; skewed is moe_sizes'; T must split evenly."""
+  p = bench.moe_probe_sizes(64, 16384, empty=1)
+  assert set(p) == {"skewed", "uniform", "one group", "8 groups"}
+  for s in p.values():
+    assert s.shape == (64,) and s.dtype == np.int32 and s.sum() == 16384
+  np.testing.assert_array_equal(p["skewed"], bench.moe_sizes(64, 16384, 1))
+  assert (p["uniform"] == 256).all()
+  assert p["one group"][0] == 16384 and (p["one group"][1:] == 0).all()
+  assert (p["8 groups"][:8] == 2048).all() and (p["8 groups"][8:] == 0).all()
+  with pytest.raises(ValueError, match="moe_probe_sizes"):
+    bench.moe_probe_sizes(64, 1000)
+
+
 def test_moe_sizes():
   """Skewed, deterministic, summing to T; `empty` groups get no rows."""
   s = bench.moe_sizes(8, 8192)
