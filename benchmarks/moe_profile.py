@@ -29,7 +29,7 @@ PEAK_FLOPS, PEAK_BYTES = 790e12, 4.3e12
 def _driver():
   """The CUDA driver, device 0's primary context (XLA's) made current on
   this thread, for cuProfilerStart / Stop."""
-  cu = _driver()
+  cu = ctypes.CDLL("libcuda.so.1")
   dev, ctx = ctypes.c_int(), ctypes.c_void_p()
   if (cu.cuDeviceGet(ctypes.byref(dev), 0) or
       cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) or
