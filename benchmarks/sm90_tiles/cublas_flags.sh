@@ -16,7 +16,9 @@ for p in nvidia.__path__:
   done
   [ -n "$lib" ] || continue
   CUBLAS_CFLAGS="-DWITH_CUBLAS -I$inc"
-  CUBLAS_LIBS="$lib -Xlinker -rpath=$(dirname "$lib")"
+  # -l:NAME: the wheel ships only libcublas.so.13 (no .so link), and nvcc
+  # does not take a versioned library as an input file.
+  CUBLAS_LIBS="-L$(dirname "$lib") -l:$(basename "$lib") -Xlinker -rpath=$(dirname "$lib")"
   break
 done
 echo "cuBLAS column: ${CUBLAS_CFLAGS:-none (no cublas_v2.h found)} $CUBLAS_LIBS"
