@@ -1,7 +1,8 @@
 // Grouped sweep driver: for each case of the cases file (grouped_cases.py),
 // every candidate of grouped_registry.h (build_grouped.sh) in the library's
 // tile order and with raster along N, beside cuBLAS's dense GEMM of the same
-// FLOPs ((T, d) @ (d, f)) where built with it, in `kRounds` interleaved
+// FLOPs ((T, d) @ (d, f)) and cuBLAS's grouped GEMM of the same items
+// (cublasGemmGroupedBatchedEx, sizes on the host) where built with it, in `kRounds` interleaved
 // rounds; then per case the medians, fastest first, as dense/this.
 //   grouped_sweep CASES_FILE
 // A case line: name E T d f size_0 ... size_{E-1} (rows per expert, in the
@@ -117,6 +118,21 @@ int main(int argc, char** argv) {
     p.m = static_cast<int>(T); p.n = static_cast<int>(f);
     p.k = static_cast<int>(d);
     p.stream = stream;
+    // The non-empty items, packed for cuBLAS's grouped GEMM: A, B, D pointers.
+    std::vector<int> cublas_m;
+    std::vector<const void*> packed(3 * E);
+    for (int64_t g = 0, j = 0; g < E; ++g) {
+      if (c.sizes[g] == 0) continue;
+      cublas_m.push_back(static_cast<int>(c.sizes[g]));
+      packed[j] = pa[g];
+      packed[E + j] = pb[g];
+      packed[2 * E + j] = pd[g];
+      ++j;
+    }
+    const void** cublas_ptrs;
+    cudaMalloc(&cublas_ptrs, 3 * E * sizeof(void*));
+    cudaMemcpy(cublas_ptrs, packed.data(), 3 * E * sizeof(void*),
+               cudaMemcpyHostToDevice);
 #endif
     const double flops = 2.0 * T * d * f;
     std::map<std::string, std::vector<float>> all;
@@ -129,6 +145,17 @@ int main(int argc, char** argv) {
         all["dense cublas"].push_back(ms);
         printf("%s round %d %-32s %8.4f ms\n", c.name.c_str(), round,
                "dense cublas", ms);
+      }
+      {
+        // cuBLAS's own grouped GEMM on the same items (their sizes on the
+        // host; the empty ones left out).
+        CublasDense::GroupedRun run{cublas, cublas_m, p.n, p.k,
+                                    cublas_ptrs, cublas_ptrs + E,
+                                    const_cast<void* const*>(cublas_ptrs + 2 * E)};
+        const float ms = sweep::TimeGemm(run, 0, p, false);
+        all["grouped cublas (host sizes)"].push_back(ms);
+        printf("%s round %d %-32s %8.4f ms\n", c.name.c_str(), round,
+               "grouped cublas (host sizes)", ms);
       }
 #endif
       for (int i = 0; i < sweep::kNumGrouped; ++i)
@@ -156,6 +183,9 @@ int main(int argc, char** argv) {
              dense > 0 ? dense / ms : 0.0);
     cudaFree(x); cudaFree(w); cudaFree(y);
     cudaFree(dshapes); cudaFree(dptrs); cudaFree(dstrides);
+#ifdef WITH_CUBLAS
+    cudaFree(cublas_ptrs);
+#endif
   }
   cudaError_t e = cudaDeviceSynchronize();
   printf("done: %s\n", cudaGetErrorString(e));

@@ -39,7 +39,8 @@ write_registry() {
 
 # build_sweep PREFIX MAIN OUT: compiles PREFIX_*.cu (one nvcc each, in
 # parallel) and MAIN (with the cuBLAS column where cublas_flags.sh finds
-# cuBLAS, else without), and links them into OUT.
+# cuBLAS, else without), and links them into OUT (no -lcuda: CUTLASS reaches
+# the driver through cudart, so the sweeps link where no driver is installed).
 build_sweep() {
   local prefix=$1 main=$2 out=$3
   source ./cublas_flags.sh
@@ -55,5 +56,5 @@ build_sweep() {
     echo "$main failed with the cuBLAS column: building without it"
     CUBLAS_LIBS=""; nvcc $flags -c "$main" -o "$main.o"; }
   nvcc -gencode=arch=compute_90a,code=sm_90a "${prefix}"_*.cu.o "$main.o" \
-    -o "$out" -lcuda $CUBLAS_LIBS
+    -o "$out" $CUBLAS_LIBS
 }
