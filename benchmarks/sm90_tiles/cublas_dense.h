@@ -2,7 +2,8 @@
 // -DWITH_CUBLAS from cublas_flags.sh): row-major D (m x n) = A (m x k)
 // B (k x n), float32 accumulation, computed as the column-major
 // D^T = B^T A^T; dense, and grouped (cublasGemmGroupedBatchedEx: the
-// vendor's grouped GEMM, its problem sizes on the host).
+// vendor's grouped GEMM, its problem sizes on the host).  And float32 at
+// TF32 (the float32 sweep's reference), in the same transposed form.
 #pragma once
 #ifdef WITH_CUBLAS
 #include <vector>
@@ -25,6 +26,16 @@ class CublasDense {
     cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b,
                  CUDA_R_16BF, n, a, CUDA_R_16BF, k, &zero, d, CUDA_R_16BF, n,
                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  }
+
+  // Float32 in and out, TF32 products with float32 accumulation (what
+  // XLA runs for a float32 dot at default precision).
+  void tf32(int m, int n, int k, const float* a, const float* b,
+            float* d) const {
+    const float one = 1.f, zero = 0.f;
+    cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b,
+                 CUDA_R_32F, n, a, CUDA_R_32F, k, &zero, d, CUDA_R_32F, n,
+                 CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
   }
 
   // Grouped: item g is D_g (m[g] x n) = A_g (m[g] x k) B_g (k x n), row-major
@@ -53,6 +64,15 @@ class CublasDense {
     int m, n, k;
     const void* a; const void* b; void* d;
     void run(cudaStream_t) { gemm(m, n, k, a, b, d); }
+    void initialize(int, void*, cudaStream_t) {}
+  };
+
+  // The TF32 product, in the same shape.
+  struct Tf32Run {
+    const CublasDense& gemm;
+    int m, n, k;
+    const float* a; const float* b; float* d;
+    void run(cudaStream_t) { gemm.tf32(m, n, k, a, b, d); }
     void initialize(int, void*, cudaStream_t) {}
   };
 

@@ -1,0 +1,57 @@
+// Float32 sweep (not part of the library build): candidate configurations
+// of the library's direct TF32 kernel template (Sm90DirectTf32NN,
+// ffi/kernels/sm90_direct_tf32.h: D^T = B^T A^T on CUTLASS's
+// register-sourced mainloop), A row-major (m x k), B row-major (k x n),
+// the windows the whole buffers.  A candidate's tile and cluster are
+// written as in that header's Configs: (n, m, k) of the transposed
+// problem, so a name can be pasted back into a Config as it stands.
+#pragma once
+#include "kernels/sm90_direct_tf32.h"
+#include "tiles.h"
+
+namespace sweep {
+
+// ms per GEMM (TimeGemm's: median of 5 runs of back-to-back calls), or < 0
+// where the candidate could not run (Launch's codes).
+template <typename Cfg>
+float TimeTf32(const Problem& p, int swizzle, int raster, bool with_init) {
+  using G = Sm90DirectTf32NN<Cfg>;
+  auto whole = [](int rows, int cols) {
+    DirectWindow w;
+    w.rows = rows; w.cols = cols; w.layers = 1;
+    return w;
+  };
+  DirectLaunch l;
+  l.m = p.m; l.n = p.n; l.k = p.k;
+  l.base_a = p.a; l.base_b = p.b; l.base_c = p.d; l.base_d = p.d;
+  l.lda = p.k; l.ldb = p.n; l.ldc = p.n; l.ldd = p.n;
+  l.a = whole(p.m, p.k); l.b = whole(p.k, p.n);
+  l.c = whole(p.m, p.n); l.d = whole(p.m, p.n);
+  l.alpha = 1.f; l.beta = 0.f;
+  l.workspace = p.ws; l.workspace_bytes = p.ws_bytes;
+  l.sm_count = p.sms; l.stream = p.stream;
+  // G::Args applies the library's tile order (SetTileOrder over the
+  // transposed problem); Launch overrides it where swizzle > 0.
+  return Launch<G>(G::Args(l), p, swizzle, raster, with_init);
+}
+}  // namespace sweep
+
+// A candidate: schedule, epilogue schedule, tile (n, m, k) and cluster
+// (n, m) of the transposed problem.
+#define SWEEP_TF32_CFG(NAME, SCHED, EPI, TN, TM, TK, CN, CM)                 \
+  namespace sweep {                                                          \
+  struct NAME##_cfg {                                                        \
+    using KernelSchedule = cutlass::gemm::SCHED;                             \
+    using EpilogueSchedule = cutlass::epilogue::EPI;                         \
+    using TileShape =                                                        \
+        cute::Shape<cute::Int<TN>, cute::Int<TM>, cute::Int<TK>>;            \
+    using ClusterShape = cute::Shape<cute::Int<CN>, cute::Int<CM>, cute::_1>;\
+  };                                                                         \
+  extern const Entry NAME = {#NAME, &TimeTf32<NAME##_cfg>};                  \
+  }
+
+// One of the library's own Configs (sm90_direct_tf32.h), by its name.
+#define SWEEP_TF32_LIB(NAME, CONFIG)                                         \
+  namespace sweep {                                                          \
+  extern const Entry NAME = {#NAME, &TimeTf32<CONFIG>};                      \
+  }
