@@ -11,12 +11,12 @@ cd "$(dirname "$0")"
 pattern=${1:-.}
 C=KernelPtrArrayTmaWarpSpecializedCooperative; CE=PtrArrayTmaWarpSpecializedCooperative
 # Each: the library's tiles, then the candidates beside the wide one (tile
-# m x n x k, cluster m x n): no cluster; a K tile of 32 (twice the stages);
-# the 256x128 and 128x128 cooperative tiles for reference.
+# m x n x k, cluster m x n): with the 1x2 cluster; a K tile of 32 (twice
+# the stages); the 256x128 and 128x128 cooperative tiles for reference.
 cfgs=(
  "SWEEP_GROUPED_LIB lib_wide Sm90GroupedWideConfig"
  "SWEEP_GROUPED_LIB lib_medium Sm90GroupedMediumConfig"
- "SWEEP_GROUPED_CFG coop_128x256x64_1x1 $C $CE 128 256 64 1 1"
+ "SWEEP_GROUPED_CFG coop_128x256x64_1x2 $C $CE 128 256 64 1 2"
  "SWEEP_GROUPED_CFG coop_128x256x32_1x2 $C $CE 128 256 32 1 2"
  "SWEEP_GROUPED_CFG coop_256x128x64_1x2 $C $CE 256 128 64 1 2"
  "SWEEP_GROUPED_CFG coop_128x128x64_1x2 $C $CE 128 128 64 1 2"

@@ -15,7 +15,8 @@ P=KernelTmaWarpSpecializedPingpong; PE=TmaWarpSpecialized
 # at these sizes is 128 x 256 of D) with no cluster, the CTA pair along n
 # (2x1: same m, so they share B' = A^T, A's tile), and along m (1x2:
 # sharing A' = B^T, B's tile); the library's large tile
-# with the pair along m, and with no cluster; the medium tile cooperative
+# with the pair along m, and along n (its cluster before the sweep showed
+# no cluster faster); the medium tile cooperative
 # with the pair along n; ping-pong with each warp group a 64 x 256 tile of
 # its own (the large tile's m64n256 wgmmas, one group's float32 epilogue
 # behind the other's MMA).  Stage counts are not a Config knob (the
@@ -29,7 +30,7 @@ cfgs=(
  "SWEEP_TF32_CFG coop_256x128x32_2x1 $C $CE 256 128 32 2 1"
  "SWEEP_TF32_CFG coop_256x128x32_1x2 $C $CE 256 128 32 1 2"
  "SWEEP_TF32_CFG coop_128x256x32_1x2 $C $CE 128 256 32 1 2"
- "SWEEP_TF32_CFG coop_128x256x32_1x1 $C $CE 128 256 32 1 1"
+ "SWEEP_TF32_CFG coop_128x256x32_2x1 $C $CE 128 256 32 2 1"
  "SWEEP_TF32_CFG coop_128x128x32_2x1 $C $CE 128 128 32 2 1"
  "SWEEP_TF32_CFG ping_64x256x32_2x1 $P $PE 64 256 32 2 1"
 )

@@ -50,13 +50,16 @@ namespace kernels {
 // The large path: 256 (m) x 128 (n) of D, cooperative: each consumer warp
 // group a 64 (n) x 256 (m) slab, so every wgmma is m64n256k8 (the least
 // shared-memory traffic per MAC: wgmma reads only B' there, A' comes from
-// registers), and the CTA pair along n shares (multicasts) the A tile, as
-// the ptr-array large tile's 1x2 cluster does.
+// registers).  No cluster: with the CTA pair along n sharing (multicasting)
+// the A tile, as the ptr-array large tile's 1x2 cluster does, the kernel
+// alone ran at 0.957 / 0.928 of cuBLAS TF32 at 2048^3 / 4096^3 on an H200,
+// without it at 1.022 / 0.945 (benchmarks/sm90_tiles/tf32_sweep, the
+// library's tile order, median of 3 interleaved rounds).
 struct Sm90DirectTf32LargeConfig {
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
   using TileShape = cute::Shape<cute::_128, cute::_256, cute::_32>;
-  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 };
 
 // The medium path: 128 x 128 ping-pong (one warp group's epilogue hides

@@ -1,4 +1,4 @@
-// The grouped SM90 kernel's wide tile (128x256 cooperative, cluster 1x2:
+// The grouped SM90 kernel's wide tile (128x256 cooperative, no cluster:
 // ragged windows, path kSm90Grouped, bf16 NN), sm_90a.
 #include "kernels/sm90_grouped.h"
 
