@@ -9,9 +9,13 @@ same FLOPs (what XLA runs for it), the library's plain gemm on it (planned,
 and the direct wide tile: 128x256 like the grouped one), and ragged_dot
 over 64 experts with skewed sizes (the bench's), uniform sizes (64 x 256)
 and one group holding every row.
-Usage (on the GPU machine):
-  ncu --profile-from-start off --section SpeedOfLight \
-    --section MemoryWorkloadAnalysis python3 benchmarks/moe_profile.py
+Usage (on the GPU machine; without XLA's preallocation, or ncu saves and
+restores the whole preallocated device memory around every replay pass
+and takes minutes per kernel; `-k regex:PtrArray` keeps the grouped
+kernel alone):
+  XLA_PYTHON_CLIENT_PREALLOCATE=false ncu --profile-from-start off \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    python3 benchmarks/moe_profile.py
 """
 
 import ctypes
