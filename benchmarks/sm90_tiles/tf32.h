@@ -15,24 +15,8 @@ namespace sweep {
 // where the candidate could not run (Launch's codes).
 template <typename Cfg>
 float TimeTf32(const Problem& p, int swizzle, int raster, bool with_init) {
-  using G = Sm90DirectTf32NN<Cfg>;
-  auto whole = [](int rows, int cols) {
-    DirectWindow w;
-    w.rows = rows; w.cols = cols; w.layers = 1;
-    return w;
-  };
-  DirectLaunch l;
-  l.m = p.m; l.n = p.n; l.k = p.k;
-  l.base_a = p.a; l.base_b = p.b; l.base_c = p.d; l.base_d = p.d;
-  l.lda = p.k; l.ldb = p.n; l.ldc = p.n; l.ldd = p.n;
-  l.a = whole(p.m, p.k); l.b = whole(p.k, p.n);
-  l.c = whole(p.m, p.n); l.d = whole(p.m, p.n);
-  l.alpha = 1.f; l.beta = 0.f;
-  l.workspace = p.ws; l.workspace_bytes = p.ws_bytes;
-  l.sm_count = p.sms; l.stream = p.stream;
-  // G::Args applies the library's tile order (SetTileOrder over the
-  // transposed problem); Launch overrides it where swizzle > 0.
-  return Launch<G>(G::Args(l), p, swizzle, raster, with_init);
+  return TimeDirectGemm<Sm90DirectTf32NN<Cfg>>(p, swizzle, raster,
+                                               with_init);
 }
 }  // namespace sweep
 

@@ -88,9 +88,8 @@ float Time(const Problem& p, int swizzle, int raster, bool with_init) {
   return Launch<G>(G::Args(l), p, swizzle, raster, with_init);
 }
 
-template <typename Cfg>
-float TimeDirect(const Problem& p, int swizzle, int raster, bool with_init) {
-  using G = Sm90DirectGemm<Cfg, cutlass::bfloat16_t>;
+// A direct kernel's launch with the whole buffers as its windows.
+inline DirectLaunch WholeBuffers(const Problem& p) {
   auto whole = [](int rows, int cols) {
     DirectWindow w;
     w.rows = rows; w.cols = cols; w.layers = 1;
@@ -105,7 +104,21 @@ float TimeDirect(const Problem& p, int swizzle, int raster, bool with_init) {
   l.alpha = 1.f; l.beta = 0.f;
   l.workspace = p.ws; l.workspace_bytes = p.ws_bytes;
   l.sm_count = p.sms; l.stream = p.stream;
-  return Launch<G>(G::Args(l), p, swizzle, raster, with_init);
+  return l;
+}
+
+// A direct kernel G (its Args apply the library's tile order; Launch
+// overrides it where swizzle > 0) on the whole buffers.
+template <typename G>
+float TimeDirectGemm(const Problem& p, int swizzle, int raster,
+                     bool with_init) {
+  return Launch<G>(G::Args(WholeBuffers(p)), p, swizzle, raster, with_init);
+}
+
+template <typename Cfg>
+float TimeDirect(const Problem& p, int swizzle, int raster, bool with_init) {
+  return TimeDirectGemm<Sm90DirectGemm<Cfg, cutlass::bfloat16_t>>(
+      p, swizzle, raster, with_init);
 }
 
 // The median of a candidate's rounds (a copy: sorts it).
