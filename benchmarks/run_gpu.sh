@@ -8,7 +8,7 @@
 # .whl nvidia-cutlass==4.2.0.0 on a machine with network).
 # Env: JOBS (build parallelism); WHEEL (install this wheel, built from the
 # same source, instead of building); TESTS (test paths relative to the repo: one
-# pytest run; default: the whole suite in 6 parallel shards on the one GPU,
+# pytest run; default: the whole suite in 8 parallel shards on the one GPU,
 # which mostly overlaps XLA compile time); PYTEST_ARGS (extra pytest args);
 # SKIP_TESTS, SKIP_BENCH; BENCH_ARGS (e.g. "--scenarios plain,stacked");
 # DIAG=1 adds the kernel-level diagnostics after the benchmark: the profiler
@@ -67,11 +67,11 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   if [ -n "${TESTS:-}" ]; then
     run_pytest main $(for t in $TESTS; do echo "$repo/$t"; done) || status=1
   else
-    # Six processes share the GPU (a seventh of its memory each), then the
+    # Eight processes share the GPU (a ninth of its memory each), then the
     # memcheck one runs alone (it allocates on demand).  No XLA
     # autotuning: it only picks among correct GEMM algorithms for the
     # reference, and it dominated the compile time of the kernel tests.
-    export XLA_PYTHON_CLIENT_MEM_FRACTION=0.14 XLA_FLAGS="--xla_gpu_autotune_level=0"
+    export XLA_PYTHON_CLIENT_MEM_FRACTION=0.11 XLA_FLAGS="--xla_gpu_autotune_level=0"
     t=$repo/tests
     run_pytest kernels_ref "$t/test_gpu_kernels.py" \
       -k "match_reference and not split_k" & p1=$!
@@ -84,11 +84,21 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     # The bench's own tests run its --quick scenarios at full size on a GPU
     # (minutes): a shard of their own.
     run_pytest bench "$t/test_bench.py" & p6=$!
-    run_pytest rest $(ls "$t"/test_*.py | grep -v -e test_gpu_kernels \
-      -e test_gpu_graphs -e test_semantics -e test_bench) & p5=$!
-    for p in $p1 $p2 $p3 $p4 $p5 $p6; do wait $p || status=1; done
+    run_pytest ragged_sharding "$t/test_ragged.py" \
+      "$t/test_ragged_reference.py" "$t/test_sharding.py" & p7=$!
+    # The other files, alternately into two shards (one "rest" shard ran
+    # past 500 s on an H200; the two halves took 100 and 90 s).
+    rest=($(ls "$t"/test_*.py | grep -v -e test_gpu_kernels -e test_gpu_graphs \
+      -e test_semantics -e test_bench -e test_ragged -e test_sharding))
+    rest_a=(); rest_b=()
+    for i in "${!rest[@]}"; do
+      if (( i % 2 )); then rest_a+=("${rest[$i]}"); else rest_b+=("${rest[$i]}"); fi
+    done
+    run_pytest rest_a "${rest_a[@]}" & p5=$!
+    run_pytest rest_b "${rest_b[@]}" & p8=$!
+    for p in $p1 $p2 $p3 $p4 $p5 $p6 $p7 $p8; do wait $p || status=1; done
     # compute-sanitizer alone: 40 s on an idle H200, over 350 s beside the
-    # six shards above.
+    # shards above.
     run_pytest memcheck "$t/test_gpu_kernels.py" -k memcheck || status=1
     unset XLA_PYTHON_CLIENT_MEM_FRACTION XLA_FLAGS
   fi
