@@ -1,4 +1,4 @@
-// cuBLAS's bfloat16 GEMMs, the sweep tools' reference columns (built with
+// cuBLAS GEMMs, the sweep tools' reference columns (built with
 // -DWITH_CUBLAS from cublas_flags.sh): row-major D (m x n) = A (m x k)
 // B (k x n), float32 accumulation, computed as the column-major
 // D^T = B^T A^T; dense, and grouped (cublasGemmGroupedBatchedEx: the
@@ -20,22 +20,17 @@ class CublasDense {
   CublasDense(const CublasDense&) = delete;
   CublasDense& operator=(const CublasDense&) = delete;
 
-  void operator()(int m, int n, int k, const void* a, const void* b,
-                  void* d) const {
+  // `type`: bfloat16, or float32 at TF32 (what XLA runs for a float32 dot
+  // at default precision); float32 accumulation either way.
+  void operator()(int m, int n, int k, const void* a, const void* b, void* d,
+                  cudaDataType_t type = CUDA_R_16BF) const {
     const float one = 1.f, zero = 0.f;
-    cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b,
-                 CUDA_R_16BF, n, a, CUDA_R_16BF, k, &zero, d, CUDA_R_16BF, n,
-                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  }
-
-  // Float32 in and out, TF32 products with float32 accumulation (what
-  // XLA runs for a float32 dot at default precision).
-  void tf32(int m, int n, int k, const float* a, const float* b,
-            float* d) const {
-    const float one = 1.f, zero = 0.f;
-    cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b,
-                 CUDA_R_32F, n, a, CUDA_R_32F, k, &zero, d, CUDA_R_32F, n,
-                 CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
+    const cublasComputeType_t compute = type == CUDA_R_32F
+                                            ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                            : CUBLAS_COMPUTE_32F;
+    cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b, type,
+                 n, a, type, k, &zero, d, type, n, compute,
+                 CUBLAS_GEMM_DEFAULT);
   }
 
   // Grouped: item g is D_g (m[g] x n) = A_g (m[g] x k) B_g (k x n), row-major
@@ -51,8 +46,8 @@ class CublasDense {
     // Column-major: D_g^T (n x m[g]) = B_g^T (n x k) A_g^T (k x m[g]).
     cublasGemmGroupedBatchedEx(
         handle_, op.data(), op.data(), nn.data(), m.data(), kk.data(),
-        one.data(), reinterpret_cast<const void* const*>(b_d), CUDA_R_16BF,
-        ldb.data(), reinterpret_cast<const void* const*>(a_d), CUDA_R_16BF,
+        one.data(), b_d, CUDA_R_16BF,
+        ldb.data(), a_d, CUDA_R_16BF,
         lda.data(), zero.data(), d_d, CUDA_R_16BF, ldb.data(), g,
         one_each.data(), CUBLAS_COMPUTE_32F);
   }
@@ -63,16 +58,8 @@ class CublasDense {
     const CublasDense& gemm;
     int m, n, k;
     const void* a; const void* b; void* d;
-    void run(cudaStream_t) { gemm(m, n, k, a, b, d); }
-    void initialize(int, void*, cudaStream_t) {}
-  };
-
-  // The TF32 product, in the same shape.
-  struct Tf32Run {
-    const CublasDense& gemm;
-    int m, n, k;
-    const float* a; const float* b; float* d;
-    void run(cudaStream_t) { gemm.tf32(m, n, k, a, b, d); }
+    cudaDataType_t type = CUDA_R_16BF;
+    void run(cudaStream_t) { gemm(m, n, k, a, b, d, type); }
     void initialize(int, void*, cudaStream_t) {}
   };
 

@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
 
     float ref_max = 0.f;  // 0: no reference (built without cuBLAS)
 #ifdef WITH_CUBLAS
-    cublas.tf32(m, n, k, a, b, ref);
+    cublas(m, n, k, a, b, ref, CUDA_R_32F);
     ref_max = MaxAbs(ref, nullptr, mn, scratch, s);
 #endif
     std::map<std::string, std::vector<float>> all;
@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
     for (int round = 0; round < kRounds; ++round) {
 #ifdef WITH_CUBLAS
       {
-        CublasDense::Tf32Run run{cublas, m, n, k, a, b, d};
+        CublasDense::Run run{cublas, m, n, k, a, b, d, CUDA_R_32F};
         const float ms = sweep::TimeGemm(run, 0, p, false);
         all["cublas"].push_back(ms);
         printf("%d^3 round %d %-36s %8.4f ms  %6.1f TFLOP/s\n", m, round,
