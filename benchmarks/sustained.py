@@ -8,11 +8,14 @@ different clocks; this runs each side's compiled loop back to back for
 `--seconds`, the sides taking turns for `--rounds`, and samples
 `nvidia-smi` meanwhile (every 50 ms).
 
-    python benchmarks/sustained.py [--seconds S] [--rounds R] plain M N K | loop
+    python benchmarks/sustained.py [--seconds S] [--rounds R]
+                                   [--dtype D] plain M N K | loop
 
 plain: ours (the planner's direct tile), ours_large / ours_wide (the same
 loop with the tile forced, KernelOptions(direct_tile=...), each compiled
-apart), xla (jnp.dot).
+apart; 16-bit types only), xla (jnp.dot), in the dtype of the last
+`--dtype` before it (default bfloat16; float32 runs at default precision,
+TF32 on both sides).
 loop: the bench's 64 small GEMMs, ours and xla, each also compiled with
 `xla_gpu_graph_min_graph_size=1` (*_mgs1): XLA forms no command buffer of
 fewer thunks than that (default 5), and our loop body has four.
@@ -86,21 +89,23 @@ def run_for(f, args, seconds, iters):
   return us, (half[0][0], half[-1][1])
 
 
-def plain_side_loops(m, n, k):
-  """The plain sides' loops: bench.plain_loops' two, and its `ours` with the
-  direct tile forced to large / wide (on the same operands: each call of
-  plain_loops draws the same ones)."""
-  loops = bench.plain_loops(m, n, k, jnp.bfloat16)
-  forced = {tile: bench.plain_loops(m, n, k, jnp.bfloat16,
-                                    dyn.KernelOptions(direct_tile=tile))["ours"]
-            for tile in ("large", "wide")}
-  return {"ours": loops["ours"], "ours_large": forced["large"],
-          "ours_wide": forced["wide"], "xla": loops["xla"]}
+def plain_side_loops(m, n, k, dtype=jnp.bfloat16):
+  """The plain sides' loops: bench.plain_loops' two, and for 16-bit types
+  its `ours` with the direct tile forced to large / wide (on the same
+  operands: each call of plain_loops draws the same ones)."""
+  loops = bench.plain_loops(m, n, k, dtype)
+  sides = {"ours": loops["ours"]}
+  if jnp.dtype(dtype).itemsize == 2:
+    for tile in ("large", "wide"):
+      sides["ours_" + tile] = bench.plain_loops(
+          m, n, k, dtype, dyn.KernelOptions(direct_tile=tile))["ours"]
+  sides["xla"] = loops["xla"]
+  return sides
 
 
-def plain_sides(m, n, k, iters):
+def plain_sides(m, n, k, iters, dtype=jnp.bfloat16):
   return {side: bench.compile_loop(loop, iters)
-          for side, loop in plain_side_loops(m, n, k).items()}
+          for side, loop in plain_side_loops(m, n, k, dtype).items()}
 
 
 def loop_sides(iters=4, L=64, m=128, n=1024):
@@ -115,17 +120,20 @@ def loop_sides(iters=4, L=64, m=128, n=1024):
 
 
 def main(argv):
-  seconds, rounds, cases = 3.0, 2, []
+  seconds, rounds, cases, dtype = 3.0, 2, [], jnp.dtype(jnp.bfloat16)
   while argv:
     a = argv.pop(0)
-    if a == "--seconds":
+    if a == "--dtype":
+      dtype = jnp.dtype(argv.pop(0))
+    elif a == "--seconds":
       seconds = float(argv.pop(0))
     elif a == "--rounds":
       rounds = int(argv.pop(0))
     elif a == "plain":
       m, n, k = (int(argv.pop(0)) for _ in range(3))
       iters = bench._iters(2.0 * m * n * k, True)
-      cases.append((f"plain {m}x{n}x{k}", plain_sides(m, n, k, iters), iters))
+      cases.append((f"plain {m}x{n}x{k} {dtype.name}",
+                    plain_sides(m, n, k, iters, dtype), iters))
     elif a == "loop":
       cases.append(("loop L64 128x1024x1024 (per GEMM call)", loop_sides(),
                     4 * 64))
