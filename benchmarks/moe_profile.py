@@ -18,33 +18,15 @@ kernel alone):
     python3 benchmarks/moe_profile.py
 """
 
-import ctypes
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jax_dynoff as dyn
 from jax_dynoff import bench
+from ncu_case import cuda_driver, profiled  # (benchmarks/ is on the path)
 
 PEAK_FLOPS, PEAK_BYTES = 790e12, 4.3e12
-
-
-def _driver():
-  """The CUDA driver, device 0's primary context (XLA's) made current on
-  this thread, for cuProfilerStart / Stop."""
-  cu = ctypes.CDLL("libcuda.so.1")
-  dev, ctx = ctypes.c_int(), ctypes.c_void_p()
-  if (cu.cuDeviceGet(ctypes.byref(dev), 0) or
-      cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) or
-      cu.cuCtxSetCurrent(ctx)):
-    raise RuntimeError("no current CUDA context for the profiler")
-  return cu
-
-
-def _profiler(cu, on: bool) -> None:
-  if (cu.cuProfilerStart if on else cu.cuProfilerStop)():
-    raise RuntimeError("cuProfilerStart / Stop failed")
 
 
 def main():
@@ -68,12 +50,11 @@ def main():
                   (T * d + experts * d * f + T * f) * item))
   for _, fn, args, _ in cases:  # compile (and autotune) outside the range
     jax.block_until_ready(fn(*args))
-  cu = _driver()
+  cu = cuda_driver()
   print(f"{'case':36s} {'FLOP floor':>11s} {'byte floor':>11s}")
   for name, fn, args, nbytes in cases:
-    _profiler(cu, True)
-    jax.block_until_ready(fn(*args))
-    _profiler(cu, False)
+    with profiled(cu):
+      jax.block_until_ready(fn(*args))
     print(f"{name:36s} {flops / PEAK_FLOPS * 1e6:8.1f} us "
           f"{nbytes / PEAK_BYTES * 1e6:8.1f} us  ({nbytes / 1e6:.0f} MB)",
           flush=True)

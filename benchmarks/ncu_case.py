@@ -1,20 +1,49 @@
-"""One side of one bench case, compiled once and called a few times, for a
-kernel profiler (`ncu`) to pick launches from:
+"""One side of one bench case under a kernel profiler (`ncu`): compiled,
+autotuned and run first, then one call exactly between cuProfilerStart /
+cuProfilerStop, so that `ncu --profile-from-start off` reports that call's
+kernels and none of XLA's autotuning candidates:
 
-    ncu --kernel-name regex:device_kernel --launch-skip 40 --launch-count 2 \\
+    XLA_PYTHON_CLIENT_PREALLOCATE=false ncu --profile-from-start off \\
+        --kernel-name regex:"gemm|nvjet|device_kernel" \\
         python benchmarks/ncu_case.py stacked 32 16 4096 ours
 
 Cases: `plain M N K` and `stacked L M N` (bf16, or the dtype of a leading
-`--dtype D`; float32 at default precision), side `ours` or `xla`; one
-loop iteration per call (a stacked call is L GEMMs), 3 calls after one
-warm-up.  Set XLA_FLAGS=--xla_gpu_autotune_level=0 so that XLA's compile
-does not launch its own candidate kernels."""
+`--dtype D`; float32 at default precision), side `ours` or `xla`; one loop
+iteration per call (a stacked call is L GEMMs).  Without XLA's
+preallocation, or ncu saves and restores the whole preallocated device
+memory around every replay pass."""
+import contextlib
+import ctypes
 import sys
 
 import jax
 import jax.numpy as jnp
 
 from jax_dynoff import bench
+
+
+def cuda_driver():
+  """The CUDA driver, device 0's primary context (XLA's) made current on
+  this thread, for cuProfilerStart / Stop."""
+  cu = ctypes.CDLL("libcuda.so.1")
+  dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+  if (cu.cuDeviceGet(ctypes.byref(dev), 0) or
+      cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) or
+      cu.cuCtxSetCurrent(ctx)):
+    raise RuntimeError("no current CUDA context for the profiler")
+  return cu
+
+
+@contextlib.contextmanager
+def profiled(cu):
+  """The profiler on for the block (`cu` from cuda_driver())."""
+  if cu.cuProfilerStart():
+    raise RuntimeError("cuProfilerStart failed")
+  try:
+    yield
+  finally:
+    if cu.cuProfilerStop():
+      raise RuntimeError("cuProfilerStop failed")
 
 
 def main(argv):
@@ -31,7 +60,10 @@ def main(argv):
   else:
     raise SystemExit(f"unknown case {case!r}")
   f, args = bench.compile_loop(loops[side], 1)
-  for _ in range(4):
+  for _ in range(3):
+    jax.block_until_ready(f(*args))
+  cu = cuda_driver()
+  with profiled(cu):
     jax.block_until_ready(f(*args))
 
 

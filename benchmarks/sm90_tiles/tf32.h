@@ -20,9 +20,21 @@ float TimeTf32(const Problem& p, int swizzle, int raster, bool with_init) {
 }
 }  // namespace sweep
 
-// A candidate: schedule, epilogue schedule, tile (n, m, k) and cluster
-// (n, m) of the transposed problem.
-#define SWEEP_TF32_CFG(NAME, SCHED, EPI, TN, TM, TK, CN, CM)                 \
+// The epilogue tile (n, m) of a candidate: CUTLASS's choice where both are
+// 0, else EN x EM (it sets the epilogue's shared memory, hence what is
+// left for the mainloop's stages).
+template <int EN, int EM>
+struct EpiTile {
+  using type = cute::Shape<cute::Int<EN>, cute::Int<EM>>;
+};
+template <>
+struct EpiTile<0, 0> {
+  using type = cutlass::epilogue::collective::EpilogueTileAuto;
+};
+
+// A candidate: schedule, epilogue schedule, tile (n, m, k), cluster (n, m)
+// and epilogue tile (n, m; 0 x 0: CUTLASS's) of the transposed problem.
+#define SWEEP_TF32_CFG(NAME, SCHED, EPI, TN, TM, TK, CN, CM, EN, EM)         \
   namespace sweep {                                                          \
   struct NAME##_cfg {                                                        \
     using KernelSchedule = cutlass::gemm::SCHED;                             \
@@ -30,12 +42,15 @@ float TimeTf32(const Problem& p, int swizzle, int raster, bool with_init) {
     using TileShape =                                                        \
         cute::Shape<cute::Int<TN>, cute::Int<TM>, cute::Int<TK>>;            \
     using ClusterShape = cute::Shape<cute::Int<CN>, cute::Int<CM>, cute::_1>;\
+    using EpilogueTile = typename EpiTile<EN, EM>::type;                     \
   };                                                                         \
-  extern const Entry NAME = {#NAME, &TimeTf32<NAME##_cfg>};                  \
+  extern const Entry NAME = {#NAME, &TimeTf32<NAME##_cfg>,                   \
+                             Sm90DirectTf32NN<NAME##_cfg>::kStages};         \
   }
 
 // One of the library's own Configs (sm90_direct_tf32.h), by its name.
 #define SWEEP_TF32_LIB(NAME, CONFIG)                                         \
   namespace sweep {                                                          \
-  extern const Entry NAME = {#NAME, &TimeTf32<CONFIG>};                      \
+  extern const Entry NAME = {#NAME, &TimeTf32<CONFIG>,                       \
+                             Sm90DirectTf32NN<CONFIG>::kStages};             \
   }

@@ -6,7 +6,8 @@
 // cublas/this.  In the first round each candidate's D is compared with
 // cuBLAS's (max |diff| / max |D|): a fast but wrong configuration would
 // otherwise look like a win.
-//   tf32_sweep [M ...]   m = n = k = M (default 2048 4096 8192)
+//   tf32_sweep [--own-order] [M ...]   m = n = k = M (default 2048 4096 8192)
+// --own-order: the library's tile order only (no swizzle / raster sweep).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -79,7 +80,12 @@ std::string OrderName(Order o) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // partial output survives a kill
   std::vector<int> sizes;
+  bool own_order_only = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--own-order") == 0) {
+      own_order_only = true;
+      continue;
+    }
     const int m = std::atoi(argv[i]);
     if (m <= 0 || m % 4) {  // TMA: 16-byte rows
       std::fprintf(stderr, "tf32_sweep: size %s: not a positive multiple of 4\n",
@@ -127,10 +133,14 @@ int main(int argc, char** argv) {
 #ifdef WITH_CUBLAS
   const CublasDense cublas(s);
 #endif
-  const std::vector<Order> orders = Orders();
+  std::vector<Order> orders = Orders();
+  if (own_order_only) orders.resize(1);
   printf("%s, %d SMs; %d candidates; tiles and clusters as in "
          "sm90_direct_tf32.h's Configs: (n, m, k) of D^T = B^T A^T\n",
          prop.name, sms, sweep::kNumTf32);
+  for (int c = 0; c < sweep::kNumTf32; ++c)
+    printf("  %-28s %d mainloop stages\n", sweep::kTf32[c]->name,
+           sweep::kTf32[c]->stages);
 
   for (int m : sizes) {
     const int n = m, k = m;

@@ -128,7 +128,9 @@ inline float Median(std::vector<float> v) {
 }
 
 using Fn = float (*)(const Problem&, int, int, bool);
-struct Entry { const char* name; Fn fn; };
+// stages: the mainloop's pipeline stages where the sweep prints them (0:
+// not reported).
+struct Entry { const char* name; Fn fn; int stages = 0; };
 }  // namespace sweep
 
 #define SWEEP_CFG_STRUCT(NAME, SCHED, EPI, TM, TN, CM, CN)                   \

@@ -50,16 +50,21 @@ namespace kernels {
 // The large path: 256 (m) x 128 (n) of D, cooperative: each consumer warp
 // group a 64 (n) x 256 (m) slab, so every wgmma is m64n256k8 (the least
 // shared-memory traffic per MAC: wgmma reads only B' there, A' comes from
-// registers).  No cluster: with the CTA pair along n sharing (multicasting)
-// the A tile, as the ptr-array large tile's 1x2 cluster does, the kernel
-// alone ran at 0.957 / 0.928 of cuBLAS TF32 at 2048^3 / 4096^3 on an H200,
-// without it at 1.022 / 0.945 (benchmarks/sm90_tiles/tf32_sweep, the
-// library's tile order, median of 3 interleaved rounds).
+// registers); cuBLAS's TF32 kernel at these sizes has the same tile
+// (sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32).  An
+// epilogue tile of 128 x 16 instead of CUTLASS's 128 x 32: its four
+// float32 stages of C then take 32 KB instead of 64, which leaves the
+// mainloop 4 stages instead of 3; alone on an H200 (benchmarks/sm90_tiles/
+// tf32_sweep, median of 3 interleaved rounds) 1.029 / 0.955 / 0.936 of
+// cuBLAS TF32 at 2048^3 / 4096^3 / 8192^3, against 0.867 / 0.935 / 0.900
+// with 3 stages.  No cluster: the CTA pair along n (sharing A's tile) was
+// 0.978 / 0.946 / 0.964 with the same 4 stages, along m 0.82-0.92.
 struct Sm90DirectTf32LargeConfig {
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
   using TileShape = cute::Shape<cute::_128, cute::_256, cute::_32>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using EpilogueTile = cute::Shape<cute::_128, cute::_16>;
 };
 
 // The medium path: 128 x 128 ping-pong (one warp group's epilogue hides
@@ -69,6 +74,7 @@ struct Sm90DirectTf32MediumConfig {
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_32>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
 };
 
 template <typename Config>
@@ -81,9 +87,8 @@ struct Sm90DirectTf32NN {
       typename cutlass::epilogue::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
           typename Config::TileShape, typename Config::ClusterShape,
-          cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-          float, CM, kAlign, float, CM, kAlign,
-          typename Config::EpilogueSchedule>::CollectiveOp,
+          typename Config::EpilogueTile, float, float, float, CM, kAlign,
+          float, CM, kAlign, typename Config::EpilogueSchedule>::CollectiveOp,
       /*kTransposed=*/true>;
 
   // A' = B^T: (n, k) with n contiguous, CUTLASS's column-major A, which the
@@ -109,6 +114,9 @@ struct Sm90DirectTf32NN {
       "operands not swapped");
   // A' is B's window as stored (k x n: TA), B' is A's (m x k: TB).
   using CollectiveMainloop = DirectMainloop<BuiltMainloop, true, true>;
+  // The mainloop's pipeline stages: what shared memory leaves beside the
+  // epilogue's (the sweep prints them).
+  static constexpr int kStages = BuiltMainloop::DispatchPolicy::Stages;
 
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
       cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;
