@@ -11,9 +11,10 @@ different clocks; this runs each side's compiled loop back to back for
     python benchmarks/sustained.py [--seconds S] [--rounds R]
                                    [--dtype D] plain M N K | loop
 
-plain: ours (the planner's direct tile), ours_large / ours_wide (the same
-loop with the tile forced, KernelOptions(direct_tile=...), each compiled
-apart; 16-bit types only), xla (jnp.dot), in the dtype of the last
+plain: ours (the planner's choice), ours_large / ours_wide (the same loop
+with the direct tile forced, KernelOptions(direct_tile=...), each compiled
+apart; float32 has ours_large only, its direct kernel, which the planner
+takes for m <= 4096), xla (jnp.dot), in the dtype of the last
 `--dtype` before it (default bfloat16; float32 runs at default precision,
 TF32 on both sides).
 loop: the bench's 64 small GEMMs, ours and xla, each also compiled with
@@ -90,15 +91,15 @@ def run_for(f, args, seconds, iters):
 
 
 def plain_side_loops(m, n, k, dtype=jnp.bfloat16):
-  """The plain sides' loops: bench.plain_loops' two, and for 16-bit types
-  its `ours` with the direct tile forced to large / wide (on the same
+  """The plain sides' loops: bench.plain_loops' two, and its `ours` with the
+  direct tile forced to large / wide (float32: large) (on the same
   operands: each call of plain_loops draws the same ones)."""
   loops = bench.plain_loops(m, n, k, dtype)
   sides = {"ours": loops["ours"]}
-  if jnp.dtype(dtype).itemsize == 2:
-    for tile in ("large", "wide"):
-      sides["ours_" + tile] = bench.plain_loops(
-          m, n, k, dtype, dyn.KernelOptions(direct_tile=tile))["ours"]
+  forced = ("large",) if jnp.dtype(dtype) == jnp.float32 else ("large", "wide")
+  for tile in forced:
+    sides["ours_" + tile] = bench.plain_loops(
+        m, n, k, dtype, dyn.KernelOptions(direct_tile=tile))["ours"]
   sides["xla"] = loops["xla"]
   return sides
 
