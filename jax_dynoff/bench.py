@@ -818,13 +818,29 @@ def _flops_of(fn, args) -> float:
   return 2.0 * L * m * n * n
 
 
+def _case_dtype(args) -> str:
+  """The element type's name of a case's arguments (the first that is a
+  dtype)."""
+  for a in args:
+    if isinstance(a, (int, float)):
+      continue
+    try:
+      return jnp.dtype(a).name
+    except TypeError:
+      continue
+  raise ValueError(f"no dtype among the case's arguments {args!r}")
+
+
 def run(out_dir: Optional[str], quick: bool = False,
-        scenarios=SCENARIOS, cpu_plain: bool = False) -> list[Row]:
+        scenarios=SCENARIOS, cpu_plain: bool = False,
+        dtypes=None) -> list[Row]:
   """Times `scenarios` and writes OUT_DIR/bench*.json and .png.
 
   cpu_plain: the `plain` rows of `_cpu_plain_cases` instead, 5 rounds of
   1-s windows per side (a 2-core machine shared with other work is noisy;
   the median over rounds damps it), written as bench_cpu.*.
+  dtypes: the names of the element types whose cases run (None: all; the
+  `loop` scenario is bfloat16).
   """
   global WINDOW_S
   gpu = jax.default_backend() == "gpu"
@@ -835,9 +851,15 @@ def run(out_dir: Optional[str], quick: bool = False,
     repeats = 2 if quick or not gpu else 3
     WINDOW_S = (0.5 if quick else 1.0) if gpu else 0.0
     cases = _cases(gpu, quick)
+  if dtypes is not None:
+    cases = {name: [(fn, args) for fn, args in cs
+                    if _case_dtype(args) in dtypes]
+             for name, cs in cases.items()}
   rows: list[Row] = []
   for name in scenarios:
     if name == "loop":
+      if dtypes is not None and "bfloat16" not in dtypes:
+        continue
       args = (64, 128, 1024) if gpu else (4, 16, 32)
       for r in small_loop(*args, repeats):
         rows.append(r)
@@ -947,6 +969,9 @@ def main(argv=None):
                  "command buffer, device events per call")
   p.add_argument("--scenarios", default=",".join(SCENARIOS),
                  help=f"comma-separated subset of {SCENARIOS}")
+  p.add_argument("--dtypes", default=None,
+                 help="comma-separated element types whose cases run "
+                 "(e.g. float32; default: all)")
   p.add_argument("--cpu-plain", action="store_true",
                  help="only plain gemm vs jnp.dot at "
                  f"{'^3, '.join(map(str, CPU_PLAIN_SIZES))}^3 in "
@@ -960,10 +985,17 @@ def main(argv=None):
   unknown = set(scenarios) - set(SCENARIOS)
   if unknown:
     p.error(f"unknown scenarios {sorted(unknown)}; choose from {SCENARIOS}")
+  dtypes = None
+  if args.dtypes is not None:
+    dtypes = tuple(d for d in args.dtypes.split(",") if d)
+    bad = [d for d in dtypes if d not in ("bfloat16", "float16", "float32")]
+    if bad:
+      p.error(f"unknown dtypes {bad}; choose from bfloat16, float16, float32")
   global HOST
   HOST = args.host
   print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}")
-  run(args.out_dir, args.quick, scenarios, cpu_plain=args.cpu_plain)
+  run(args.out_dir, args.quick, scenarios, cpu_plain=args.cpu_plain,
+      dtypes=dtypes)
 
 
 if __name__ == "__main__":

@@ -275,3 +275,29 @@ def test_sustained_window_stats():
                          jax.tree.leaves((loops["ours"].carry,
                                           loops["ours"].consts))):
       np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_dtypes_filter_the_cases():
+  """--dtypes keeps the cases of those element types: on a GPU's case list
+  float32 leaves the plain scenario's float32 rows (default precision and
+  HIGHEST) and nothing of the bfloat16-only scenarios; every case names its
+  dtype."""
+  cases = bench._cases(True, False)
+  for cs in cases.values():
+    for _, args in cs:
+      assert bench._case_dtype(args) in ("bfloat16", "float16", "float32")
+  f32 = [(fn, args) for fn, args in cases["plain"]
+         if bench._case_dtype(args) == "float32"]
+  assert len(f32) == 7 and {fn for fn, _ in f32} == {bench.plain,
+                                                   bench.plain_highest}
+  assert all(bench._case_dtype(a) == "bfloat16" for _, a in cases["moe"])
+
+
+def test_dtypes_option(tmp_path):
+  bench.main([str(tmp_path), "--scenarios", "plain,loop", "--dtypes",
+              "float32"])
+  rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
+  assert rows and {r["dtype"] for r in rows} == {"float32"}
+  assert {r["scenario"] for r in rows} == {"plain"}  # loop: bfloat16 only
+  with pytest.raises(SystemExit):
+    bench.main([str(tmp_path), "--dtypes", "float64"])
