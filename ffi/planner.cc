@@ -39,8 +39,10 @@ constexpr int64_t kMaxStagingBytes = int64_t{1} << 32;
 // staged ptr-array kernel: the staging copy of B costs in proportion to
 // k * n, the register-sourced mainloop ~5% of the GEMM's m * n * k, so the
 // direct kernel wins below some m.  Measured on an H200, square NN
-// (benchmarks/results/2026-12-02-h200-1c34efb/): 2048: 67 against 77 us;
-// 4096: 453 against 463; 8192: 3520 against 3342.
+// (benchmarks/results/2026-12-02-h200-1c34efb/, 3 mainloop stages): 2048:
+// 67 against 77 us; 4096: 453 against 463; 8192: 3520 against 3342; with
+// 4 stages under a sustained load (2026-12-03-h200-c737e31/): 8192: 3315
+// against 3267.
 constexpr int64_t kTf32DirectMaxM = 4096;
 
 const char* DTypeName(DType t) {
