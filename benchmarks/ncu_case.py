@@ -11,7 +11,9 @@ Cases: `plain M N K` and `stacked L M N` (bf16, or the dtype of a leading
 `--dtype D`; float32 at default precision), side `ours` or `xla`; one loop
 iteration per call (a stacked call is L GEMMs).  Without XLA's
 preallocation, or ncu saves and restores the whole preallocated device
-memory around every replay pass."""
+memory around every replay pass.  First it prints the compiled program's
+GEMM configurations (`gemm_configs`: a Triton fusion's tile, stages, warps
+and split of K, as XLA's autotuner chose them), no profiler needed."""
 import contextlib
 import ctypes
 import sys
@@ -32,6 +34,26 @@ def cuda_driver():
       cu.cuCtxSetCurrent(ctx)):
     raise RuntimeError("no current CUDA context for the profiler")
   return cu
+
+
+def gemm_configs(hlo_text: str) -> list[str]:
+  """The GEMM configurations in a compiled program's HLO text: each Triton
+  GEMM fusion's `triton_gemm_config` and each cuBLAS call's algorithm, one
+  line each, with the instruction's name."""
+  out = []
+  for line in hlo_text.splitlines():
+    for key in ("triton_gemm_config", "selected_algorithm"):
+      i = line.find(key)
+      if i < 0:
+        continue
+      name = line.strip().split(" ", 1)[0]
+      # The config object through its brace; the algorithm's number
+      # through the comma or brace after it.
+      ends = "}" if key == "triton_gemm_config" else ",}"
+      j = min((k for k in (line.find(c, i + len(key) + 3) for c in ends)
+               if k >= 0), default=len(line))
+      out.append(f"{name} {line[i:j + (key == 'triton_gemm_config')]}")
+  return out
 
 
 @contextlib.contextmanager
@@ -60,6 +82,8 @@ def main(argv):
   else:
     raise SystemExit(f"unknown case {case!r}")
   f, args = bench.compile_loop(loops[side], 1)
+  for line in gemm_configs(f.as_text()):
+    print("GEMM", line, flush=True)
   for _ in range(3):
     jax.block_until_ready(f(*args))
   cu = cuda_driver()

@@ -301,3 +301,29 @@ def test_dtypes_option(tmp_path):
   assert {r["scenario"] for r in rows} == {"plain"}  # loop: bfloat16 only
   with pytest.raises(SystemExit):
     bench.main([str(tmp_path), "--dtypes", "float64"])
+
+
+def test_ncu_case_reads_gemm_configs():
+  """benchmarks/ncu_case.py's gemm_configs finds a Triton GEMM fusion's
+  config and a cuBLAS call's algorithm in compiled HLO text (synthetic
+  lines in XLA's format), and nothing in a program without either."""
+  import importlib.util
+  import pathlib
+  path = pathlib.Path(__file__).parent.parent / "benchmarks" / "ncu_case.py"
+  spec = importlib.util.spec_from_file_location("ncu_case", path)
+  nc = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(nc)
+  text = (
+      '  %gemm_fusion_dot.1 = bf16[128,1024]{1,0} fusion(%a, %b), '
+      'kind=kCustom, backend_config={"fusion_backend_config":{"kind":'
+      '"__triton_gemm","triton_gemm_config":{"block_m":"32","block_n":"64",'
+      '"block_k":"64","split_k":"4","num_stages":"3","num_warps":"4"}}}\n'
+      '  %add = f32[] add(%x, %y)\n'
+      '  %cublas-gemm.2 = (f32[4,4]{1,0}, s8[0]{0}) custom-call(%x, %y), '
+      'custom_call_target="__cublas$gemm", backend_config={'
+      '"gemm_backend_config":{"selected_algorithm":"5","alpha_real":1}}\n')
+  assert nc.gemm_configs(text) == [
+      '%gemm_fusion_dot.1 triton_gemm_config":{"block_m":"32","block_n":'
+      '"64","block_k":"64","split_k":"4","num_stages":"3","num_warps":"4"}',
+      '%cublas-gemm.2 selected_algorithm":"5"']
+  assert nc.gemm_configs("  %add = f32[] add(%x, %y)\n") == []
