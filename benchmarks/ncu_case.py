@@ -16,6 +16,7 @@ GEMM configurations (`gemm_configs`: a Triton fusion's tile, stages, warps
 and split of K, as XLA's autotuner chose them), no profiler needed."""
 import contextlib
 import ctypes
+import re
 import sys
 
 import jax
@@ -36,24 +37,18 @@ def cuda_driver():
   return cu
 
 
+# A Triton GEMM fusion's config object, a cuBLAS call's algorithm number.
+_GEMM_CONFIG = re.compile(
+    r'triton_gemm_config":\{[^}]*\}|selected_algorithm":"[^"]*"')
+
+
 def gemm_configs(hlo_text: str) -> list[str]:
   """The GEMM configurations in a compiled program's HLO text: each Triton
   GEMM fusion's `triton_gemm_config` and each cuBLAS call's algorithm, one
   line each, with the instruction's name."""
-  out = []
-  for line in hlo_text.splitlines():
-    for key in ("triton_gemm_config", "selected_algorithm"):
-      i = line.find(key)
-      if i < 0:
-        continue
-      name = line.strip().split(" ", 1)[0]
-      # The config object through its brace; the algorithm's number
-      # through the comma or brace after it.
-      ends = "}" if key == "triton_gemm_config" else ",}"
-      j = min((k for k in (line.find(c, i + len(key) + 3) for c in ends)
-               if k >= 0), default=len(line))
-      out.append(f"{name} {line[i:j + (key == 'triton_gemm_config')]}")
-  return out
+  return [f"{line.strip().split(' ', 1)[0]} {m}"
+          for line in hlo_text.splitlines()
+          for m in _GEMM_CONFIG.findall(line)]
 
 
 @contextlib.contextmanager

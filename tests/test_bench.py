@@ -114,14 +114,19 @@ def test_unknown_scenario_is_an_error():
     bench.main(["--scenarios", "plain,nope"])
 
 
-def _timeline():
+def _benchmark_module(name):
+  """benchmarks/NAME.py, loaded as a module (benchmarks/ is no package)."""
   import importlib.util
   import pathlib
-  path = pathlib.Path(__file__).parent.parent / "benchmarks" / "timeline.py"
-  spec = importlib.util.spec_from_file_location("timeline", path)
-  tl = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(tl)
-  return tl
+  path = pathlib.Path(__file__).parent.parent / "benchmarks" / f"{name}.py"
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def _timeline():
+  return _benchmark_module("timeline")
 
 
 def test_timeline_idle_report():
@@ -307,12 +312,7 @@ def test_ncu_case_reads_gemm_configs():
   """benchmarks/ncu_case.py's gemm_configs finds a Triton GEMM fusion's
   config and a cuBLAS call's algorithm in compiled HLO text (synthetic
   lines in XLA's format), and nothing in a program without either."""
-  import importlib.util
-  import pathlib
-  path = pathlib.Path(__file__).parent.parent / "benchmarks" / "ncu_case.py"
-  spec = importlib.util.spec_from_file_location("ncu_case", path)
-  nc = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(nc)
+  nc = _benchmark_module("ncu_case")
   text = (
       '  %gemm_fusion_dot.1 = bf16[128,1024]{1,0} fusion(%a, %b), '
       'kind=kCustom, backend_config={"fusion_backend_config":{"kind":'
