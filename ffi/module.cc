@@ -92,7 +92,7 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   d["split_k_choice"] = k.split_k_choice;
   d["split_k_tiles"] = k.split_k_tiles;
   d["skinny_split"] = k.skinny_split;
-  d["cluster_k_split"] = k.cluster_k_split;
+  d["cluster_k_tile_n"] = k.cluster_k_tile_n;
   return d;
 }
 
@@ -225,8 +225,8 @@ NB_MODULE(_jax_dynoff, m) {
   m.def("skinny_split", [](int64_t n, int64_t k, int sms) {
     return jax_dynoff::kernels::SkinnySplit(n, k, sms);
   });
-  m.def("cluster_k_split", [](int64_t m_, int64_t n, int64_t k, int sms) {
-    return jax_dynoff::kernels::ClusterKSplit(m_, n, k, sms);
+  m.def("cluster_k_tile_n", [](int64_t m_, int64_t n, int64_t k, int sms) {
+    return jax_dynoff::kernels::ClusterKTileN(m_, n, k, sms);
   });
   m.def("direct_split_k_workspace", [](int64_t m_, int64_t n) {
     return jax_dynoff::kernels::DirectSplitKWorkspace(m_, n);

@@ -1,8 +1,8 @@
 // Formulas the planner (planner.h) and the CUDA handler share, in plain
 // C++ (no CUDA) so that the nanobind module hands Python the very same
 // numbers: the workspace (result 1) layout, which Python sizes the
-// workspace result with at trace time, and the skinny and cluster-K
-// kernels' splits of K.  Each formula lives here only.
+// workspace result with at trace time, the skinny kernel's split of K and
+// the cluster-K tile's width.  Each formula lives here only.
 #ifndef JAX_DYNOFF_PLAN_H_
 #define JAX_DYNOFF_PLAN_H_
 
@@ -51,27 +51,44 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
   return s;
 }
 
-// The cluster-K direct tile (kernels/sm90_cluster_k.h): its output and K
-// tiles, and its split of K: the CTAs (one cluster) sharing each output
-// tile's K, a power of two up to a portable cluster of 8, doubled while
-// the CTAs (tiles x split) stay within one wave of SMs and every rank keeps
-// two or more K tiles.  128x1024x1024 on 132 SMs: 32 tiles x 4 (4 K tiles
-// a rank); 64x1024x1024: 16 x 8; 128x4096x4096: 128 tiles, no split.  A
-// rank's K tiles are an even share, in order: rank r of S takes tiles
-// [r * T / S, (r + 1) * T / S) of T, so a T that S does not divide gives
-// some ranks one tile more.
-inline constexpr int kClusterKTileM = 64, kClusterKTileN = 64,
-                     kClusterKTileK = 64;
-inline constexpr int kClusterKMaxSplit = 8;
-inline constexpr int ClusterKSplit(int64_t m, int64_t n, int64_t k,
+// The cluster-K direct tile (kernels/sm90_cluster_k.h): 64 x tile_n output
+// tiles (tile_n 32 or 64), each one's K split across the kClusterKSplit
+// CTAs of one cluster, and the width it runs at.  ClusterKTileN: of the two
+// widths, the one whose CTAs (tiles x split) fill the most SMs at one CTA
+// per SM, ties to 64 (each CTA streams less of A per output); 0 where
+// neither fits one wave or a rank would get fewer than four K tiles (the
+// tiny tile is as fast there).  On an H200, B streamed from HBM, us per
+// call in a CUDA graph of 64 calls (benchmarks/small_gemm/probe.cu):
+// 128x1024x1024 64x32: 4.48 (the tiny tile 5.86, 64x64 split 2 4.86);
+// 256x1024x1024 64x64: 5.03 (tiny 5.97); 128x2048x2048 64x64: 6.68 (tiny
+// 7.72, 64x32 split 1 7.89); 64x2048x2048 64x32: 6.22 (tiny 7.65).
+// Splits of 4 and 8 were slower at every one of these shapes, and a
+// second CTA per SM too: one split, one CTA per SM.
+inline constexpr int kClusterKTileM = 64, kClusterKTileK = 64;
+inline constexpr int kClusterKSplit = 2;
+inline constexpr int kClusterKTileNs[] = {64, 32};  // 64 first: it keeps ties
+inline constexpr int ClusterKTileN(int64_t m, int64_t n, int64_t k,
                                    int sms) {
-  const int64_t tiles = (m + kClusterKTileM - 1) / kClusterKTileM *
-                        ((n + kClusterKTileN - 1) / kClusterKTileN);
   const int64_t k_tiles = (k + kClusterKTileK - 1) / kClusterKTileK;
-  int s = 1;
-  while (s < kClusterKMaxSplit && tiles * s * 2 <= sms && k_tiles >= 4 * s)
-    s *= 2;
-  return s;
+  if (k_tiles < 4 * kClusterKSplit) return 0;
+  int best = 0;
+  int64_t best_ctas = 0;
+  for (const int tn : kClusterKTileNs) {
+    const int64_t ctas = (m + kClusterKTileM - 1) / kClusterKTileM *
+                         ((n + tn - 1) / tn) * kClusterKSplit;
+    if (ctas <= sms && ctas > best_ctas) {
+      best = tn;
+      best_ctas = ctas;
+    }
+  }
+  return best;
+}
+// The width where KernelOptions(direct_tile="cluster_k") forces the tile:
+// ClusterKTileN's, else (no wave or short K) 64, the fewer CTAs.
+inline constexpr int ClusterKForcedTileN(int64_t m, int64_t n, int64_t k,
+                                         int sms) {
+  const int tn = ClusterKTileN(m, n, k, sms);
+  return tn != 0 ? tn : 64;
 }
 
 }  // namespace kernels

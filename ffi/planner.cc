@@ -334,7 +334,7 @@ Reasons StoreReasons(const OperandDesc& d, DirectTile tile) {
 // tiles fit one wave of SMs (its m64n256 wgmmas make each tile faster; with
 // several waves the large tile was as fast or faster), else the large one;
 // either one where only its store rule holds.  The tiny path has two as
-// well: its own tile, and the cluster-K tile where forced (below).
+// well: its own tile, and the cluster-K tile (below).
 // KernelOptions.direct_tile (p.direct_tile) forces one of the path's tiles
 // where its rules hold.
 std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
@@ -434,17 +434,13 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
   if (!why.empty()) return {DirectTile::kNone, why};
   if (candidates.size() == 1) return {candidates[0], {}};
   if (planned == Path::kSm90Tiny) {
-    // {tiny, cluster_k}, one tile shape.  The cluster-K tile (each tile's K
-    // split across a cluster, kernels/sm90_cluster_k.h) where its split is
-    // 4 or more, i.e. where the tiny tile's output tiles would leave most
-    // SMs idle: on an H200 1.9-2.4 us per call faster at 16-32 output tiles
-    // (splits 4 and 8), level at 128 (split 1); split 2 is unmeasured and
-    // keeps the tiny tile.
-    // (benchmarks/results/2026-12-02-h200-1c34efb/tile_ab_cluster_k.txt)
-    // That holds for launches from the host; as a node of a CUDA graph the
-    // tiny tile was faster, so the handler runs it where the launch is
-    // captured (ffi/cuda/handler.cu).
-    return {kernels::ClusterKSplit(p.m, p.n, p.k, sms) >= 4
+    // {tiny, cluster_k}.  The cluster-K tile (each tile's K split across a
+    // cluster, kernels/sm90_cluster_k.h) wherever ClusterKTileN (plan.h)
+    // gives it a width, i.e. where the tiny tile's output tiles would leave
+    // half the SMs or more idle: on an H200 0.9-1.4 us per call faster at
+    // 64-256 x 1024-2048 x 1024-2048, launched from the host and as a node
+    // of a CUDA graph alike (plan.h has the figures).
+    return {kernels::ClusterKTileN(p.m, p.n, p.k, sms) != 0
                 ? DirectTile::kClusterK
                 : DirectTile::kTiny,
             {}};
@@ -706,7 +702,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     k.tile_times[t] = waves * per_tile_us;
   }
   k.skinny_split = kernels::SkinnySplit(p.n, p.k, sms);
-  k.cluster_k_split = kernels::ClusterKSplit(p.m, p.n, p.k, sms);
+  k.cluster_k_tile_n = kernels::ClusterKTileN(p.m, p.n, p.k, sms);
   // Split-K, whether or not the options ask for it.
   k.split_k_direct_reasons = DirectChoice(p, Path::kSm90SplitK, sms).second;
   k.split_k_tiles = Tiles(p, kSplitKTile) * p.batch;
@@ -775,25 +771,23 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     k.kernel.skinny_split = k.skinny_split;
   }
   if (k.kernel.direct == DirectTile::kClusterK)
-    k.kernel.cluster_k_split = k.cluster_k_split;
+    k.kernel.cluster_k_tile_n =
+        p.direct_tile == 0
+            ? k.cluster_k_tile_n
+            : kernels::ClusterKForcedTileN(p.m, p.n, p.k, sms);
   // The workspace of the path and the kernel (a float32 call planned for
   // its direct kernel stages nothing: plan.h StagingOf), as the handler
   // computes it from the desc this plan goes into.
   GemmProblem planned = LayoutProblem(p, k.path, k.split_k);
   planned.kernel = EncodeKernel(k.kernel);
   k.layout = Layout(planned);
-  // explain names the cluster-K tile's split wherever that tile runs.
+  // explain names the cluster-K tile's shape wherever that tile runs.
   const auto direct_name = [&](DirectTile t) {
     std::string s = std::string(DirectTileName(t)) + " tile";
-    if (t == DirectTile::kClusterK) {
-      s += k.cluster_k_split > 1
-               ? ": each output tile's K split across a cluster of " +
-                     Str(k.cluster_k_split) + " CTAs"
-               : std::string(": K not split (the output tiles fill the "
-                             "SMs)");
-      if (p.direct_tile == 0)  // the planner's choice, not a forced one
-        s += "; the tiny tile where the launch is captured into a CUDA graph";
-    }
+    if (t == DirectTile::kClusterK)
+      s += ": 64x" + Str(k.kernel.cluster_k_tile_n) +
+           " output tiles, each one's K split across a cluster of " +
+           Str(kernels::kClusterKSplit) + " CTAs";
     return s;
   };
 
@@ -861,9 +855,8 @@ int64_t KernelCode(const KernelPlan& k) {
 
 std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
   const int64_t code = p.kernel % kSkinnySplitUnit;
-  const int64_t split =
-      p.kernel % kClusterKSplitUnit / kSkinnySplitUnit;
-  const int64_t ck_split = p.kernel / kClusterKSplitUnit;
+  const int64_t split = p.kernel % kClusterKUnit / kSkinnySplitUnit;
+  const int64_t ck_width = p.kernel / kClusterKUnit * 32;
   const std::string who = "jax_dynoff_gemm: planned kernel " +
                           Str(p.kernel) + " for path " + PathName(p.path);
   if (p.path == Path::kSm90Grouped) {  // desc[kKernel]: the GroupedTile
@@ -881,14 +874,12 @@ std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
   const bool skinny = p.path == Path::kSm90Skinny;
   if (skinny ? split < 1 || split > kernels::kSkinnyMaxSplit : split != 0)
     return who + ": bad skinny split";
-  // The cluster-K tile's split: any power of two up to a portable cluster
-  // (the kernel handles ranks without K tiles); none for other tiles.
-  if (out->direct == DirectTile::kClusterK
-          ? ck_split < 1 || ck_split > kernels::kClusterKMaxSplit ||
-                (ck_split & (ck_split - 1)) != 0
-          : ck_split != 0)
-    return who + ": bad cluster-K split";
-  out->cluster_k_split = static_cast<int>(ck_split);
+  // The cluster-K tile's width: one of its two (the kernel handles any
+  // problem at either); none for other tiles.
+  if (out->direct == DirectTile::kClusterK ? ck_width != 32 && ck_width != 64
+                                           : ck_width != 0)
+    return who + ": bad cluster-K width";
+  out->cluster_k_tile_n = static_cast<int>(ck_width);
   // The static rules that chose the path and the tile must hold (only a
   // desc not made by plan.py can fail them).
   Reasons why;

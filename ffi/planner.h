@@ -61,7 +61,8 @@ inline constexpr TileMN kDirectTileShapes[] = {
     {0, 0},    {256, 128}, {128, 256}, {128, 128},
     {64, 128}, {64, 64},   {kernels::kDirectSplitKTileM,
                             kernels::kDirectSplitKTileN},
-    {kernels::kClusterKTileM, kernels::kClusterKTileN}};
+    // cluster_k: its wider tile (the store rule holds for both widths).
+    {kernels::kClusterKTileM, 64}};
 
 // The grouped kernel's tiles (desc[kKernel] of the sm90_grouped path;
 // kernels/sm90_grouped.h says why each exists): medium for every
@@ -93,19 +94,18 @@ struct PlannedKernel {
   DirectTile direct = DirectTile::kNone;
   int skinny_split = 0;  // the skinny path: CTAs per column tile, else 0
   // The cluster-K direct tile (direct == kClusterK, as the path's tile or
-  // the skinny path's fallback): CTAs per output tile along K, else 0.
-  int cluster_k_split = 0;
+  // the skinny path's fallback): its width (32 or 64), else 0.
+  int cluster_k_tile_n = 0;
 };
 // desc[kKernel] = direct tile code + kSkinnySplitUnit x skinny split
 // (plan.h, which decodes the direct tile for the workspace layout)
-//               + kClusterKSplitUnit x cluster-K split.
-inline constexpr int64_t kClusterKSplitUnit = 16 * kSkinnySplitUnit;
-static_assert(kernels::kSkinnyMaxSplit < kClusterKSplitUnit /
-                                             kSkinnySplitUnit,
-              "a skinny split must fit below the cluster-K split unit");
+//               + kClusterKUnit x cluster-K width / 32.
+inline constexpr int64_t kClusterKUnit = 16 * kSkinnySplitUnit;
+static_assert(kernels::kSkinnyMaxSplit < kClusterKUnit / kSkinnySplitUnit,
+              "a skinny split must fit below the cluster-K unit");
 inline int64_t EncodeKernel(const PlannedKernel& k) {
   return static_cast<int64_t>(k.direct) + kSkinnySplitUnit * k.skinny_split +
-         kClusterKSplitUnit * k.cluster_k_split;
+         kClusterKUnit * (k.cluster_k_tile_n / 32);
 }
 // Decodes p.kernel and checks the planned decision against the static rules
 // (the ones that chose it), so that a desc can never send the handler to a
@@ -137,7 +137,7 @@ struct KernelPlan {
   int64_t split_k_choice = 0;  // choose_split_k (0: split-K cannot run)
   int64_t split_k_tiles = 0;   // 64x128 output tiles, batch included
   int skinny_split = 0;        // SkinnySplit on the device (any path)
-  int cluster_k_split = 0;     // ClusterKSplit on the device (any path)
+  int cluster_k_tile_n = 0;    // ClusterKTileN on the device (any path)
 };
 
 KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
@@ -164,9 +164,9 @@ bool HasSm90Tile(DType in, Sm90Tile t);
 // (kernels/sm90_direct_*.cu): every tile NN for bfloat16 and float16
 // (16-bit in and out of one dtype); NT and TN for bfloat16 on the ping-pong
 // tiles (medium, small_m, tiny).  The registry serves exactly these.  The
-// cluster-K tile (NN) stands in for the tiny tile where its split of K is
-// 4 or more (DirectChoice) or KernelOptions(direct_tile="cluster_k")
-// forces it.
+// cluster-K tile (NN) stands in for the tiny tile where ClusterKTileN
+// (plan.h) gives it a width (DirectChoice) or
+// KernelOptions(direct_tile="cluster_k") forces it.
 bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
 // Whether the grouped kernel (kernels/sm90_grouped.h) is built for the
 // dtypes and transposes: bfloat16 NN, NT, TN and float16 NN, in and out of

@@ -48,10 +48,10 @@ class KernelOptions:
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or
-                 "wide" for the large path, "tiny" or "cluster_k" (64x64
-                 tiles whose K is split across the CTAs of a cluster, for
-                 16-bit NN calls) for the tiny path, else the path's own
-                 tile, or "split_k") where its rules hold.
+                 "wide" for the large path, "tiny" or "cluster_k" (64x32
+                 or 64x64 tiles whose K is split across the 2 CTAs of a
+                 cluster, for 16-bit NN calls) for the tiny path, else the
+                 path's own tile, or "split_k") where its rules hold.
   skinny:        False runs the tiny tile where the skinny (m <= 16) kernel
                  would run.
   split_k:       True plans split-K for skinny problems (m <= 256) where it

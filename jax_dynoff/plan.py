@@ -119,14 +119,14 @@ columns are multiples of the tile's or span its buffer's dims.
 workspace then holds the staged B) keeps the ptr-array kernel;
 ``KernelOptions(direct_tile=...)`` forces one of the planned path's direct
 tiles.  ``sm90_tiny`` has a second one, ``cluster_k`` (ffi/kernels/
-sm90_cluster_k.h, NN only), planned where its split is 4 or more (on an
-H200 1.9-2.4 us per call faster than the tiny tile where 16-32 output tiles
-leave most SMs idle): 64x64 output tiles, each one's K split across the
-`cluster_k_split` CTAs of a thread-block cluster, which add their float32
+sm90_cluster_k.h, NN only), planned where the tiny tile's output tiles
+would leave half the SMs or more idle (on an H200 0.9-1.4 us per call
+faster than the tiny tile at 64-256 x 1024-2048 x 1024-2048, launched from
+the host and in CUDA graphs alike): 64x32 or 64x64 output tiles (the width
+whose CTAs fill the most SMs, `cluster_k_tile_n`), each one's K split
+across the 2 CTAs of a thread-block cluster, which add their float32
 partials in distributed shared memory in a fixed order (one launch, no
-workspace).  That holds for launches from the host: where the planner
-chose it (not forced) and the launch is captured into a CUDA graph, the
-handler runs the tiny tile, faster as a graph node.
+workspace).
 
 One planner (ffi/planner.cc): every rule above lives there, in C++.  Each
 function here asks it through the extension (`answer`: one call per spec
@@ -381,16 +381,17 @@ def skinny_split(spec: GemmSpec, sms: Optional[int] = None) -> int:
 
 # --- The cluster-K direct tile (ffi/kernels/sm90_cluster_k.h) --------------
 
-def cluster_k_split(spec: GemmSpec, sms: Optional[int] = None) -> int:
-  """CTAs (one cluster) sharing each 64x64 output tile's K where the
-  ``cluster_k`` direct tile runs `spec` (ClusterKSplit in ffi/plan.h, the
-  split the desc carries): a power of two up to 8, doubled while the CTAs
-  (tiles x split) fit one wave of `sms` SMs (default: the device's) and
-  every rank keeps two or more 64-deep K tiles; 128x1024x1024 on 132 SMs:
-  32 tiles x 4."""
+def cluster_k_tile_n(spec: GemmSpec, sms: Optional[int] = None) -> int:
+  """The output tile width (32 or 64) of the ``cluster_k`` direct tile for
+  `spec` (ClusterKTileN in ffi/plan.h): of the two, the one whose CTAs
+  (tiles x 2, K split in two) fill the most of `sms` SMs (default: the
+  device's) at one CTA per SM, ties to 64; 0 where neither fits one wave
+  or K is under 8 tiles of 64 (the tiny tile runs there unless the
+  options force ``cluster_k``, which then takes 64).  128x1024x1024 on 132
+  SMs: 64x32 (64 tiles, 128 CTAs)."""
   if sms is None:
-    return int(answer(spec)["cluster_k_split"])
-  return int(_ext.cluster_k_split(spec.m, spec.n, spec.k, sms))
+    return int(answer(spec)["cluster_k_tile_n"])
+  return int(_ext.cluster_k_tile_n(spec.m, spec.n, spec.k, sms))
 
 
 # --- Workspace ---------------------------------------------------------------

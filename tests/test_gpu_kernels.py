@@ -1533,48 +1533,43 @@ def test_direct_phantom_cases_plan():
 
 
 # ---------------------------------------------------------------------------
-# The cluster-K direct tile (ffi/kernels/sm90_cluster_k.h): the tiny path's
-# 64x64 tiles, each one's K split across the CTAs of a cluster and reduced
-# in distributed shared memory; run only where forced.
+# The cluster-K direct tile (ffi/kernels/sm90_cluster_k.h): 64x32 or 64x64
+# output tiles, each one's K split across the 2 CTAs of a cluster and
+# reduced in distributed shared memory; the tiny path's tile where its
+# tiles would leave SMs idle (plan.h ClusterKTileN), or forced.
 
 CLUSTER_K = KernelOptions(tile="tiny", direct_tile="cluster_k")
+_CK_CODE = 1 + list(plan_lib.DIRECT_TILES).index("cluster_k")
 
 
-@pytest.mark.parametrize("m,n,k,split", [
-    (128, 1024, 1024, 4),   # 32 tiles x 4 ranks of 4 K tiles
-    (64, 1024, 1024, 8),    # 16 tiles x 8 ranks of 2
-    (64, 2048, 2048, 4),    # 32 tiles (8 x 32 = 256 CTAs: too many)
-    (96, 2048, 448, 2),     # 64 tiles, 7 K tiles: 3 and 4
-    (128, 4096, 4096, 1),   # 128 tiles fill the SMs: no split
-    (300, 200, 200, 2),     # 20 tiles, 4 K tiles (the last 8 deep)
+@pytest.mark.parametrize("m,n,k,planned,forced", [
+    (128, 1024, 1024, 32, 32),   # 64 tiles of 64x32: 128 CTAs
+    (64, 1024, 1024, 32, 32),    # 32 tiles: 64 CTAs (64x64: 32)
+    (256, 1024, 1024, 64, 64),   # 64x32 would need 256 CTAs
+    (128, 2048, 2048, 64, 64),
+    (64, 2048, 2048, 32, 32),
+    (96, 2048, 448, 0, 64),      # 7 K tiles: short K, the tiny tile
+    (128, 4096, 4096, 0, 64),    # 128 tiles fill the SMs: the tiny tile
+    (300, 200, 200, 0, 64),      # 4 K tiles
 ])
-def test_cluster_k_plan(m, n, k, split):
-  """Forced, the tiny path runs the cluster-K tile at the planner's split,
-  which the desc's kernel field carries and explain names; not forced, the
-  cluster-K tile where its split is 4 or more (the measured wins), else
-  the tiny tile."""
+def test_cluster_k_plan(m, n, k, planned, forced):
+  """Not forced, the tiny path runs the cluster-K tile where ClusterKTileN
+  gives it a width (the desc's kernel field carries it, explain names it),
+  else the tiny tile; forced, the cluster-K tile at that width, or 64."""
   s = _spec(m=m, n=n, k=k, opts=CLUSTER_K)
   p = plan_lib.plan(s)
   assert p.path == "sm90_tiny"
   assert plan_lib.direct_reasons(s) == []
   assert plan_lib.direct_kernel(s) == "cluster_k"
-  assert plan_lib.cluster_k_split(s) == split
-  assert plan_lib.cluster_k_split(s, 132) == split
-  code = 1 + list(plan_lib.DIRECT_TILES).index("cluster_k")
-  assert p.kernel == code + 128 * split
-  assert ("cluster_k tile: " + (f"each output tile's K split across a "
-                                f"cluster of {split} CTAs" if split > 1
-                                else "K not split")) in plan_lib.explain(s)
-  # Not forced: split 4 or more, the cluster-K tile; else the tiny tile, no
-  # split in the kernel field.
+  assert plan_lib.cluster_k_tile_n(s) == planned
+  assert plan_lib.cluster_k_tile_n(s, 132) == planned
+  assert p.kernel == _CK_CODE + 128 * (forced // 32)
+  assert (f"cluster_k tile: 64x{forced} output tiles, each one's K split "
+          f"across a cluster of 2 CTAs") in plan_lib.explain(s)
   free = _opts(s, tile="tiny")
-  if split >= 4:
+  if planned:
     assert plan_lib.direct_kernel(free) == "cluster_k"
-    assert plan_lib.plan(free).kernel == code + 128 * split
-    # explain says a captured launch runs the tiny tile (not where forced).
-    captured = "the tiny tile where the launch is captured into a CUDA graph"
-    assert captured in plan_lib.explain(free)
-    assert captured not in plan_lib.explain(s)
+    assert plan_lib.plan(free).kernel == _CK_CODE + 128 * (planned // 32)
   else:
     assert plan_lib.direct_kernel(free) == "tiny"
     assert plan_lib.plan(free).kernel == \
@@ -1582,10 +1577,11 @@ def test_cluster_k_plan(m, n, k, split):
 
 
 def test_cluster_k_plan_elsewhere():
-  """The split follows the SMs; the tile stands in for the tiny tile only,
+  """The width follows the SMs; the tile stands in for the tiny tile only,
   NN only; the skinny path's fallback carries it where forced."""
   s = _spec(m=128, n=1024, k=1024, opts=CLUSTER_K)
-  assert plan_lib.cluster_k_split(s, 78) == 2
+  # 78 SMs: 64x32's 128 CTAs are more than a wave, 64x64's 64 are not.
+  assert plan_lib.cluster_k_tile_n(s, 78) == 64
   # Forced on another path (small_m plans 256 rows): the ptr-array kernel.
   s256 = _spec(m=256, opts=KernelOptions(direct_tile="cluster_k"))
   assert plan_lib.plan(s256).path == "sm90_small_m"
@@ -1596,15 +1592,14 @@ def test_cluster_k_plan_elsewhere():
   assert plan_lib.direct_kernel(nt) is None
   assert plan_lib.direct_reasons(nt) == [
       "direct_tile=cluster_k: not built for these dtypes and transposes"]
-  # The skinny path (m = 16): its fallback is the forced tile, split 2
-  # (64 tiles), beside the skinny split 4.
+  # The skinny path (m = 16): its fallback is the forced tile, 64 wide
+  # (64 tiles: 128 CTAs), beside the skinny split 4.
   sk = _spec(m=16, opts=KernelOptions(direct_tile="cluster_k"))
   p = plan_lib.plan(sk)
   assert p.path == "sm90_skinny"
-  code = 1 + list(plan_lib.DIRECT_TILES).index("cluster_k")
-  assert p.kernel == code + 8 * 4 + 128 * 2
-  assert "fallback the cluster_k tile: each output tile's K split across " \
-      "a cluster of 2 CTAs" in plan_lib.explain(sk)
+  assert p.kernel == _CK_CODE + 8 * 4 + 128 * 2
+  assert "fallback the cluster_k tile: 64x64 output tiles, each one's K " \
+      "split across a cluster of 2 CTAs" in plan_lib.explain(sk)
   # K inside a wider A that is no multiple of 64: the K rule holds here too.
   a = WinSpec((128, 1088), (128, 1000), (None, 0))
   why = plan_lib.direct_reasons(_spec(m=128, n=1024, k=1000, a=a,
@@ -1613,34 +1608,41 @@ def test_cluster_k_plan_elsewhere():
 
 
 # (name, m, n, k, A buffer, A start, B buffer, B start, out buffer, out
-# start, out's static column start, C buffer or None, C start, the split on
-# 132 SMs); starts are dynamic int32, some clamped.  Each out buffer is
-# bigger than its window (poisoned: what lies outside must stay the poison).
+# start, out's static column start, C buffer or None, C start, the tile
+# width on 132 SMs); starts are dynamic int32, some clamped.  Each out
+# buffer is bigger than its window (poisoned: what lies outside must stay
+# the poison).
 CLUSTER_K_CASES = [
-    # The small GEMM the tile is for: 32 tiles x 4 ranks of 4 K tiles; A at
-    # a clamped row start, B a layer of a stack, out rows of a taller
-    # buffer, alpha * AB + beta * C with C a window at a clamped start.
+    # The small GEMM the tile is for: 64 tiles of 64x32, 2 ranks of 8 K
+    # tiles; A at a clamped row start, B a layer of a stack, out rows of a
+    # taller buffer, alpha * AB + beta * C with C a window at a clamped
+    # start.
     ("small", 128, 1024, 1024, (300, 1024), (10 ** 6,), (2, 1024, 1024),
-     (1, 0), (400, 1024), (-272,), 0, (700, 1024), (-3,), 4),
-    # 10 K tiles shared unevenly by 4 ranks (2, 3, 2, 3).
-    ("uneven", 128, 512, 640, (200, 640), (-1,), (640, 512), (0,),
-     (300, 512), (64,), 0, None, None, 4),
-    # 7 K tiles over 2 ranks (3, 4); m = 96 at out's buffer edge (the second
-    # row tile half past it), out a window of its columns.
-    ("two", 96, 2048, 448, (96, 448), (0,), (448, 2048), (0,), (96, 2112),
-     (0,), 64, None, None, 2),
+     (1, 0), (400, 1024), (-272,), 0, (700, 1024), (-3,), 32),
+    # 64x64 tiles (64x32 would need 256 CTAs): 4 row tiles, A at a row
+    # start, B a layer at a negative index, C its own array.
+    ("wide", 256, 1024, 1024, (300, 1024), (30,), (3, 1024, 1024), (-1, 0),
+     (512, 1024), (100,), 0, (256, 1024), (0,), 64),
+    # 10 K tiles over 2 ranks (5, 5).
+    ("ten_k", 128, 512, 640, (200, 640), (-1,), (640, 512), (0,),
+     (300, 512), (64,), 0, None, None, 32),
+    # 7 K tiles (forced where K is short: 64 wide) over 2 ranks (3, 4);
+    # m = 96 at out's buffer edge (the second row tile half past it), out a
+    # window of its columns.
+    ("uneven", 96, 2048, 448, (96, 448), (0,), (448, 2048), (0,),
+     (96, 2112), (0,), 64, None, None, 64),
     # k = 1000: the last K tile 40 deep (zero-filled past A's width and B's
-    # height); 8 ranks of 2 tiles.
+    # height); 2 ranks of 8 tiles.
     ("ragged_k", 64, 256, 1000, (64, 1000), (0,), (1000, 256), (0,),
-     (128, 256), (2 ** 31 - 1,), 0, None, None, 8),
+     (128, 256), (2 ** 31 - 1,), 0, None, None, 32),
     # m = 40 < 64: out spans its buffer's 40 rows (a window of its
     # columns), A at a clamped row start, C its own array.
     ("short_m", 40, 512, 2048, (100, 2048), (70,), (2048, 512), (0,),
-     (40, 640), (0,), 64, (40, 512), (0,), 8),
+     (40, 640), (0,), 64, (40, 512), (0,), 32),
     # m = 200: the last row tile 8 rows deep at out's buffer edge; B a
     # layer at a negative index, C a window at a clamped start.
     ("odd_m", 200, 256, 1024, (256, 1024), (56,), (2, 1024, 256), (-1, 0),
-     (200, 320), (0,), 64, (300, 256), (10 ** 6,), 8),
+     (200, 320), (0,), 64, (300, 256), (10 ** 6,), 32),
 ]
 
 
@@ -1670,7 +1672,7 @@ def _cluster_k_case(case, dt, opts=CLUSTER_K):
 
 
 def test_cluster_k_cases_plan():
-  """The cases below take the cluster-K tile at the split they say (CPU:
+  """The cases below take the cluster-K tile at the width they say (CPU:
   the plan only)."""
   for case in CLUSTER_K_CASES:
     f, args = _cluster_k_case(case, BF16)
@@ -1678,7 +1680,8 @@ def test_cluster_k_cases_plan():
     assert plan_lib.plan(spec).path == "sm90_tiny", case[0]
     assert plan_lib.direct_kernel(spec) == "cluster_k", (
         case[0], plan_lib.direct_reasons(spec))
-    assert plan_lib.cluster_k_split(spec) == case[-1], case[0]
+    assert plan_lib.plan(spec).kernel == \
+        _CK_CODE + 128 * (case[-1] // 32), case[0]
 
 
 @pytest.mark.parametrize("case", CLUSTER_K_CASES,
@@ -1687,7 +1690,7 @@ def test_cluster_k_cases_plan():
 @pytest.mark.gpu
 @on_gpu
 def test_cluster_k_matches_reference(case, dt):
-  """The cluster-K tile at splits 2, 4 and 8 against the reference; every
+  """The cluster-K tile at both widths against the reference; every
   element of out outside its window stays the poison, bit for bit."""
   f, args = _cluster_k_case(case, dt)
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
@@ -1699,7 +1702,7 @@ def test_cluster_k_matches_reference(case, dt):
 @on_gpu
 def test_cluster_k_is_deterministic():
   """The ranks add their partials in rank order: the same bits every run."""
-  f, args = _cluster_k_case(CLUSTER_K_CASES[1], BF16)
+  f, args = _cluster_k_case(CLUSTER_K_CASES[0], BF16)
   run = jax.jit(lambda *x: f(dyn, *x))
   first = bits(run(*args))
   for _ in range(3):
@@ -1712,18 +1715,17 @@ _CLUSTER_K_SCRIPT = _layer_script(128, 1024, 1024)
 @pytest.mark.gpu
 @on_gpu
 def test_cluster_k_kernel_ran():
-  """The handler runs the cluster-K tile at the planned split (4 at
-  128x1024x1024), forced or not; direct=False keeps the tiny ptr-array
-  kernel."""
+  """The handler runs the cluster-K tile (split 2) at 128x1024x1024,
+  forced or not; direct=False keeps the tiny ptr-array kernel."""
   out, lines = _run_script(_CLUSTER_K_SCRIPT, tile="tiny",
                            direct_tile="cluster_k")
   assert "['sm90_tiny']" in out, out
   if _is_sm90():
-    assert all("kernel=kSm90DirectClusterKBf16NN split_k=4" in l
+    assert all("kernel=kSm90DirectClusterKBf16NN split_k=2" in l
                for l in lines), lines
   _, lines = _run_script(_CLUSTER_K_SCRIPT)
   if _is_sm90():
-    assert all("kernel=kSm90DirectClusterKBf16NN split_k=4" in l
+    assert all("kernel=kSm90DirectClusterKBf16NN split_k=2" in l
                for l in lines), lines
   _, lines = _run_script(_CLUSTER_K_SCRIPT, tile="tiny",
                          direct_tile="cluster_k", direct=False)
@@ -1759,23 +1761,17 @@ _CLUSTER_K_CAPTURED_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.gpu
 @on_gpu
-def test_cluster_k_captured_runs_tiny():
-  """Where the planner chose the cluster-K tile, a launch captured into a
-  CUDA graph runs the tiny tile (faster as a graph node), a launch from the
-  host the cluster-K tile; a forced cluster-K tile runs captured too."""
+def test_cluster_k_runs_captured():
+  """The cluster-K tile runs where the launch is captured into a CUDA
+  graph too (as a graph node it is faster than the tiny tile as well), the
+  planner's choice and a forced one alike, with the right result."""
   if not _is_sm90():
     pytest.skip("the direct tiles need an SM90 GPU")
-  _, lines = _run_script(_CLUSTER_K_CAPTURED_SCRIPT)
-  captured = [l for l in lines if l.endswith("(captured)")]
-  assert captured, lines
-  assert all("kernel=kSm90DirectTinyBf16NN split_k=1" in l
-             for l in captured), lines
-  assert all("kernel=kSm90DirectClusterKBf16NN split_k=4" in l
-             for l in lines if l not in captured), lines
-  _, lines = _run_script(_CLUSTER_K_CAPTURED_SCRIPT, tile="tiny",
-                         direct_tile="cluster_k")
-  assert all("kernel=kSm90DirectClusterKBf16NN split_k=4" in l
-             for l in lines), lines
+  for opts in ({}, {"tile": "tiny", "direct_tile": "cluster_k"}):
+    _, lines = _run_script(_CLUSTER_K_CAPTURED_SCRIPT, **opts)
+    assert any(l.endswith("(captured)") for l in lines), lines
+    assert all("kernel=kSm90DirectClusterKBf16NN split_k=2" in l
+               for l in lines), lines
 
 
 _DIRECT_SCRIPT = textwrap.dedent("""

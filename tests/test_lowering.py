@@ -473,7 +473,8 @@ def test_explain_names_each_calls_kernel_and_why():
                       np.ones((512, 512), BF16), np.ones((512, 512), BF16))
   assert len(lines) == 3, lines
   assert lines[0].startswith("sm90_skinny"), lines
-  assert lines[1].startswith("sm90_tiny (direct kernel, tiny tile"), lines
+  assert lines[1].startswith("sm90_tiny (direct kernel, cluster_k tile: "
+                             "64x64 output tiles"), lines
   assert lines[2].startswith("sm90_medium (3xTF32 wgmma"), lines
 
 

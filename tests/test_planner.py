@@ -106,12 +106,14 @@ def test_module_plan_forced_slices_error():
 
 def test_skinny_plan_carries_split_and_fallback_tile():
   """The skinny path's kernel field: its split on the device's SMs, and
-  the direct tile of its fallback (the tiny tile)."""
+  the direct tile of its fallback: the tiny path's, here the cluster-K
+  tile 64 wide on 132 SMs (64 tiles, 128 CTAs), the tiny tile on 78."""
   s = _spec(m=16)
   p = plan_lib.plan(s)
   assert p.path == "sm90_skinny"
   tiny = 1 + list(plan_lib.DIRECT_TILES).index("tiny")
-  assert p.kernel == tiny + 8 * 4
+  ck = 1 + list(plan_lib.DIRECT_TILES).index("cluster_k")
+  assert p.kernel == ck + 8 * 4 + 128 * 2
   assert _ask(s, sms=78)["kernel"] == tiny + 8 * plan_lib.skinny_split(s, 78)
   # D inside a taller buffer of 16 rows: the tiny tile cannot store it.
   d = WinSpec((48, 4096), (16, 4096), (None, 0))
@@ -160,35 +162,36 @@ def test_handler_refuses_a_plan_the_rules_reject():
   d = WinSpec((48, 4096), (16, 4096), (None, 0))
   assert "out: m = 16" in check(_spec(m=16, d=d), "sm90_split_k", split_k=4,
                                 kernel=tile["split_k"])
-  # The cluster-K tile: a split of 1, 2, 4 or 8 (kernel field + 128 x the
-  # split), on the tiny path only; no such split for another tile.
+  # The cluster-K tile: a width of 32 or 64 (kernel field + 128 x the
+  # width / 32), on the tiny path only; no width for another tile.
   ck = tile["cluster_k"]
   s128 = _spec(m=128, n=1024, k=1024)
-  for split in (1, 2, 4, 8):
-    assert check(s128, "sm90_tiny", kernel=ck + 128 * split) == ""
-  for split in (0, 3, 16):
-    assert "bad cluster-K split" in check(s128, "sm90_tiny",
-                                          kernel=ck + 128 * split)
-  assert "bad cluster-K split" in check(s128, "sm90_tiny",
-                                        kernel=tile["tiny"] + 128 * 4)
+  for units in (1, 2):
+    assert check(s128, "sm90_tiny", kernel=ck + 128 * units) == ""
+  for units in (0, 3, 4):
+    assert "bad cluster-K width" in check(s128, "sm90_tiny",
+                                          kernel=ck + 128 * units)
+  assert "bad cluster-K width" in check(s128, "sm90_tiny",
+                                        kernel=tile["tiny"] + 128 * 1)
   assert "not a tile of sm90_small_m" in check(s128, "sm90_small_m",
-                                               kernel=ck + 128 * 4)
+                                               kernel=ck + 128 * 1)
   assert check(_spec(m=16), "sm90_skinny",
                kernel=ck + 8 * 4 + 128 * 2) == ""
 
 
 def test_cluster_k_plan_in_the_desc():
-  """Forced, the cluster-K tile's split reaches the lowered desc's kernel
-  field, and the handler's check accepts it."""
+  """The cluster-K tile's width reaches the lowered desc's kernel field
+  (64x32 at 128x1024x1024 on 132 SMs, 64x64 on 78), and the handler's
+  check accepts it."""
   s = _spec(m=128, n=1024, k=1024,
             opts=KernelOptions(tile="tiny", direct_tile="cluster_k"))
   p = plan_lib.plan(s)
   d = plan_lib.desc(s)
   assert d[20] == p.kernel == 1 + list(plan_lib.DIRECT_TILES).index(
-      "cluster_k") + 128 * 4
+      "cluster_k") + 128 * 1
   assert ext.check_planned([int(v) for v in d], s.alpha, s.beta) == ""
-  assert _ask(s)["cluster_k_split"] == 4
-  assert _ask(s, sms=78)["kernel"] == p.kernel - 128 * 2
+  assert _ask(s)["cluster_k_tile_n"] == 32
+  assert _ask(s, sms=78)["kernel"] == p.kernel + 128
 
 
 def test_tables_come_from_the_planner():

@@ -46,10 +46,9 @@
 // kernel, unsplit.  The other SM90 tiles run their planned direct kernel
 // (kernels/sm90_direct.h: one launch, no pointer kernel) instead of the
 // ptr-array one where the options allow it; the tiny path's cluster-K tile
-// (kernels/sm90_cluster_k.h, planned where its split of K is 4 or more, or
-// forced) at the planner's split, from the desc
-// (PlannedKernel::cluster_k_split); where the planner chose it and the
-// launch is being captured into a CUDA graph, the tiny tile instead.  The
+// (kernels/sm90_cluster_k.h, planned where ClusterKTileN gives it a width,
+// or forced) at the planner's width, from the desc
+// (PlannedKernel::cluster_k_tile_n).  The
 // skinny path runs one launch of the skinny kernel (kernels/sm90_skinny.h)
 // at its planned split; where KernelOptions.skinny is False or a base is
 // not aligned it runs the tiny tile as if planned for it, direct twin
@@ -144,8 +143,12 @@ bool LogEnabled() {
 // planned path, the kernel that ran, its K split, and whether the launch
 // was captured into a graph).
 void LogCall(const GemmProblem& p, const char* kernel, long long split_k,
-             bool captured) {
+             cudaStream_t stream) {
   if (!LogEnabled()) return;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const bool captured =
+      cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
+      status == cudaStreamCaptureStatusActive;
   std::fprintf(stderr,
                "jax_dynoff: gemm m=%lld n=%lld k=%lld batch=%lld planned=%s "
                "kernel=%s split_k=%lld%s\n",
@@ -291,7 +294,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
     if (!Ptr16(P.base[kA]) || !Ptr16(P.base[kB]) || !Ptr16(P.base[kD]) ||
         !Ptr16(ws))
       return fail("ragged windows need 16-byte aligned buffers");
-    LogCall(p, grouped->name, 1, false);
+    LogCall(p, grouped->name, 1, stream);
     return RunGrouped(grouped, common, P, &state->cache);
   }
 
@@ -386,32 +389,12 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
       }
     }
   }
-  // The planner's own cluster-K choice (not a forced one) is for launches
-  // from the host.  A launch captured into a CUDA graph (a loop body or a
-  // whole loop XLA turned into a command buffer) runs the tiny tile: on an
-  // H200, 64 calls of 128x1024x1024 in a loop, the cluster-K kernel saves
-  // 1.1 us per call launched from the host and costs 0.8-0.9 us per call
-  // as a graph node (benchmarks/loop_ab.py; docs/notes.md).
-  bool captured = false;
-  if (direct_tile == DirectTile::kClusterK && p.direct_tile == 0) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if ((e = cudaStreamIsCapturing(stream, &status)) != cudaSuccess)
-      return CudaError("cudaStreamIsCapturing", e);
-    captured = status == cudaStreamCaptureStatusActive;
-    if (const DirectKernelEntry* tiny =
-            captured ? Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
-                                        p.trans_b, DirectTile::kTiny)
-                     : nullptr) {
-      direct = tiny;
-      direct_tile = DirectTile::kTiny;
-    }
-  }
   const int64_t slices = split ? p.split_k : 1;
   const int skinny_split = skinny != nullptr ? planned.skinny_split : 1;
   // A direct kernel's CTAs per output tile along K.
   const int direct_split =
       direct_tile == DirectTile::kSplitK     ? static_cast<int>(p.split_k)
-      : direct_tile == DirectTile::kClusterK ? planned.cluster_k_split
+      : direct_tile == DirectTile::kClusterK ? kernels::kClusterKSplit
                                              : 1;
   if (split) {
     const int64_t ks = p.k / slices;
@@ -424,11 +407,14 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
           : skinny ? skinny->name
           : direct ? direct->name
                    : kernel->name,
-          skinny ? skinny_split : direct ? direct_split : slices, captured);
+          skinny ? skinny_split : direct ? direct_split : slices, stream);
 
   if (skinny != nullptr) return RunSkinny(skinny, common, P, skinny_split);
   if (direct != nullptr && p.k > 0)
     return RunDirect(direct, common, P, direct_split,
+                     direct_tile == DirectTile::kClusterK
+                         ? planned.cluster_k_tile_n
+                         : 0,
                      !Opt(p, opt::kNondeterministic), &state->cache);
   // The CUTLASS 2.x kernels (generic, TF32) index batch items with grid z
   // (<= 65535); the SM90 kernels take the whole batch.

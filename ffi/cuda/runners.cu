@@ -132,8 +132,8 @@ ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,
 
 ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
                      const kernels::LaunchCommon& common,
-                     const PrepParams& P, int split_k, bool deterministic,
-                     PreparedLaunchCache* cache) {
+                     const PrepParams& P, int split_k, int tile_n,
+                     bool deterministic, PreparedLaunchCache* cache) {
   const GemmProblem& p = P.p;
   kernels::DirectLaunch l;
   static_cast<kernels::LaunchCommon&>(l) = common;
@@ -156,6 +156,7 @@ ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
   l.ldd = p.op[kD].ld();
   l.ldc = P.c_read ? p.op[kC].ld() : l.ldd;
   l.split_k = split_k;
+  l.tile_n = tile_n;
   l.deterministic = deterministic;
   if (kernel->prepare != nullptr) {
     PreparedLaunchCache::Key key;

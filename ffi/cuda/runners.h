@@ -132,12 +132,12 @@ ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,
 // A direct SM90 kernel: one launch, nothing before it, made ready once per
 // kernel, device and addresses where the kernel can be (`cache`);
 // `split_k` CTAs per output tile along K (the split-K tile's slices, the
-// cluster-K tile's cluster size, else 1), and the split-K tile's
-// reduction order.
+// cluster-K tile's cluster size, else 1), the cluster-K tile's width
+// (`tile_n`, else 0), and the split-K tile's reduction order.
 ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
                      const kernels::LaunchCommon& common,
-                     const PrepParams& P, int split_k, bool deterministic,
-                     PreparedLaunchCache* cache);
+                     const PrepParams& P, int split_k, int tile_n,
+                     bool deterministic, PreparedLaunchCache* cache);
 
 // The grouped path (ragged windows): (1g) the pointer kernel writes every
 // item's pointers, problem shape and strides into the workspace (P.ptrs,

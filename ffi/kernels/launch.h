@@ -109,6 +109,9 @@ struct DirectLaunch : LaunchCommon {
   // CTAs per output tile along K: the split-K tile's slices, the
   // cluster-K tile's cluster size; 1 for the other tiles.
   int split_k = 1;
+  // The cluster-K tile's output tile width (32 or 64, plan.h
+  // ClusterKTileN); 0 for the other tiles.
+  int tile_n = 0;
   // The split-K tile's reduction: in a fixed order (the same bits every
   // run), or as the CTAs arrive (KernelOptions(deterministic=False)).
   bool deterministic = true;
@@ -297,9 +300,9 @@ extern const DirectKernelEntry kSm90DirectSplitKF16NN;
 // medium (128 x 128) tiles of D.
 extern const DirectKernelEntry kSm90DirectLargeF32NN;
 extern const DirectKernelEntry kSm90DirectMediumF32NN;
-// The cluster-K tile (kernels/sm90_cluster_k.h): 64x64 output tiles, each
-// one's K split across the CTAs of a cluster, reduced in distributed
-// shared memory.
+// The cluster-K tile (kernels/sm90_cluster_k.h): 64x32 or 64x64 output
+// tiles (DirectLaunch::tile_n), each one's K split across the CTAs of a
+// cluster, reduced in distributed shared memory.
 extern const DirectKernelEntry kSm90DirectClusterKBf16NN;
 extern const DirectKernelEntry kSm90DirectClusterKF16NN;
 // The grouped kernel (ragged windows: path kSm90Grouped), 128x128
