@@ -5,8 +5,10 @@ JSON form.
 the Python planner made for them before the planner moved to C++
 (jax_dynoff/plan.py at 52e3f0c), on 132, 114 and 78 SMs;
 test_planner.py checks that the C++ planner reproduces every one.
-Regenerate (only when a rule changes on purpose, and say so in the commit)
-with `python -m tests.planner_cases`.
+When a rule changes on purpose, re-decide the file's own specs with
+`python -m tests.planner_cases --update` (it prints how many decisions
+changed; say so in the commit); `python -m tests.planner_cases` writes new
+random specs instead.
 """
 
 from __future__ import annotations
@@ -192,20 +194,44 @@ def decision_on(plan_mod, spec: GemmSpec, sms: int) -> list:
     plan_mod.device = device
 
 
+def _decisions(plan_mod, s: GemmSpec):
+  """A spec's decisions on SM_COUNTS: one where the SM count changes
+  nothing."""
+  want = {str(sms): decision_on(plan_mod, s, sms) for sms in SM_COUNTS}
+  if len({json.dumps(v) for v in want.values()}) == 1:
+    want = want[str(SM_COUNTS[0])]
+  return want
+
+
 def main(count: int = 3000, seed: int = 20261202) -> None:
+  """Writes `count` new random specs and their decisions."""
   from jax_dynoff import plan as plan_mod  # pylint: disable=g-import-not-at-top
   r = random.Random(seed)
-  cases = []
-  for _ in range(count):
-    s = random_spec(r)
-    want = {str(sms): decision_on(plan_mod, s, sms) for sms in SM_COUNTS}
-    # One decision where the SM count changes nothing.
-    if len({json.dumps(v) for v in want.values()}) == 1:
-      want = want[str(SM_COUNTS[0])]
-    cases.append([spec_to_json(s), want])
+  cases = [[spec_to_json(s), _decisions(plan_mod, s)]
+           for s in (random_spec(r) for _ in range(count))]
   with open(GOLDEN, "w") as f:
     json.dump(cases, f, separators=(",", ":"))
 
 
+def update() -> int:
+  """Re-decides the golden file's own specs with today's planner (a rule
+  changed on purpose), keeping the specs; returns how many changed."""
+  from jax_dynoff import plan as plan_mod  # pylint: disable=g-import-not-at-top
+  with open(GOLDEN) as f:
+    cases = json.load(f)
+  changed = 0
+  for case in cases:
+    want = _decisions(plan_mod, spec_from_json(case[0]))
+    changed += want != case[1]
+    case[1] = want
+  with open(GOLDEN, "w") as f:
+    json.dump(cases, f, separators=(",", ":"))
+  return changed
+
+
 if __name__ == "__main__":
-  main()
+  import sys  # pylint: disable=g-import-not-at-top
+  if sys.argv[1:] == ["--update"]:
+    print(update(), "decisions changed")
+  else:
+    main()

@@ -828,8 +828,9 @@ _SKINNY_SCRIPT = _layer_script(13)
 @on_gpu
 def test_skinny_kernel_ran():
   """The skinny kernel runs where planned (sm_90, split 4 at n = k = 4096);
-  skinny=False runs the tiny tile's direct twin, and with direct=False too
-  its ptr-array kernel; not sm_90 or sm90=False: the generic kernel."""
+  skinny=False runs the tiny path's direct tile (here the cluster-K tile:
+  64 tiles 64 wide, K split in two), and with direct=False too the tiny
+  ptr-array kernel; not sm_90 or sm90=False: the generic kernel."""
   out, lines = _run_script(_SKINNY_SCRIPT)
   assert "['sm90_skinny']" in out, out
   assert all("planned=sm90_skinny" in l for l in lines), lines
@@ -840,7 +841,8 @@ def test_skinny_kernel_ran():
     assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
   _, lines = _run_script(_SKINNY_SCRIPT, skinny=False)
   if _is_sm90():
-    assert all("kernel=kSm90DirectTinyBf16NN" in l for l in lines), lines
+    assert all("kernel=kSm90DirectClusterKBf16NN split_k=2" in l
+               for l in lines), lines
   _, lines = _run_script(_SKINNY_SCRIPT, skinny=False, direct=False)
   if _is_sm90():
     assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines

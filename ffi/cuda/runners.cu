@@ -133,7 +133,8 @@ ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,
 ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
                      const kernels::LaunchCommon& common,
                      const PrepParams& P, int split_k, int tile_n,
-                     bool deterministic, PreparedLaunchCache* cache) {
+                     bool deterministic, PreparedLaunchCache* cache,
+                     kernels::PreparedLaunch* launched) {
   const GemmProblem& p = P.p;
   kernels::DirectLaunch l;
   static_cast<kernels::LaunchCommon&>(l) = common;
@@ -172,7 +173,8 @@ ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
       key.addr[key.addrs++] = P.slots[j].value;
       key.addr[key.addrs++] = P.slots[j].table;
     }
-    if (ffi::Error err = RunPrepared(kernel, l, key, cache); err.failure())
+    if (ffi::Error err = RunPrepared(kernel, l, key, cache, launched);
+        err.failure())
       return err;
   } else if (ffi::Error err = RunKernel(kernel, l); err.failure()) {
     return err;

@@ -102,10 +102,12 @@ struct PreparedLaunchCache {
 // Launches `kernel` for `l` through the launch made ready for `key`: found
 // in `cache`, or prepared (after RunKernel's workspace check) and stored.
 // Entry: DirectKernelEntry or GroupedKernelEntry (a `prepare` member).
+// `launched` (if not null) receives the launch made.
 template <typename Entry, typename Launch>
 inline ffi::Error RunPrepared(const Entry* kernel, const Launch& l,
                               const PreparedLaunchCache::Key& key,
-                              PreparedLaunchCache* cache) {
+                              PreparedLaunchCache* cache,
+                              kernels::PreparedLaunch* launched = nullptr) {
   kernels::PreparedLaunch ready;
   if (!cache->Find(key, &ready)) {
     if (kernel->workspace(l) > l.workspace_bytes)
@@ -120,6 +122,9 @@ inline ffi::Error RunPrepared(const Entry* kernel, const Launch& l,
   if (!r.empty())
     return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
                                 kernel->name + ": " + r);
+  if (launched != nullptr)
+    std::memcpy(launched, &ready,
+                offsetof(kernels::PreparedLaunch, params) + ready.param_bytes);
   return ffi::Error::Success();
 }
 
@@ -133,11 +138,13 @@ ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,
 // kernel, device and addresses where the kernel can be (`cache`);
 // `split_k` CTAs per output tile along K (the split-K tile's slices, the
 // cluster-K tile's cluster size, else 1), the cluster-K tile's width
-// (`tile_n`, else 0), and the split-K tile's reduction order.
+// (`tile_n`, else 0), and the split-K tile's reduction order.  `launched`
+// receives the launch where it was a prepared one (fn stays null else).
 ffi::Error RunDirect(const kernels::DirectKernelEntry* kernel,
                      const kernels::LaunchCommon& common,
                      const PrepParams& P, int split_k, int tile_n,
-                     bool deterministic, PreparedLaunchCache* cache);
+                     bool deterministic, PreparedLaunchCache* cache,
+                     kernels::PreparedLaunch* launched);
 
 // The grouped path (ragged windows): (1g) the pointer kernel writes every
 // item's pointers, problem shape and strides into the workspace (P.ptrs,
