@@ -57,11 +57,10 @@ def cuda_graph_flags(min_graph_size: int = 1, whole_loops: bool = True) -> str:
 
   `whole_loops=False` captures each loop body as its own graph and keeps
   the loop on the host: for loops of small GEMMs that is the fastest
-  setting, since a whole-loop graph spends ~3 us of device time per
-  iteration on loop control (H200, 64 GEMMs 128x1024x1024 in a fori_loop:
-  13.8 us per call with body graphs, 15 us as one graph, 21-28 us with
-  XLA's defaults, XLA's own loop 12.4 us, measured at d041909; see
-  docs/cuda_graphs.md).
+  setting, since a whole-loop graph spends device time on loop control
+  every iteration (H200, 64 GEMMs 128x1024x1024 in a fori_loop, us per
+  iteration: 7.2-7.4 with body graphs, 11.5 as one graph, 9.3-10.6 with
+  XLA's defaults, XLA's own loop 10.2-10.4; see docs/cuda_graphs.md).
   """
   size = f"--xla_gpu_graph_min_graph_size={min_graph_size}"
   return f"--xla_gpu_enable_command_buffer=+WHILE {size}" if whole_loops else size
