@@ -46,9 +46,10 @@ On a CPU the scenarios run at tiny sizes (a smoke run of the driver);
 in float32, bfloat16 and float16 against `jnp.dot`: the CPU handler's own
 figures (it multiplies with OpenBLAS).
 
-Writes OUT_DIR/bench.json (bench_graphs.json under --graphs, bench_cpu.json
-under --cpu-plain) and a plot, OUT_DIR/bench.png (bench_graphs.png,
-bench_cpu.png).
+Writes OUT_DIR/bench.json (bench_graphs.json under --graphs,
+bench_bodygraphs.json under --body-graphs, bench_cpu.json under
+--cpu-plain) and a plot, OUT_DIR/bench.png (bench_graphs.png,
+bench_bodygraphs.png, bench_cpu.png).
 """
 
 from __future__ import annotations
@@ -875,9 +876,9 @@ def run(out_dir: Optional[str], quick: bool = False,
         print_row(r)
   if out_dir:
     os.makedirs(out_dir, exist_ok=True)
-    graphs = "+WHILE" in os.environ.get("XLA_FLAGS", "")
-    stem = ("bench_cpu" if cpu_plain else
-            "bench_graphs" if graphs else "bench")
+    mode = graph_mode(os.environ.get("XLA_FLAGS", ""))
+    stem = "bench_cpu" if cpu_plain else "bench_" + mode if mode else "bench"
+
     dev = jax.devices()[0]
     with open(os.path.join(out_dir, stem + ".json"), "w") as f:
       json.dump({"device": dev.device_kind, "jax": jax.__version__,
@@ -953,6 +954,18 @@ def print_row(r: Row):
           f"xla {x['device_events_per_call']:.2f}", flush=True)
 
 
+def graph_mode(xla_flags: str) -> str:
+  """The graph setting `xla_flags` asks for, as the output's stem names it:
+  "graphs" (cuda_graph_flags(): loops become one graph each), "bodygraphs"
+  (cuda_graph_flags(whole_loops=False): each loop body a graph, the loop on
+  the host), or "" (XLA's defaults)."""
+  if "+WHILE" in xla_flags:
+    return "graphs"
+  if "--xla_gpu_graph_min_graph_size=1" in xla_flags.split():
+    return "bodygraphs"
+  return ""
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(description="jax_dynoff vs XLA, side by side")
   p.add_argument("out_dir", nargs="?", default=None,
@@ -963,6 +976,10 @@ def main(argv=None):
   p.add_argument("--graphs", action="store_true",
                  help="run with jax_dynoff.cuda_graph_flags() in XLA_FLAGS: "
                  "every timed loop, ours and XLA's, becomes one CUDA graph")
+  p.add_argument("--body-graphs", action="store_true",
+                 help="run with jax_dynoff.cuda_graph_flags(whole_loops=False)"
+                 " in XLA_FLAGS: every timed loop's body, ours and XLA's, "
+                 "becomes a CUDA graph, the loop stays on the host")
   p.add_argument("--host", action="store_true",
                  help="also trace each loop once (GPU): host time per call of "
                  "our custom call and of XLA's GEMM thunk or loop-body "
@@ -978,9 +995,13 @@ def main(argv=None):
                  f"{', '.join(CPU_PLAIN_DTYPES)}, 5 rounds of 1-s windows "
                  "(meant for the CPU handler); writes bench_cpu.json")
   args = p.parse_args(argv)
-  if args.graphs:  # XLA reads XLA_FLAGS when the backend starts: still ahead
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " +
-                               dyn.cuda_graph_flags()).strip()
+  if args.graphs and args.body_graphs:
+    p.error("--graphs and --body-graphs are two graph settings: one at most")
+  if args.graphs or args.body_graphs:
+    # XLA reads XLA_FLAGS when the backend starts: still ahead.
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " " +
+        dyn.cuda_graph_flags(whole_loops=args.graphs)).strip()
   scenarios = tuple(s for s in args.scenarios.split(",") if s)
   unknown = set(scenarios) - set(SCENARIOS)
   if unknown:

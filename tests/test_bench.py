@@ -308,6 +308,18 @@ def test_dtypes_option(tmp_path):
     bench.main([str(tmp_path), "--dtypes", "float64"])
 
 
+def test_graph_mode():
+  """The output stem of each graph setting the bench's options put into
+  XLA_FLAGS; both options at once are an error."""
+  assert bench.graph_mode("") == ""
+  assert bench.graph_mode(dyn.cuda_graph_flags()) == "graphs"
+  assert bench.graph_mode(
+      dyn.cuda_graph_flags(whole_loops=False)) == "bodygraphs"
+  assert bench.graph_mode("--xla_gpu_graph_min_graph_size=10") == ""
+  with pytest.raises(SystemExit):
+    bench.main(["--graphs", "--body-graphs"])
+
+
 def test_ncu_case_reads_gemm_configs():
   """benchmarks/ncu_case.py's gemm_configs finds a Triton GEMM fusion's
   config and a cuBLAS call's algorithm in compiled HLO text (synthetic
