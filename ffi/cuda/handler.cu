@@ -172,39 +172,37 @@ struct GemmState {
 
   PreparedLaunchCache cache;  // the direct kernels' launches
 
-  // The last call's launch where the call was that one prepared direct
-  // launch and nothing else (a loop's small GEMM), with the device and the
-  // addresses of every argument and result it was made for.  A call with
-  // the same device and addresses makes the same launch (everything else
-  // the execute stage decides is static per op instance), so it launches
-  // this one and skips validation, windows and kernel choice: the host
-  // time of a call in a loop driven from the host.
-  struct Repeat {
-    static constexpr int kMaxAddrs = 32;
-    std::mutex mu;
-    bool valid = false;
-    int device = -1, addrs = 0;
-    const void* addr[kMaxAddrs] = {};
-    kernels::PreparedLaunch launch;
-  } repeat;
+  // Whole calls made ready: where a call was one prepared direct launch
+  // and nothing else (a loop's small GEMM), that launch, keyed by the
+  // call's device and the addresses of every argument and result (the
+  // key's kernel field is a tag, RepeatKey).  A call with the same device
+  // and addresses makes the same launch (everything else the execute stage
+  // decides is static per op instance), so it launches this one and skips
+  // validation, windows and kernel choice: the host time of a call in a
+  // loop driven from the host.
+  PreparedLaunchCache repeat;
 };
 
-// The addresses of a call's arguments and results, in order; false where
-// there are more than Repeat::kMaxAddrs or one is not a buffer.
-bool CallAddresses(ffi::RemainingArgs& args, ffi::RemainingRets& rets,
-                   const void** out, int* n) {
-  const size_t total = args.size() + rets.size();
-  if (total > static_cast<size_t>(GemmState::Repeat::kMaxAddrs)) return false;
-  *n = 0;
+// The repeat cache's key for a call: its device and the addresses of its
+// arguments and results, in order; false where the key cannot hold them
+// all or one is not a buffer.
+bool RepeatKey(GemmState* state, int device, ffi::RemainingArgs& args,
+               ffi::RemainingRets& rets, PreparedLaunchCache::Key* key) {
+  using Key = PreparedLaunchCache::Key;
+  if (args.size() + rets.size() > static_cast<size_t>(Key::kMaxAddrs))
+    return false;
+  key->kernel = &state->repeat;  // whole calls, not one kernel's launches
+  key->device = device;
+  key->addrs = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     auto b = args.get<ffi::AnyBuffer>(i);
     if (!b.has_value()) return false;
-    out[(*n)++] = b->untyped_data();
+    key->addr[key->addrs++] = b->untyped_data();
   }
   for (size_t i = 0; i < rets.size(); ++i) {
     auto b = rets.get<ffi::AnyBuffer>(i);
     if (!b.has_value()) return false;
-    out[(*n)++] = (*b)->untyped_data();
+    key->addr[key->addrs++] = (*b)->untyped_data();
   }
   return true;
 }
@@ -259,28 +257,16 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   if (rets.size() != 2)
     return fail("expected 2 results (D, workspace), got " +
                 std::to_string(rets.size()));
-  // The launch the last call made, where this call's addresses are its
-  // (not while the kernel log is on: it prints every call's choice).
-  const void* addrs[GemmState::Repeat::kMaxAddrs];
-  int num_addrs = 0;
+  // The launch a call at these addresses made (not while the kernel log
+  // is on: it prints every call's choice).
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return CudaError("cudaGetDevice", e);
-  const bool addressed = CallAddresses(args, rets, addrs, &num_addrs);
-  if (addressed && !LogEnabled()) {
-    GemmState::Repeat& r = state->repeat;
+  PreparedLaunchCache::Key repeat_key;
+  const bool keyed = RepeatKey(state, device, args, rets, &repeat_key);
+  if (keyed && !LogEnabled()) {
     kernels::PreparedLaunch launch;
-    bool hit = false;
-    {
-      std::lock_guard<std::mutex> lock(r.mu);
-      hit = r.valid && r.device == device && r.addrs == num_addrs &&
-            std::equal(addrs, addrs + num_addrs, r.addr);
-      if (hit)
-        std::memcpy(&launch, &r.launch,
-                    offsetof(kernels::PreparedLaunch, params) +
-                        r.launch.param_bytes);
-    }
-    if (hit) {
+    if (state->repeat.Find(repeat_key, &launch)) {
       const std::string why = kernels::LaunchPrepared(launch, stream);
       if (!why.empty()) return fail(why);
       return ffi::Error::Success();
@@ -476,17 +462,8 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
         direct, common, P, direct_split,
         direct_tile == DirectTile::kClusterK ? planned.cluster_k_tile_n : 0,
         !Opt(p, opt::kNondeterministic), &state->cache, &launched);
-    if (!err.failure() && launched.fn != nullptr && addressed) {
-      GemmState::Repeat& r = state->repeat;
-      std::lock_guard<std::mutex> lock(r.mu);
-      r.valid = true;
-      r.device = device;
-      r.addrs = num_addrs;
-      std::copy(addrs, addrs + num_addrs, r.addr);
-      std::memcpy(&r.launch, &launched,
-                  offsetof(kernels::PreparedLaunch, params) +
-                      launched.param_bytes);
-    }
+    if (!err.failure() && launched.fn != nullptr && keyed)
+      state->repeat.Store(repeat_key, launched);
     return err;
   }
   // The CUTLASS 2.x kernels (generic, TF32) index batch items with grid z

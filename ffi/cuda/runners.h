@@ -47,6 +47,14 @@ inline ffi::Error RunKernel(const Entry* kernel, const Launch& l) {
   return ffi::Error::Success();
 }
 
+// Copies the part of a prepared launch in use: its parameters, not the
+// whole 4 KiB buffer.
+inline void CopyPrepared(kernels::PreparedLaunch* dst,
+                         const kernels::PreparedLaunch& src) {
+  std::memcpy(dst, &src,
+              offsetof(kernels::PreparedLaunch, params) + src.param_bytes);
+}
+
 // Direct kernel launches made ready for the buffer and start addresses
 // seen last (kernels::PreparedLaunch): the TMA descriptors cover the whole
 // buffers and the windows are located on the device, so one launch serves
@@ -83,10 +91,7 @@ struct PreparedLaunchCache {
     std::lock_guard<std::mutex> lock(mu);
     for (int i = 0; i < kSlots; ++i)
       if (keys[i].kernel != nullptr && keys[i] == k) {
-        // The parameters in use, not the whole 4 KiB buffer.
-        std::memcpy(out, &launches[i],
-                    offsetof(kernels::PreparedLaunch, params) +
-                        launches[i].param_bytes);
+        CopyPrepared(out, launches[i]);
         return true;
       }
     return false;
@@ -94,7 +99,7 @@ struct PreparedLaunchCache {
   void Store(const Key& k, const kernels::PreparedLaunch& l) {
     std::lock_guard<std::mutex> lock(mu);
     keys[next] = k;
-    std::memcpy(&launches[next], &l, sizeof(l));
+    CopyPrepared(&launches[next], l);
     next = (next + 1) % kSlots;
   }
 };
@@ -122,9 +127,7 @@ inline ffi::Error RunPrepared(const Entry* kernel, const Launch& l,
   if (!r.empty())
     return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
                                 kernel->name + ": " + r);
-  if (launched != nullptr)
-    std::memcpy(launched, &ready,
-                offsetof(kernels::PreparedLaunch, params) + ready.param_bytes);
+  if (launched != nullptr) CopyPrepared(launched, ready);
   return ffi::Error::Success();
 }
 

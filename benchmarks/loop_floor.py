@@ -1,0 +1,111 @@
+"""What one iteration of a loop driven from the host costs, by what its body
+holds, in one process (not part of the test suite).
+
+At XLA's default flags a body of fewer than 5 thunks is no command buffer:
+XLA enqueues its thunks one by one from the host, every iteration (with a
+known trip count it does not wait for the device).  A loop whose device
+work is shorter than those launches runs at the host's pace.  This times,
+at the process's XLA flags and with body graphs (graphs.BODY_GRAPHS):
+
+  xla_chain   y = jnp.dot(y, w) in an inner loop of L: XLA's GEMM thunk
+              and the loop counter
+  ours_chain  y = gemm(y, w) in an inner loop of L: our custom call and
+              the loop counter
+  ours_loop   the bench's `loop` scenario (gemm into a row window at a
+              table offset, W[i] a window): our call and the counter
+  xla_loop    XLA's loop of the same scenario (dynamic_index + dot +
+              dynamic_update_slice)
+
+all with L GEMMs of m x n x n (bfloat16), and for each the device events
+per inner iteration and the median host time of the events that come once
+per inner iteration (one profiler trace).  Each runs 20 outer iterations of
+its inner loop of L, as the bench does.  If ours_chain and xla_chain take the same
+time per iteration, our call costs the host what XLA's own GEMM thunk does,
+and a body of one call and a counter cannot go faster than two thunk
+launches.
+
+    python benchmarks/loop_floor.py [--shape L,m,n] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+import jax_dynoff as dyn
+from jax_dynoff import bench
+from jax_dynoff.graphs import BODY_GRAPHS
+
+
+def chain_loops(L: int, m: int, n: int) -> dict:
+  kx, kw = jax.random.split(jax.random.key(m + n))
+  y = bench._rand(kx, (m, n), jnp.bfloat16)  # pylint: disable=protected-access
+  w = bench._rand(kw, (n, n), jnp.bfloat16, 1.0 / n ** 0.5)  # pylint: disable=protected-access
+
+  # Each an inner loop of L GEMMs, as the bench's `loop` scenario is.
+  def xla(j, y, w):
+    del j
+    return lax.fori_loop(0, L, lambda i, y: jnp.dot(
+        y, w, preferred_element_type=jnp.float32).astype(y.dtype), y)
+
+  def ours(j, y, w):
+    del j
+    return lax.fori_loop(0, L, lambda i, y: dyn.gemm(y, w), y)
+
+  return {"xla_chain": bench.Loop(xla, y, (w,)),
+          "ours_chain": bench.Loop(ours, y, (w,))}
+
+
+def per_iteration_events(loop: bench.Loop, outer: int, L: int):
+  """(device events per inner iteration, [(host event, count per inner
+  iteration, median us)] of the host events seen once per inner iteration
+  or more), from one profiler trace of `outer` x L iterations."""
+  f, args = bench.compile_loop(loop, outer)
+  host, device = bench._host_events(f, args)  # pylint: disable=protected-access
+  iters = outer * L
+  by_name = collections.defaultdict(list)
+  for name, d in host:
+    by_name[name].append(d)
+  rows = [(name, len(ds) / iters, statistics.median(ds))
+          for name, ds in by_name.items() if len(ds) >= iters]
+  rows.sort(key=lambda r: -r[2])
+  return device / iters, rows
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--shape", default="64,128,1024", help="L,m,n")
+  p.add_argument("--repeats", type=int, default=5)
+  a = p.parse_args(argv)
+  L, m, n = (int(v) for v in a.shape.split(","))
+  bench.WINDOW_S = 0.5
+  small = bench.small_loop_loops(L, m, n)
+  loops = dict(chain_loops(L, m, n))
+  outer = 20
+  loops["ours_loop"] = small["ours"]
+  loops["xla_loop"] = small["xla"]
+  names = list(loops)
+  for setting, options in (("process flags", None),
+                           ("body graphs", BODY_GRAPHS)):
+    variants = [bench.Loop(l.body, l.carry, l.consts, options)
+                for l in loops.values()]
+    times = bench.time_loops(variants, outer, a.repeats)
+    print(f"== {setting}: L={L} {m}x{n}x{n} bfloat16, us per inner iteration "
+          f"(median of {a.repeats} interleaved windows)")
+    for name, t in zip(names, times):
+      print(f"{name:12s} {t * 1e3 / L:8.2f}")
+    for name, l in zip(names, variants):
+      dev, rows = per_iteration_events(l, outer, L)
+      print(f"  {name}: {dev:.2f} device events per iteration; host events "
+            "per iteration (count, median us):")
+      for ev, count, med in rows[:8]:
+        print(f"    {count:5.2f}x {med:8.2f}  {ev[:90]}")
+
+
+if __name__ == "__main__":
+  main()
