@@ -1,7 +1,8 @@
 """Which ways of reading a loop's offsets keep a fori_loop in one CUDA graph.
 
 Exploration (GPU, jax 0.11), not a test: prints one line per variant.  Run
-with XLA_FLAGS set to jax_dynoff.cuda_graph_flags() (and any extra flag).
+with XLA_FLAGS set to jax_dynoff.cuda_graph_flags(whole_loops=True) (and any
+extra flag).
 """
 import jax
 import jax.numpy as jnp

@@ -5,7 +5,8 @@ At XLA's default flags a body of fewer than 5 thunks is no command buffer:
 XLA enqueues its thunks one by one from the host, every iteration (with a
 known trip count it does not wait for the device).  A loop whose device
 work is shorter than those launches runs at the host's pace.  This times,
-at the process's XLA flags and with body graphs (graphs.BODY_GRAPHS):
+at the process's XLA flags, with body graphs (graphs.BODY_GRAPHS) and with
+whole-loop graphs (graphs.WHOLE_LOOP_GRAPHS):
 
   xla_chain   y = jnp.dot(y, w) in an inner loop of L: XLA's GEMM thunk
               and the loop counter
@@ -15,6 +16,10 @@ at the process's XLA flags and with body graphs (graphs.BODY_GRAPHS):
               table offset, W[i] a window): our call and the counter
   xla_loop    XLA's loop of the same scenario (dynamic_index + dot +
               dynamic_update_slice)
+  ours_while, xla_while
+              the same two with the inner loop's bound an argument: a trip
+              count XLA cannot know, so the host waits for the predicate
+              every iteration unless the whole loop is one graph
 
 all with L GEMMs of m x n x n (bfloat16), and for each the device events
 per inner iteration and the median host time of the events that come once
@@ -39,7 +44,7 @@ from jax import lax
 
 import jax_dynoff as dyn
 from jax_dynoff import bench
-from jax_dynoff.graphs import BODY_GRAPHS
+from jax_dynoff.graphs import BODY_GRAPHS, WHOLE_LOOP_GRAPHS
 
 
 def chain_loops(L: int, m: int, n: int) -> dict:
@@ -59,6 +64,38 @@ def chain_loops(L: int, m: int, n: int) -> dict:
 
   return {"xla_chain": bench.Loop(xla, y, (w,)),
           "ours_chain": bench.Loop(ours, y, (w,))}
+
+
+def while_loops(L: int, m: int, n: int) -> dict:
+  """The `loop` scenario's two sides (bench.small_loop_loops) with a trip
+  count XLA cannot know: the inner loop runs to a bound passed in as an
+  argument, so at XLA's defaults and with body graphs XLA copies the
+  predicate to the host and waits for it every iteration; only a
+  whole-loop graph keeps that on the device."""
+  small = bench.small_loop_loops(L, m, n)
+  (buf, rows), (x, w) = small["ours"].carry, small["ours"].consts
+  bound = jnp.asarray(L, jnp.int32)
+
+  def ours(j, carry, x, w, bound):
+    del j
+    buf, rows = carry
+    def body(i, buf):
+      return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)),
+                      out=dyn.window(buf, (rows[i], 0), (m, n)))
+    return lax.fori_loop(0, bound, body, buf), rows
+
+  def xla(j, carry, x, w, bound):
+    del j
+    buf, rows = carry
+    def body(i, buf):
+      wi = lax.dynamic_index_in_dim(w, i, keepdims=False)
+      y = jnp.dot(x, wi, preferred_element_type=jnp.float32).astype(buf.dtype)
+      return lax.dynamic_update_slice(buf, y, (rows[i], 0))
+    return lax.fori_loop(0, bound, body, buf), rows
+
+  consts = (x, w, bound)
+  return {"ours_while": bench.Loop(ours, (buf, rows), consts),
+          "xla_while": bench.Loop(xla, (buf, rows), consts)}
 
 
 def per_iteration_events(loop: bench.Loop, outer: int, L: int):
@@ -81,6 +118,8 @@ def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--shape", default="64,128,1024", help="L,m,n")
   p.add_argument("--repeats", type=int, default=5)
+  p.add_argument("--no-trace", dest="trace", action="store_false",
+                 help="times only, no profiler trace per variant")
   a = p.parse_args(argv)
   L, m, n = (int(v) for v in a.shape.split(","))
   bench.WINDOW_S = 0.5
@@ -89,9 +128,11 @@ def main(argv=None):
   outer = 20
   loops["ours_loop"] = small["ours"]
   loops["xla_loop"] = small["xla"]
+  loops.update(while_loops(L, m, n))
   names = list(loops)
   for setting, options in (("process flags", None),
-                           ("body graphs", BODY_GRAPHS)):
+                           ("body graphs", BODY_GRAPHS),
+                           ("whole-loop graphs", WHOLE_LOOP_GRAPHS)):
     variants = [bench.Loop(l.body, l.carry, l.consts, options)
                 for l in loops.values()]
     times = bench.time_loops(variants, outer, a.repeats)
@@ -99,7 +140,7 @@ def main(argv=None):
           f"(median of {a.repeats} interleaved windows)")
     for name, t in zip(names, times):
       print(f"{name:12s} {t * 1e3 / L:8.2f}")
-    for name, l in zip(names, variants):
+    for name, l in zip(names, variants if a.trace else ()):
       dev, rows = per_iteration_events(l, outer, L)
       print(f"  {name}: {dev:.2f} device events per iteration; host events "
             "per iteration (count, median us):")

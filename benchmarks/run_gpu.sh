@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for any GPU machine, offline: build jax_dynoff from a folder of
 # wheels, run the whole test suite on the GPU (GPU tests included), then the
-# side-by-side benchmark with and without whole-loop CUDA graphs.  Usage:
+# side-by-side benchmark at XLA's default flags, with body graphs
+# (cuda_graph_flags()) and with whole-loop graphs.  Usage:
 #   benchmarks/run_gpu.sh [RESULTS_DIR]        (default: $OUT or ./gpu_results)
 # Needs: python3 with jax[cuda], nanobind, scikit-build-core, pytest and
 # hypothesis; the nvidia-cutlass wheel in ./.whl (pip download --no-deps -d
@@ -12,7 +13,7 @@
 # which mostly overlaps XLA compile time); PYTEST_ARGS (extra pytest args);
 # SKIP_TESTS, SKIP_BENCH; BENCH_ARGS (e.g. "--scenarios plain,stacked");
 # DIAG=1 adds the kernel-level diagnostics after the benchmark: the profiler
-# timeline (benchmarks/timeline.py, graph flags), the ptr-array vs regular
+# timeline (benchmarks/timeline.py, whole-loop graphs), the ptr-array vs regular
 # CUTLASS comparison (benchmarks/sm90_tiles/vs_regular, built alongside the
 # library), the launch-cost and host-cost microbenchmarks
 # (benchmarks/launch) and the sustained-load clocks (benchmarks/sustained.py).
@@ -111,12 +112,13 @@ fi
 if [ -z "${SKIP_BENCH:-}" ]; then
   step "benchmark"
   (cd /tmp && python3 -m jax_dynoff.bench ${BENCH_ARGS:-} "$res" && \
+     python3 -m jax_dynoff.bench --body-graphs ${BENCH_ARGS:-} "$res" && \
      python3 -m jax_dynoff.bench --graphs ${BENCH_ARGS:-} "$res") 2>&1 \
      | grep -v -E "^(W|I)[0-9]{4} " | tee "$res/bench.log" || status=1
 fi
 if [ -n "${DIAG:-}" ]; then
   step "diagnostics"
-  gf=$(cd /tmp && python3 -c "import jax_dynoff as d; print(d.cuda_graph_flags())")
+  gf=$(cd /tmp && python3 -c "import jax_dynoff as d; print(d.cuda_graph_flags(whole_loops=True))")
   (cd /tmp && XLA_FLAGS="$gf" python3 "$repo/benchmarks/timeline.py") 2>&1 \
     | grep -v -E "^(W|I)[0-9]{4} " | tee "$res/timeline_graphs.txt"
   (cd /tmp && python3 "$repo/benchmarks/sustained.py" --seconds 2 --rounds 2 \

@@ -8,7 +8,7 @@ that `jax.profiler` writes is read back with `jax.profiler.ProfileData`.
 
     python benchmarks/timeline.py [--iters N] [--warmup S] [--host] [--rounds R]
                                   [plain M N K | loop | cond | stacked L M N] ...
-    XLA_FLAGS="$(python -c 'import jax_dynoff as d; print(d.cuda_graph_flags())')" \\
+    XLA_FLAGS="$(python -c 'import jax_dynoff as d; print(d.cuda_graph_flags(whole_loops=True))')" \\
         python benchmarks/timeline.py plain 2048 2048 2048
 
 --iters N: loop iterations per traced call of `plain` (default 20; the

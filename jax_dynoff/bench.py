@@ -47,9 +47,9 @@ in float32, bfloat16 and float16 against `jnp.dot`: the CPU handler's own
 figures (it multiplies with OpenBLAS).
 
 Writes OUT_DIR/bench.json (bench_graphs.json under --graphs,
-bench_bodygraphs.json under --body-graphs, bench_cpu.json under
+bench_body_graphs.json under --body-graphs, bench_cpu.json under
 --cpu-plain) and a plot, OUT_DIR/bench.png (bench_graphs.png,
-bench_bodygraphs.png, bench_cpu.png).
+bench_body_graphs.png, bench_cpu.png).
 """
 
 from __future__ import annotations
@@ -956,13 +956,13 @@ def print_row(r: Row):
 
 def graph_mode(xla_flags: str) -> str:
   """The graph setting `xla_flags` asks for, as the output's stem names it:
-  "graphs" (cuda_graph_flags(): loops become one graph each), "bodygraphs"
-  (cuda_graph_flags(whole_loops=False): each loop body a graph, the loop on
-  the host), or "" (XLA's defaults)."""
+  "graphs" (cuda_graph_flags(whole_loops=True): loops become one graph
+  each), "body_graphs" (cuda_graph_flags(): each loop body a graph, the loop
+  on the host), or "" (XLA's defaults)."""
   if "+WHILE" in xla_flags:
     return "graphs"
   if "--xla_gpu_graph_min_graph_size=1" in xla_flags.split():
-    return "bodygraphs"
+    return "body_graphs"
   return ""
 
 
@@ -974,12 +974,13 @@ def main(argv=None):
                  help="2 rounds of 0.5 s windows (not 3 of 1 s), no float32 "
                  "plain GEMMs, the first moe case only")
   p.add_argument("--graphs", action="store_true",
-                 help="run with jax_dynoff.cuda_graph_flags() in XLA_FLAGS: "
-                 "every timed loop, ours and XLA's, becomes one CUDA graph")
+                 help="run with jax_dynoff.cuda_graph_flags(whole_loops=True) "
+                 "in XLA_FLAGS: every timed loop, ours and XLA's, becomes one "
+                 "CUDA graph")
   p.add_argument("--body-graphs", action="store_true",
-                 help="run with jax_dynoff.cuda_graph_flags(whole_loops=False)"
-                 " in XLA_FLAGS: every timed loop's body, ours and XLA's, "
-                 "becomes a CUDA graph, the loop stays on the host")
+                 help="run with jax_dynoff.cuda_graph_flags() in XLA_FLAGS: "
+                 "every timed loop's body, ours and XLA's, becomes a CUDA "
+                 "graph, the loop stays on the host")
   p.add_argument("--host", action="store_true",
                  help="also trace each loop once (GPU): host time per call of "
                  "our custom call and of XLA's GEMM thunk or loop-body "

@@ -1,4 +1,5 @@
-"""CUDA graphs: the XLA flags that capture whole loops, and a capture check.
+"""CUDA graphs: the XLA flags that capture loop bodies or whole loops, and a
+capture check.
 
 XLA turns runs of graph-safe thunks into command buffers (CUDA graphs) after
 HLO compilation, so `compiled.as_text()` never shows them; the thunk
@@ -11,19 +12,22 @@ command buffer.
     ...
     print(dyn.check_capture(f, *args))
 
-`cuda_graph_flags()` is the reliable way: it adds WHILE to XLA's default
-command kinds.  `cuda_graph_options()` does the same per compile, but must
-spell out the whole list, and some kinds XLA uses by default cannot be named
-there.
+`cuda_graph_flags()` is the reliable way: graphs from one command up, so
+each loop body (calls, counter, conditionals) is one graph and the loop runs
+on the host; `whole_loops=True` adds WHILE to XLA's default command kinds,
+so a whole loop is one graph.  `cuda_graph_options()` does the same per
+compile, but must spell out the whole list, and some kinds XLA uses by
+default cannot be named there.
 
-What keeps a loop out of one graph (jax 0.11.2, H200): XLA reads a bare
-`table[i]` (i the loop counter) that feeds a custom call through an
-asynchronous dynamic-slice copy, and a while loop holding one stays on the
-host, with only its body captured.  `gemm` clamps its traced starts with XLA
-ops before the call, so `window(x, (table[i], 0), ...)` fuses and the loop is
-whole.  A `lax.scan` over `xs` has the same copy for `xs[i]`, outside any
-jax_dynoff call: carry the step counter instead (`lax.scan(step, (c, 0),
-None, length=L)`) or use `fori_loop`, and check with `check_capture`.
+What keeps a loop out of one graph under `whole_loops=True` (jax 0.11.2,
+H200): XLA reads a bare `table[i]` (i the loop counter) that feeds a custom
+call through an asynchronous dynamic-slice copy, and a while loop holding
+one stays on the host, with only its body captured.  `gemm` clamps its
+traced starts with XLA ops before the call, so `window(x, (table[i], 0),
+...)` fuses and the loop is whole.  A `lax.scan` over `xs` has the same copy
+for `xs[i]`, outside any jax_dynoff call: carry the step counter instead
+(`lax.scan(step, (c, 0), None, length=L)`) or use `fori_loop`, and check
+with `check_capture`.
 """
 
 from __future__ import annotations
@@ -44,43 +48,52 @@ _COMMANDS = ("FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE,"
              "DYNAMIC_SLICE_FUSION")
 
 
-def cuda_graph_flags(min_graph_size: int = 1, whole_loops: bool = True) -> str:
+def cuda_graph_flags(min_graph_size: int = 1, whole_loops: bool = False) -> str:
   """XLA_FLAGS text for CUDA-graph capture; set it before JAX starts.
 
-  `+WHILE` adds loops to XLA's default command kinds (conditionals and FFI
-  calls such as jax_dynoff's are on by default), so a whole loop is one
-  graph; `min_graph_size=1` lets even a single call form a graph.  XLA's
-  default (5) leaves a loop body of one `gemm` call (two or three thunks:
-  the call, the counter, and the fusion that makes its offsets vector where
-  a start is computed) outside any graph, launched thunk by thunk from the
-  host.
+  `min_graph_size=1` lets even a single call form a graph.  XLA's default
+  (5) leaves a loop body of one `gemm` call (two or three thunks: the call,
+  the counter, and the fusion that makes its offsets vector where a start
+  is computed) outside any graph, launched thunk by thunk from the host.
 
-  `whole_loops=False` captures each loop body as its own graph and keeps
-  the loop on the host: for loops of small GEMMs that is the fastest
-  setting, since a whole-loop graph spends device time on loop control
-  every iteration (H200, 64 GEMMs 128x1024x1024 in a fori_loop, us per
-  iteration: 7.2-7.4 with body graphs, 11.5 as one graph, 9.3-10.6 with
-  XLA's defaults, XLA's own loop 10.2-10.4; see docs/cuda_graphs.md).
+  By default each loop body is one graph (conditionals and FFI calls such
+  as jax_dynoff's are among XLA's default command kinds) and the loop runs
+  on the host.  Where XLA knows the trip count (`fori_loop` and `scan` with
+  static bounds) it enqueues the iterations without waiting for the
+  device, and this is the fastest setting: on an H200, 64 GEMMs of
+  128x1024x1024 in a fori_loop take 7.1 us per iteration with body
+  graphs, 9.9 at XLA's defaults and 10.9 as one graph (XLA's own loop:
+  10.0-10.2).
+
+  `whole_loops=True` adds WHILE to the command kinds, so a whole loop is one
+  graph and its control runs on the device: condition kernels and a
+  conditional node every iteration, ~6 us of the 10.9 above.  That pays
+  where XLA cannot know the trip count (a `while_loop` on a computed
+  condition, a `fori_loop` to a traced bound): with the loop on the host,
+  XLA copies the predicate back and waits for it every iteration (the same
+  loop to a traced bound: 10.9 us per iteration as one graph, 20.7 with
+  body graphs).  Measurements: docs/cuda_graphs.md.
   """
   size = f"--xla_gpu_graph_min_graph_size={min_graph_size}"
   return f"--xla_gpu_enable_command_buffer=+WHILE {size}" if whole_loops else size
 
 
-def cuda_graph_options(min_graph_size: int = 1) -> dict[str, str]:
+def cuda_graph_options(min_graph_size: int = 1,
+                       whole_loops: bool = False) -> dict[str, str]:
   """The same per compile: `.compile(compiler_options=cuda_graph_options())`."""
-  return {"xla_gpu_enable_command_buffer": _COMMANDS,
+  kinds = [k for k in _COMMANDS.split(",") if whole_loops or k != "WHILE"]
+  return {"xla_gpu_enable_command_buffer": ",".join(kinds),
           "xla_gpu_graph_min_graph_size": str(min_graph_size)}
 
 
 NO_GRAPHS = {"xla_gpu_enable_command_buffer": ""}  # compile options: none
-# Compile options: every command kind but WHILE, and graphs from one
-# command up, so a loop's body is one graph per iteration (XLA's minimum
-# of 5 commands would leave a body of one `gemm` and its counter out) and
-# the loop itself runs on the host: cuda_graph_flags(whole_loops=False)
-# per compile.
-BODY_GRAPHS = {"xla_gpu_enable_command_buffer": ",".join(
-    k for k in _COMMANDS.split(",") if k != "WHILE"),
-               "xla_gpu_graph_min_graph_size": "1"}
+# Compile options: each loop body one graph (from one command up, so a body
+# of one `gemm` and its counter is one), the loop on the host:
+# cuda_graph_flags() per compile.
+BODY_GRAPHS = cuda_graph_options()
+# Compile options: a whole loop one graph, its control on the device:
+# cuda_graph_flags(whole_loops=True) per compile.
+WHOLE_LOOP_GRAPHS = cuda_graph_options(whole_loops=True)
 
 
 @dataclasses.dataclass
@@ -150,9 +163,12 @@ def _parse(text: str) -> CaptureReport:
         "custom call")
   elif "kWhile" in top_kinds:
     hints.append(
-        "a loop runs on the host with only its body captured: whole loops "
-        "need WHILE among the command kinds (cuda_graph_flags() or "
-        "cuda_graph_options())")
+        "a loop runs on the host with its body captured (body graphs: the "
+        "fastest setting where XLA knows the trip count, as for fori_loop "
+        "and scan); to make the whole loop one graph, its control on the "
+        "device, as pays for a loop whose trip count XLA cannot know, add "
+        "WHILE to the command kinds: cuda_graph_flags(whole_loops=True) or "
+        "cuda_graph_options(whole_loops=True)")
   if uncaptured:
     sizes = sorted(set(_uncaptured_run_sizes(text)))
     where = (f"; the sequence around them has {'/'.join(map(str, sizes))} "

@@ -354,8 +354,8 @@ def render_docs(repo: Path) -> list[Path]:
                              f"{folder.name}: plain GEMMs on the H200 roofline"),
              f"{tag}-roofline.png")
       settings = {"XLA defaults": "bench",
-                  "body graphs (min_graph_size=1)": "bench_body_graphs",
-                  "whole-loop graphs (cuda_graph_flags())": "bench_graphs"}
+                  "body graphs (cuda_graph_flags())": "bench_body_graphs",
+                  "whole-loop graphs (whole_loops=True)": "bench_graphs"}
       if "bench_body_graphs" in run and "bench_graphs" in run:
         save(flags_figure({k: run[v]["rows"] for k, v in settings.items()},
                           f"{folder.name}: the loop scenarios under three XLA "

@@ -2,8 +2,8 @@
 
 Run as a script (`python graph_cases.py`), it compiles each case with a thunk
 dump under the XLA_FLAGS of its environment and prints one JSON line per
-case; the tests start it with `jax_dynoff.cuda_graph_flags()` set, since XLA
-reads XLA_FLAGS only when the backend starts.
+case; the tests start it with `jax_dynoff.cuda_graph_flags(whole_loops=True)`
+set, since XLA reads XLA_FLAGS only when the backend starts.
 """
 
 import json

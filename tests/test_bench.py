@@ -312,9 +312,8 @@ def test_graph_mode():
   """The output stem of each graph setting the bench's options put into
   XLA_FLAGS; both options at once are an error."""
   assert bench.graph_mode("") == ""
-  assert bench.graph_mode(dyn.cuda_graph_flags()) == "graphs"
-  assert bench.graph_mode(
-      dyn.cuda_graph_flags(whole_loops=False)) == "bodygraphs"
+  assert bench.graph_mode(dyn.cuda_graph_flags(whole_loops=True)) == "graphs"
+  assert bench.graph_mode(dyn.cuda_graph_flags()) == "body_graphs"
   assert bench.graph_mode("--xla_gpu_graph_min_graph_size=10") == ""
   with pytest.raises(SystemExit):
     bench.main(["--graphs", "--body-graphs"])

@@ -2,7 +2,8 @@
 
 Reads XLA's thunk dump through jax_dynoff.check_capture.  GPU only.  Whole-
 loop capture needs XLA_FLAGS at backend start, so those checks run
-tests/graph_cases.py in a subprocess with `jax_dynoff.cuda_graph_flags()`.
+tests/graph_cases.py in a subprocess with
+`jax_dynoff.cuda_graph_flags(whole_loops=True)`.
 """
 
 import functools
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 import jax_dynoff as dyn
+from jax_dynoff.graphs import BODY_GRAPHS, WHOLE_LOOP_GRAPHS
 import graph_cases as gc
 
 pytestmark = [pytest.mark.gpu,
@@ -27,7 +29,7 @@ pytestmark = [pytest.mark.gpu,
 
 @pytest.fixture(scope="module")
 def whole_loop_reports():
-  env = dict(os.environ, XLA_FLAGS=dyn.cuda_graph_flags())
+  env = dict(os.environ, XLA_FLAGS=dyn.cuda_graph_flags(whole_loops=True))
   script = os.path.join(os.path.dirname(__file__), "graph_cases.py")
   res = subprocess.run([sys.executable, script], env=env, capture_output=True,
                        text=True, timeout=600)
@@ -85,7 +87,7 @@ def test_check_capture_explains_the_scan_over_xs(whole_loop_reports):
 def test_options_capture_a_loop_with_its_conditional():
   build, args = gc.cases()["cond"]
   rep = dyn.check_capture(build(dyn), *args,
-                          compiler_options=dyn.cuda_graph_options())
+                          compiler_options=WHOLE_LOOP_GRAPHS)
   assert rep.all_captured and rep.whole_program, rep.thunks
   assert "kConditional" in rep.thunks
 
@@ -116,19 +118,33 @@ def test_split_k_loop_with_its_conditional_is_captured():
   mod = _split_k()
   build, args = gc.cases()["cond"]
   rep = dyn.check_capture(build(mod), *args,
-                          compiler_options=dyn.cuda_graph_options())
+                          compiler_options=WHOLE_LOOP_GRAPHS)
   assert rep.all_captured and rep.whole_program, rep.thunks
 
 
+def test_body_graphs_capture_the_body_and_keep_the_loop_on_the_host():
+  """cuda_graph_options() (body graphs, the default setting): every call of
+  a loop with a conditional is inside a command buffer, the loop is not
+  one, and the hint says how to make it one."""
+  build, args = gc.cases()["cond"]
+  rep = dyn.check_capture(build(dyn), *args, compiler_options=BODY_GRAPHS)
+  assert rep.all_captured and not rep.whole_program, rep.thunks
+  assert any("whole_loops=True" in h for h in rep.hints), rep.hints
+
+
 @pytest.mark.parametrize("split_k", [False, True], ids=["tiles", "split_k"])
-@pytest.mark.parametrize("case", ["fori", "cond", "scan_switch"])
-def test_replay_with_new_offsets_and_buffers(case, split_k):
-  """One compiled, graph-captured loop, run with fresh tables and buffers:
-  no address or offset of an earlier run may stick."""
+@pytest.mark.parametrize("case,setting", [
+    ("fori", "whole"), ("cond", "whole"), ("scan_switch", "whole"),
+    ("fori", "body"), ("cond", "body")])
+def test_replay_with_new_offsets_and_buffers(case, setting, split_k):
+  """One compiled, graph-captured loop (one graph, or a graph per body that
+  XLA updates as the carries' addresses change), run with fresh tables and
+  buffers: no address or offset of an earlier run may stick."""
   mod = _split_k() if split_k else dyn
   build, args = gc.cases()[case]
   compiled = jax.jit(build(mod)).lower(*args).compile(
-      compiler_options=dyn.cuda_graph_options())
+      compiler_options=WHOLE_LOOP_GRAPHS if setting == "whole"
+      else BODY_GRAPHS)
   ref = jax.jit(build(dyn.reference))
   for seed in range(6):
     fresh = gc.fresh_args(case, seed)
@@ -177,10 +193,10 @@ def test_skinny_loop_is_captured_and_replays():
   assert {plan.plan(s).path for s in specs} == {"sm90_skinny"}
   assert {plan.skinny_split(s) for s in specs} == {2}
   rep = dyn.check_capture(_stacked(dyn), *args,
-                          compiler_options=dyn.cuda_graph_options())
+                          compiler_options=WHOLE_LOOP_GRAPHS)
   assert rep.all_captured and rep.whole_program, rep.thunks
   compiled = jax.jit(_stacked(dyn)).lower(*args).compile(
-      compiler_options=dyn.cuda_graph_options())
+      compiler_options=WHOLE_LOOP_GRAPHS)
   ref = jax.jit(_stacked(dyn.reference))
   for seed in range(4):
     fresh = _stacked_args(seed)

@@ -24,6 +24,7 @@ from jax import lax
 import jax_dynoff as dyn
 from checks import bits, ref_highest, run_logged
 from jax_dynoff import plan as plan_lib
+from jax_dynoff.graphs import WHOLE_LOOP_GRAPHS
 
 
 def _is_sm90() -> bool:
@@ -224,10 +225,10 @@ def test_loop_with_device_sizes_is_captured_and_replays():
   lhs, rhs, _ = _data(3, BF16)
   base = jnp.asarray(SIZES[0], jnp.int32)
   rep = dyn.check_capture(_moe_loop(dyn), lhs, rhs, base,
-                          compiler_options=dyn.cuda_graph_options())
+                          compiler_options=WHOLE_LOOP_GRAPHS)
   assert rep.all_captured, rep.thunks
   compiled = jax.jit(_moe_loop(dyn)).lower(lhs, rhs, base).compile(
-      compiler_options=dyn.cuda_graph_options())
+      compiler_options=WHOLE_LOOP_GRAPHS)
   ref = jax.jit(_moe_loop(dyn.reference))
   for sizes in SIZES:  # new sizes into the same graph
     s = jnp.asarray(sizes, jnp.int32)

@@ -8,24 +8,30 @@ import jax_dynoff as dyn
 from jax_dynoff import graphs
 
 
-def test_flags_turn_on_whole_loop_capture():
-  flags = dyn.cuda_graph_flags().split()
+def test_flags_capture_bodies_or_whole_loops():
+  # By default body graphs only: the loop stays on the host, XLA's command
+  # kinds as they are.
+  assert dyn.cuda_graph_flags().split() == ["--xla_gpu_graph_min_graph_size=1"]
+  flags = dyn.cuda_graph_flags(whole_loops=True).split()
   assert "--xla_gpu_enable_command_buffer=+WHILE" in flags
   assert "--xla_gpu_graph_min_graph_size=1" in flags
-  # Body graphs only: the loop stays on the host, XLA's command kinds as
-  # they are.
-  assert dyn.cuda_graph_flags(whole_loops=False).split() == [
-      "--xla_gpu_graph_min_graph_size=1"]
   opts = dyn.cuda_graph_options(3)
   kinds = set(opts["xla_gpu_enable_command_buffer"].split(","))
-  assert {"WHILE", "CONDITIONAL", "CUSTOM_CALL"} <= kinds
+  assert {"CONDITIONAL", "CUSTOM_CALL", "FUSION"} <= kinds
+  assert "WHILE" not in kinds
   assert opts["xla_gpu_graph_min_graph_size"] == "3"
+  whole = set(dyn.cuda_graph_options(whole_loops=True)[
+      "xla_gpu_enable_command_buffer"].split(","))
+  assert whole == kinds | {"WHILE"}
+  assert graphs.BODY_GRAPHS == dyn.cuda_graph_options()
+  assert graphs.WHOLE_LOOP_GRAPHS == dyn.cuda_graph_options(whole_loops=True)
 
 
 def test_options_are_accepted_by_the_compiler():
   # XLA rejects unknown command kinds at compile time, on any backend.
   f = jax.jit(lambda a: a + 1).lower(jnp.ones(3))
   f.compile(compiler_options=dyn.cuda_graph_options())
+  f.compile(compiler_options=dyn.cuda_graph_options(whole_loops=True))
   f.compile(compiler_options=graphs.NO_GRAPHS)
 
 
@@ -99,7 +105,8 @@ def test_parser_says_why_a_loop_is_split():
   assert graphs._parse(DUMP_COND).hints == []
   (hint,) = graphs._parse(DUMP_SPLIT).hints
   assert "kDynamicSliceFusion" in hint and "scan" in hint
-  # A host loop without a copy in its body: WHILE was not enabled.
+  # A host loop without a copy in its body: body graphs (WHILE not among
+  # the command kinds), and how to make the loop whole.
   no_while = DUMP_SPLIT.replace(
       "        005: kAsyncStart   [source       | next=009 (2)] "
       "stream=computation_stream[0]\n"
