@@ -118,6 +118,11 @@ def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--shape", default="64,128,1024", help="L,m,n")
   p.add_argument("--repeats", type=int, default=5)
+  p.add_argument("--variants", default=None,
+                 help="comma-separated subset of the variants (default: all)")
+  p.add_argument("--settings", default="defaults,body,whole",
+                 help="comma-separated subset of defaults (the process's "
+                 "flags), body, whole")
   p.add_argument("--no-trace", dest="trace", action="store_false",
                  help="times only, no profiler trace per variant")
   a = p.parse_args(argv)
@@ -129,10 +134,13 @@ def main(argv=None):
   loops["ours_loop"] = small["ours"]
   loops["xla_loop"] = small["xla"]
   loops.update(while_loops(L, m, n))
+  if a.variants:
+    loops = {k: loops[k] for k in a.variants.split(",")}
   names = list(loops)
-  for setting, options in (("process flags", None),
-                           ("body graphs", BODY_GRAPHS),
-                           ("whole-loop graphs", WHOLE_LOOP_GRAPHS)):
+  settings = {"defaults": ("process flags", None),
+              "body": ("body graphs", BODY_GRAPHS),
+              "whole": ("whole-loop graphs", WHOLE_LOOP_GRAPHS)}
+  for setting, options in (settings[k] for k in a.settings.split(",")):
     variants = [bench.Loop(l.body, l.carry, l.consts, options)
                 for l in loops.values()]
     times = bench.time_loops(variants, outer, a.repeats)
