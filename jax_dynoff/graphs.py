@@ -61,9 +61,10 @@ def cuda_graph_flags(min_graph_size: int = 1, whole_loops: bool = False) -> str:
   on the host.  Where XLA knows the trip count (`fori_loop` and `scan` with
   static bounds) it enqueues the iterations without waiting for the
   device, and this is the fastest setting: on an H200, 64 GEMMs of
-  128x1024x1024 in a fori_loop take 7.1 us per iteration with body
-  graphs, 9.9 at XLA's defaults and 10.9 as one graph (XLA's own loop:
-  10.0-10.2).
+  128x1024x1024 in a fori_loop take 7.1-7.4 us per iteration with body
+  graphs, 10.9-11.5 as one graph and 7.9-15.0 at XLA's defaults, where
+  the host's two launches per iteration bound them (XLA's own loop:
+  10.0-10.3).
 
   `whole_loops=True` adds WHILE to the command kinds, so a whole loop is one
   graph and its control runs on the device: condition kernels and a
