@@ -8,10 +8,12 @@ work is shorter than those launches runs at the host's pace.  This times,
 at the process's XLA flags, with body graphs (graphs.BODY_GRAPHS) and with
 whole-loop graphs (graphs.WHOLE_LOOP_GRAPHS):
 
-  xla_chain   y = jnp.dot(y, w) in an inner loop of L: XLA's GEMM thunk
-              and the loop counter
-  ours_chain  y = gemm(y, w) in an inner loop of L: our custom call and
-              the loop counter
+  xla_chain   y = jnp.dot(y, w) in an inner loop of L: XLA's GEMM
+              kernels (at 128x1024x1024 a split-K Triton GEMM and its
+              reduction) and the loop counter
+  ours_chain  y = gemm(y, w) in an inner loop of L: XLA's copy of the
+              carry (the call cannot write the operand it reads), our
+              custom call and the loop counter
   ours_loop   the bench's `loop` scenario (gemm into a row window at a
               table offset, W[i] a window): our call and the counter
   xla_loop    XLA's loop of the same scenario (dynamic_index + dot +
@@ -23,12 +25,16 @@ whole-loop graphs (graphs.WHOLE_LOOP_GRAPHS):
 
 all with L GEMMs of m x n x n (bfloat16), and for each the device events
 per inner iteration and the median host time of the events that come once
-per inner iteration (one profiler trace).  Each runs 20 outer iterations of
-its inner loop of L, as the bench does.  If ours_chain and xla_chain take the same
-time per iteration, our call costs the host what XLA's own GEMM thunk does,
-and a body of one call and a counter cannot go faster than two thunk
-launches.
+per inner iteration (one profiler trace: a thunk's event, and its kernel
+launch's event named after the kernel).  Each runs 20 outer iterations of
+its inner loop of L, as the bench does.  The trace puts our call's thunk
+beside XLA's counter thunk in the same loop: where they cost the host the
+same, a body of one call and a counter cannot go faster than two thunk
+launches at these flags.
 
+    python benchmarks/loop_floor.py [--shape L,m,n] [--repeats R]
+        [--variants ours_loop,xla_loop] [--settings defaults,body,whole]
+        [--no-trace]
     python benchmarks/loop_floor.py [--shape L,m,n] [--repeats R]
 """
 
@@ -50,7 +56,8 @@ from jax_dynoff.graphs import BODY_GRAPHS, WHOLE_LOOP_GRAPHS
 def chain_loops(L: int, m: int, n: int) -> dict:
   kx, kw = jax.random.split(jax.random.key(m + n))
   y = bench._rand(kx, (m, n), jnp.bfloat16)  # pylint: disable=protected-access
-  w = bench._rand(kw, (n, n), jnp.bfloat16, 1.0 / n ** 0.5)  # pylint: disable=protected-access
+  w = bench._rand(kw, (n, n), jnp.bfloat16,  # pylint: disable=protected-access
+                  1.0 / n ** 0.5)
 
   # Each an inner loop of L GEMMs, as the bench's `loop` scenario is.
   def xla(j, y, w):
