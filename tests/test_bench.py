@@ -129,6 +129,26 @@ def _timeline():
   return _benchmark_module("timeline")
 
 
+def test_loop_floor_times_every_variant_and_reads_its_trace(capsys):
+  """benchmarks/loop_floor.py at a tiny shape on any backend: a time per
+  inner iteration for each variant under each setting asked for, and the
+  trace's events once per inner iteration (the calls' thunks among them)."""
+  lf = _benchmark_module("loop_floor")
+  lf.main(["--shape", "2,8,32", "--repeats", "1", "--no-trace",
+           "--settings", "defaults,body"])
+  out = capsys.readouterr().out
+  assert out.count("== ") == 2, out
+  for name in ("xla_chain", "ours_chain", "ours_loop", "xla_loop",
+               "ours_while", "xla_while"):
+    times = [float(l.split()[1]) for l in out.splitlines()
+             if l.split()[:1] == [name]]
+    assert len(times) == 2 and all(t > 0 for t in times), (name, out)
+  loops = lf.while_loops(2, 8, 32)
+  _, rows = lf.per_iteration_events(loops["ours_while"], 2, 2)
+  assert any(ev.startswith("jax_dynoff_gemm") and count >= 1
+             for ev, count, _ in rows), rows
+
+
 def test_timeline_idle_report():
   """benchmarks/timeline.py attributes idle device time to the event that
   ends each gap (synthetic events: name, start ns, duration ns)."""
