@@ -35,7 +35,6 @@ launches at these flags.
     python benchmarks/loop_floor.py [--shape L,m,n] [--repeats R]
         [--variants ours_loop,xla_loop] [--settings defaults,body,whole]
         [--no-trace]
-    python benchmarks/loop_floor.py [--shape L,m,n] [--repeats R]
 """
 
 from __future__ import annotations
@@ -74,35 +73,12 @@ def chain_loops(L: int, m: int, n: int) -> dict:
 
 
 def while_loops(L: int, m: int, n: int) -> dict:
-  """The `loop` scenario's two sides (bench.small_loop_loops) with a trip
-  count XLA cannot know: the inner loop runs to a bound passed in as an
-  argument, so at XLA's defaults and with body graphs XLA copies the
-  predicate to the host and waits for it every iteration; only a
-  whole-loop graph keeps that on the device."""
-  small = bench.small_loop_loops(L, m, n)
-  (buf, rows), (x, w) = small["ours"].carry, small["ours"].consts
-  bound = jnp.asarray(L, jnp.int32)
-
-  def ours(j, carry, x, w, bound):
-    del j
-    buf, rows = carry
-    def body(i, buf):
-      return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)),
-                      out=dyn.window(buf, (rows[i], 0), (m, n)))
-    return lax.fori_loop(0, bound, body, buf), rows
-
-  def xla(j, carry, x, w, bound):
-    del j
-    buf, rows = carry
-    def body(i, buf):
-      wi = lax.dynamic_index_in_dim(w, i, keepdims=False)
-      y = jnp.dot(x, wi, preferred_element_type=jnp.float32).astype(buf.dtype)
-      return lax.dynamic_update_slice(buf, y, (rows[i], 0))
-    return lax.fori_loop(0, bound, body, buf), rows
-
-  consts = (x, w, bound)
-  return {"ours_while": bench.Loop(ours, (buf, rows), consts),
-          "xla_while": bench.Loop(xla, (buf, rows), consts)}
+  """The `loop` scenario's two sides with a trip count XLA cannot know
+  (bench.small_loop_loops with traced_bound): at XLA's defaults and with
+  body graphs XLA copies the predicate to the host and waits for it every
+  iteration; only a whole-loop graph keeps that on the device."""
+  small = bench.small_loop_loops(L, m, n, traced_bound=True)
+  return {"ours_while": small["ours"], "xla_while": small["xla"]}
 
 
 def per_iteration_events(loop: bench.Loop, outer: int, L: int):

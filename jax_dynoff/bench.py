@@ -302,7 +302,7 @@ def plain_loops(m: int, n: int, k: int, dtype,
                    preferred_element_type=dtype, precision=precision)
 
   return {"ours": Loop(ours, (d_big, offs), (a_big, b)),
-          "xla": Loop(xla, jnp.zeros((m, n), dtype), (a, b))}
+           "xla": Loop(xla, jnp.zeros((m, n), dtype), (a, b))}
 
 
 def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
@@ -514,8 +514,8 @@ def kv(layers: int, steps: int, t: int, n: int, dtype, iters: int,
 
 
 def small_loop_loops(L: int, m: int, n: int,
-                     opts: Optional[dyn.KernelOptions] = None
-                     ) -> dict[str, Loop]:
+                     opts: Optional[dyn.KernelOptions] = None,
+                     traced_bound: bool = False) -> dict[str, Loop]:
   """The `loop` scenario: L GEMMs (m x n x n) into row slices of one buffer at
   offsets from a device table, in one fori_loop.  ours: as the process's
   flags compile it (one graph for the whole loop under --graphs);
@@ -523,7 +523,10 @@ def small_loop_loops(L: int, m: int, n: int,
   per iteration, the loop on the host; ours_nograph: no command buffers;
   xla: XLA's loop (dynamic_index + jnp.dot + dynamic_update_slice);
   xla_bodygraph: XLA's loop with ours_bodygraph's options.  `opts`: the
-  KernelOptions of our calls (None: the planner's choice)."""
+  KernelOptions of our calls (None: the planner's choice).  traced_bound:
+  the inner loops run to L passed in as an argument (the consts' last), a
+  trip count XLA cannot know (no ours_unroll8 then: fori_loop unrolls
+  static bounds only)."""
   from jax_dynoff.graphs import BODY_GRAPHS, NO_GRAPHS
   kx, kw, kb = jax.random.split(jax.random.key(L + m), 3)
   dtype = jnp.bfloat16
@@ -532,33 +535,38 @@ def small_loop_loops(L: int, m: int, n: int,
   buf = _rand(kb, (L * m, n), dtype)
   rows = jnp.asarray(np.random.default_rng(0).permutation(L) * m, jnp.int32)
 
-  def ours(j, carry, x, w, unroll=1):
+  def ours(j, carry, x, w, *bound, unroll=1):
     buf, rows = carry
     def body(i, buf):
       return dyn.gemm(x, dyn.window(w, (i, 0, 0), (n, n)),
                       out=dyn.window(buf, (rows[i], 0), (m, n)), opts=opts)
-    return lax.fori_loop(0, L, body, buf, unroll=unroll), rows
+    return lax.fori_loop(0, bound[0] if bound else L, body, buf,
+                         unroll=unroll), rows
 
   def ours_unrolled(j, carry, x, w):
     # Inside a whole-loop graph every iteration pays XLA's loop control
     # (condition kernels of a conditional node); unrolling amortises it.
     return ours(j, carry, x, w, unroll=8)
 
-  def xla(j, carry, x, w):
+  def xla(j, carry, x, w, *bound):
     buf, rows = carry
     def body(i, buf):
       wi = lax.dynamic_index_in_dim(w, i, keepdims=False)
       y = jnp.dot(x, wi, preferred_element_type=jnp.float32).astype(dtype)
       return lax.dynamic_update_slice(buf, y, (rows[i], 0))
-    return lax.fori_loop(0, L, body, buf), rows
+    return lax.fori_loop(0, bound[0] if bound else L, body, buf), rows
 
   carry, consts = (buf, rows), (x, w)
-  return {"ours": Loop(ours, carry, consts),
-          "ours_unroll8": Loop(ours_unrolled, carry, consts),
-          "ours_bodygraph": Loop(ours, carry, consts, BODY_GRAPHS),
-          "ours_nograph": Loop(ours, carry, consts, NO_GRAPHS),
-          "xla": Loop(xla, carry, consts),
-          "xla_bodygraph": Loop(xla, carry, consts, BODY_GRAPHS)}
+  if traced_bound:
+    consts += (jnp.asarray(L, jnp.int32),)
+  loops = {"ours": Loop(ours, carry, consts),
+           "ours_bodygraph": Loop(ours, carry, consts, BODY_GRAPHS),
+           "ours_nograph": Loop(ours, carry, consts, NO_GRAPHS),
+           "xla": Loop(xla, carry, consts),
+           "xla_bodygraph": Loop(xla, carry, consts, BODY_GRAPHS)}
+  if not traced_bound:
+    loops["ours_unroll8"] = Loop(ours_unrolled, carry, consts)
+  return loops
 
 
 def small_loop(L: int, m: int, n: int, repeats: int) -> list[Row]:
@@ -878,7 +886,6 @@ def run(out_dir: Optional[str], quick: bool = False,
     os.makedirs(out_dir, exist_ok=True)
     mode = graph_mode(os.environ.get("XLA_FLAGS", ""))
     stem = "bench_cpu" if cpu_plain else "bench_" + mode if mode else "bench"
-
     dev = jax.devices()[0]
     with open(os.path.join(out_dir, stem + ".json"), "w") as f:
       json.dump({"device": dev.device_kind, "jax": jax.__version__,
