@@ -28,8 +28,10 @@
 //          as it is (a loop counter, a function argument: no XLA op at
 //          all); or an element of an integer table operand at a scalar
 //          operand's index (`table[i]`, looked up on the device with
-//          lax.dynamic_slice's clamping, so that a loop body needs no XLA
-//          op to compute its starts).
+//          lax.dynamic_slice's clamping); either of the last two may be
+//          taken through an affine map `v * mul + add` in the integer
+//          width the program computed it in (`table[i] * m`, `i * m + c`),
+//          so that a loop body needs no XLA op to compute its starts.
 //   rets:  ret 0 is D (aliased to `out` when the call has one, so it already
 //          holds out's contents); on CUDA, ret 1 is a U8 workspace whose size
 //          the Python side fixed at trace time.
@@ -48,7 +50,7 @@
 
 namespace jax_dynoff {
 
-inline constexpr int64_t kDescVersion = 4;
+inline constexpr int64_t kDescVersion = 5;
 inline constexpr int kMaxRank = 8;       // rank of one operand's array
 inline constexpr int kMaxBatchRank = 4;  // nested vmaps
 inline constexpr int kNumOperands = 4;   // A, B, C, D
@@ -100,10 +102,10 @@ inline constexpr int kPresent = 0, kArg = 1, kRank = 2, kBatchedMask = 3,
                      kRagged = kStartArg + kMaxRank, kValid = kRagged + 1,
                      kValidArg = kValid + 2;
 inline constexpr int kBlockSize = kValidArg + 2;  // 41
-// After the blocks, one entry per possible slot: kind, arg, table
-// (SlotSource).
+// After the blocks, one entry per possible slot: kind, arg, table, mul,
+// add, bits (SlotSource).
 inline constexpr int kSlots = kHeaderSize + kNumOperands * kBlockSize;
-inline constexpr int kSlotEntry = 3;
+inline constexpr int kSlotEntry = 6;
 inline constexpr int kSize = kSlots + kMaxSlots * kSlotEntry;
 }  // namespace desc
 
@@ -115,10 +117,17 @@ enum class SlotKind : int64_t {
                 // index ClampStart(FFI arg `arg`, L, 1): lax.dynamic_slice's
                 // clamping of table[i]
 };
+// A scalar or look-up slot's value v becomes v * mul + add, wrapped to a
+// `bits`-bit two's complement integer (32 or 64), as the program's own
+// integer ops compute it (they wrap); then it is clamped like every start.
+// mul = 1, add = 0 leave the value as it is; both lie in the int32 range
+// (SlotRef holds them in 32 bits; a map with larger coefficients goes
+// through the offsets vector instead).
 struct SlotSource {
   SlotKind kind = SlotKind::kVector;
   int64_t arg = -1;
   int64_t table = -1;
+  int64_t mul = 1, add = 0, bits = 64;
 };
 
 // The caller's kernel options (jax_dynoff.KernelOptions) that the CUDA
@@ -364,7 +373,8 @@ inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
   for (int64_t j = 0; j < kMaxSlots; ++j) {
     const int64_t* e = d + kSlots + j * kSlotEntry;
     if (j >= p->num_slots) {
-      if (e[0] != 0 || e[1] != -1 || e[2] != -1)
+      if (e[0] != 0 || e[1] != -1 || e[2] != -1 || e[3] != 1 || e[4] != 0 ||
+          e[5] != 64)
         return err("source of unused slot " + std::to_string(j));
       continue;
     }
@@ -373,7 +383,18 @@ inline std::string DecodeDesc(const int64_t* d, int64_t len, double alpha,
     src.kind = static_cast<SlotKind>(e[0]);
     src.arg = e[1];
     src.table = e[2];
+    src.mul = e[3];
+    src.add = e[4];
+    src.bits = e[5];
+    if (src.bits != 32 && src.bits != 64)
+      return err("bad arithmetic width of slot " + std::to_string(j));
+    if (src.mul != static_cast<int32_t>(src.mul) ||
+        src.add != static_cast<int32_t>(src.add))
+      return err("slot " + std::to_string(j) +
+                 ": mul or add outside the int32 range");
     if (src.kind == SlotKind::kVector) {
+      if (src.mul != 1 || src.add != 0)
+        return err("vector slot " + std::to_string(j) + " with a map");
       if (src.arg < 0 || src.arg >= kMaxSlots || src.table != -1 ||
           (vector_seen >> src.arg) & 1u)
         return err("bad vector slot " + std::to_string(j));
@@ -503,8 +524,12 @@ struct SlotRef {
   const void* value = nullptr;  // item 0's start, or its index into `table`
   const void* table = nullptr;  // nullptr: `value` is the start itself
   int64_t table_len = 0;
-  int64_t item_step = 0;        // elements between batch items' values
-  int32_t value64 = 0, table64 = 0;
+  // Elements between batch items' values (0 or 1), and the slot's map
+  // (SlotSource): 32-bit fields keep a SlotRef at 40 bytes, which the
+  // kernels' parameter blocks hold by the dozen (kernels/launch.h).
+  int32_t item_step = 0;
+  int32_t mul = 1, add = 0;
+  int8_t value64 = 0, table64 = 0, wrap32 = 0;
 
   // The (unclamped) start of batch item t.
   JAX_DYNOFF_HD int64_t Load(int64_t t) const {
@@ -516,9 +541,22 @@ struct SlotRef {
       v = table64 ? static_cast<const int64_t*>(table)[j]
                   : static_cast<const int32_t*>(table)[j];
     }
+    if (mul != 1 || add != 0) {
+      // Unsigned arithmetic wraps as the program's integer ops do; the low
+      // 32 bits of the 64-bit result are the 32-bit result.
+      const uint64_t r =
+          static_cast<uint64_t>(v) *
+              static_cast<uint64_t>(static_cast<int64_t>(mul)) +
+          static_cast<uint64_t>(static_cast<int64_t>(add));
+      v = wrap32 ? static_cast<int64_t>(static_cast<int32_t>(
+                       static_cast<uint32_t>(r)))
+                 : static_cast<int64_t>(r);
+    }
     return v;
   }
 };
+
+static_assert(sizeof(SlotRef) == 40, "kernel parameter blocks hold SlotRefs");
 
 // An FFI arg's data, as ResolveSlots needs it.
 struct ArgData {
@@ -545,6 +583,9 @@ void ResolveSlots(const GemmProblem& p, ArgFn arg, SlotRef* out) {
       const ArgData v = arg(s.arg);
       r.value = v.data;
       r.value64 = v.is64;
+      r.mul = static_cast<int32_t>(s.mul);  // DecodeDesc: int32 range
+      r.add = static_cast<int32_t>(s.add);
+      r.wrap32 = s.bits == 32;
       if (s.kind == SlotKind::kLookup) {
         const ArgData t = arg(s.table);
         r.table = t.data;

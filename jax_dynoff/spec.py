@@ -16,7 +16,7 @@ import numpy as np
 from jax_dynoff.options import DEFAULT as DEFAULT_OPTS
 from jax_dynoff.options import DIRECT_TILES, KernelOptions
 
-DESC_VERSION = 4
+DESC_VERSION = 5
 MAX_RANK = 8
 MAX_BATCH_RANK = 4
 HEADER_SIZE = 21
@@ -24,7 +24,7 @@ HEADER_SIZE = 21
 # valid (2), valid slots (2).
 BLOCK_SIZE = 4 + 4 * MAX_RANK + 5
 MAX_SLOTS = 4 * (MAX_RANK + 2)   # every start and valid extent dynamic
-SLOT_ENTRY = 3            # kind, arg, table (SlotSource in gemm_problem.h)
+SLOT_ENTRY = 6            # kind, arg, table, mul, add, bits (SlotSource)
 SLOTS_AT = HEADER_SIZE + 4 * BLOCK_SIZE
 DESC_SIZE = SLOTS_AT + MAX_SLOTS * SLOT_ENTRY
 
@@ -151,12 +151,19 @@ class GemmSpec:
 @dataclasses.dataclass(frozen=True)
 class StartSources:
   """Where each dynamic start (slot, in A, B, C, D dim order) comes from:
-  per slot (kind, arg, table), kind one of SLOT_VECTOR (element `arg` of the
-  offsets vector, FFI arg `offsets_arg`), SLOT_SCALAR (FFI arg `arg`, an
-  integer scalar) or SLOT_LOOKUP (FFI arg `table` at index FFI arg `arg`)."""
+  per slot (kind, arg, table, mul, add, bits), kind one of SLOT_VECTOR
+  (element `arg` of the offsets vector, FFI arg `offsets_arg`), SLOT_SCALAR
+  (FFI arg `arg`, an integer scalar) or SLOT_LOOKUP (FFI arg `table` at
+  index FFI arg `arg`); a scalar or looked-up value v is taken as
+  `v * mul + add` wrapped to a `bits`-bit integer (32 or 64), as the
+  program computed it (IDENTITY_MAP: v itself)."""
 
   offsets_arg: int
   slots: tuple[tuple[int, int, int], ...]
+
+
+# (mul, add, bits) of a slot whose value is taken as it is.
+IDENTITY_MAP = (1, 0, 64)
 
 
 def num_arrays(spec: GemmSpec) -> int:
@@ -173,7 +180,7 @@ def vector_sources(spec: GemmSpec) -> StartSources:
   at element j."""
   n = num_slots(spec)
   return StartSources(num_arrays(spec) if n else -1,
-                      tuple((SLOT_VECTOR, j, -1) for j in range(n)))
+                      tuple((SLOT_VECTOR, j, -1) + IDENTITY_MAP for j in range(n)))
 
 
 def encode_desc(spec: GemmSpec, path: int, split_k: int,
@@ -217,7 +224,7 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
   d[17] = sources.offsets_arg
   for j in range(MAX_SLOTS):
     d[SLOTS_AT + SLOT_ENTRY * j:SLOTS_AT + SLOT_ENTRY * (j + 1)] = (
-        sources.slots[j] if j < slots else (SLOT_VECTOR, -1, -1))
+        sources.slots[j] if j < slots else (SLOT_VECTOR, -1, -1) + IDENTITY_MAP)
   d[18:20] = encode_opts(spec.opts)
   d[20] = kernel
   slot = 0

@@ -1,9 +1,11 @@
 """Where each dynamic start of a call comes from, decided in the IR at
 lowering time: a plain value (a loop counter, a function argument) or a
-`table[i]` look-up at a plain index reaches the handler as it is (the
-kernels read, look up and clamp it on the device); any other start goes
-through one offsets vector, written here as StableHLO ops.  The handler's
-side is SlotSource / SlotRef in ffi/gemm_problem.h.
+`table[i]` look-up at a plain index, either possibly through an affine map
+with constant coefficients (`table[i] * m`, `i * m + c`), reaches the
+handler as it is (the kernels read, look up, map and clamp it on the
+device); any other start goes through one offsets vector, written here as
+StableHLO ops.  The handler's side is SlotSource / SlotRef in
+ffi/gemm_problem.h.
 """
 
 from __future__ import annotations
@@ -228,10 +230,74 @@ def _pack_offsets(starts, bounds, plain, dtype, batch: int, batched: bool):
   return hlo.concatenate(cols, 0)
 
 
+def _is_signed_int(value) -> bool:
+  """Whether an IR value has a signed (signless, in StableHLO) integer
+  element type: the handler reads S32 / S64 buffers only, and sign-extends
+  them, which is what a widening convert of such a value does."""
+  try:
+    t = ir.IntegerType(ir.RankedTensorType(value.type).element_type)
+  except ValueError:
+    return False
+  return t.is_signless and t.width in (32, 64)
+
+
+def _affine(start):
+  """(base, (mul, add, bits)) with start == wrap_bits(base * mul + add),
+  `base` what is left after peeling integer ops with one constant operand
+  (add, subtract, multiply, negate), all computed in one `bits`-bit width,
+  and the widening conversions around them; IDENTITY_MAP where there are
+  none.  Integer ops wrap, so the map composes exactly modulo 2^bits."""
+  value = _through_converts(start)
+  mul, add, bits = 1, 0, 0
+
+  def wrap(x: int) -> int:
+    x &= (1 << bits) - 1
+    return x - (1 << bits) if x >> (bits - 1) else x
+
+  while True:
+    op = _producer(value)
+    if op is None or op.name not in ("stablehlo.add", "stablehlo.subtract",
+                                     "stablehlo.multiply",
+                                     "stablehlo.negate"):
+      break
+    width = _int_width(value)
+    if width not in (32, 64) or not _is_signed_int(value) or (
+        bits and width != bits):
+      break
+    if op.name == "stablehlo.negate":
+      x, c, const_first = op.operands[0], 0, False
+    else:
+      lhs, rhs = op.operands
+      cl, cr = _int_constant(lhs), _int_constant(rhs)
+      if (cl is None) == (cr is None):
+        break  # no constant operand, or both constant
+      const_first = cl is not None
+      x, c = (rhs, cl) if const_first else (lhs, cr)
+    bits = width
+    # start == map(value), value == op(x): fold op into the map.
+    if op.name == "stablehlo.multiply":
+      mul = wrap(mul * c)
+    elif op.name == "stablehlo.add":
+      add = wrap(add + mul * c)
+    elif op.name == "stablehlo.negate":
+      mul = wrap(-mul)
+    elif const_first:          # c - x
+      add, mul = wrap(add + mul * c), wrap(-mul)
+    else:                      # x - c
+      add = wrap(add - mul * c)
+    value = x
+  if not bits:
+    return value, spec_lib.IDENTITY_MAP
+  if not (-2 ** 31 <= mul < 2 ** 31 and -2 ** 31 <= add < 2 ** 31):
+    return start, spec_lib.IDENTITY_MAP  # the handler holds int32 maps
+  return _through_converts(value), (mul, add, bits)
+
+
 def _direct_sources(starts, first_arg: int, module):
   """Operands and sources when every start is plain or a look-up that
-  needs no XLA op (`_lookup`): the handler reads them all on the device, so
-  the call needs no XLA op for its starts at all.  None otherwise."""
+  needs no XLA op (`_lookup`), possibly through an affine map (`_affine`):
+  the handler reads, maps and clamps them all on the device, so the call
+  needs no XLA op for its starts at all.  None otherwise."""
   operands: list = []
 
   def arg(value) -> int:
@@ -243,14 +309,15 @@ def _direct_sources(starts, first_arg: int, module):
 
   slots = []
   for s in starts:
-    if _is_plain(s):
-      slots.append((spec_lib.SLOT_SCALAR, arg(s), -1))
+    base, amap = _affine(s)
+    if _is_plain(base) and _is_signed_int(base):
+      slots.append((spec_lib.SLOT_SCALAR, arg(base), -1) + amap)
       continue
-    found = _lookup(s, module)
-    if found is None:
+    found = _lookup(base, module)
+    if found is None or not all(_is_signed_int(v) for v in found):
       return None
     table, index = found
-    slots.append((spec_lib.SLOT_LOOKUP, arg(index), arg(table)))
+    slots.append((spec_lib.SLOT_LOOKUP, arg(index), arg(table)) + amap)
   return operands, spec_lib.StartSources(-1, tuple(slots))
 
 
@@ -259,9 +326,11 @@ def start_operands(ctx, starts, spec: GemmSpec):
   StartSources saying which start is where.
 
   Unbatched calls whose starts are all plain values (a loop counter, a
-  function argument) or `table[i]` look-ups at a plain index pass those
-  values and tables to the handler as they are, with no XLA op at all: the
-  kernels read them, look the tables up and clamp on the device.  A loop
+  function argument) or `table[i]` look-ups at a plain index, or an
+  affine map of one with constant coefficients (`table[i] * m + c`), pass
+  those values and tables to the handler as they are, with no XLA op at
+  all: the kernels read them, look the tables up, map and clamp on the
+  device.  A loop
   body of `gemm(..., window(w, (i, 0, 0), ...), out=window(buf, (rows[i],
   0), ...))` is then the custom call and the counter, nothing else.
   Anything else is packed into one integer vector by one XLA fusion, each

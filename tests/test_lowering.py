@@ -154,8 +154,8 @@ def test_lowering_mixed_int32_int64_starts_pack_as_int64(platform):
   truncated)."""
   with jax.enable_x64(True):
     def f(a, b, s, t):
-      return dyn.gemm(dyn.window(a, (s + 1, 0), (4, 6)), b,
-                      out=dyn.window(np.zeros((9, 3), np.float32), (t + 1, 0),
+      return dyn.gemm(dyn.window(a, (s // 2, 0), (4, 6)), b,
+                      out=dyn.window(np.zeros((9, 3), np.float32), (t // 2, 0),
                                      (4, 3)))
     text = lower(f, np.zeros((9, 6), np.float32),
                  np.zeros((6, 3), np.float32), np.int64(2), np.int32(1),
@@ -369,7 +369,7 @@ def _offsets_definition(text: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_computed_starts_reach_the_call_through_a_clamp(platform):
-  """A start computed from a look-up (`table[i] + 1`) must not reach the
+  """A start computed from a look-up (`table[i] // 2`) must not reach the
   custom call straight from the look-up: XLA would turn that into an
   asynchronous dynamic-slice copy that keeps the loop out of one CUDA graph
   (tests/test_gpu_graphs.py).  The lowering packs computed starts into the
@@ -378,7 +378,7 @@ def test_computed_starts_reach_the_call_through_a_clamp(platform):
   def f(x, buf, rows):
     def body(i, buf):
       return dyn.gemm(x, np.ones((8, 4), np.float32),
-                      out=dyn.window(buf, (rows[i] + 1, 0), (4, 4)))
+                      out=dyn.window(buf, (rows[i] // 2, 0), (4, 4)))
     return lax.fori_loop(0, 3, body, buf)
   text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
                np.arange(3, dtype=np.int32), platform=platform)
@@ -425,6 +425,76 @@ def test_table_lookup_loop_body_is_the_call_and_the_counter():
     return lax.fori_loop(0, 3, body, buf)
   text = compiled(f, np.ones((4, 8), np.float32),
                   np.ones((3, 8, 4), np.float32), np.ones((12, 4), np.float32),
+                  np.arange(3, dtype=np.int32), donate=(2,))
+  body = _reachable(text, _while_bodies(text)[0])
+  assert len(custom_call_lines(body)) == 1, body
+  assert not re.search(r"(dynamic-slice|concatenate|gather)\(", body), body
+  fusions = re.findall(r"= (\S+) fusion\(", body)
+  assert fusions == ["s32[]"], body  # the counter's add
+
+
+# Starts affine in a plain value or a look-up, with constant coefficients:
+# the kernels map them on the device (SlotSource's mul, add and bits).
+AFFINE_STARTS = {
+    "rows[i]*4": lambda rows, i: rows[i] * 4,
+    "4*rows[i]+1": lambda rows, i: 4 * rows[i] + 1,
+    "i*4-3": lambda rows, i: i * 4 - 3,
+    "7-rows[i]": lambda rows, i: 7 - rows[i],
+    "-(i*2)": lambda rows, i: -(i * 2),
+    "(rows[i]+1)*2": lambda rows, i: (rows[i] + 1) * 2,
+}
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("form", AFFINE_STARTS)
+def test_affine_starts_reach_the_call_as_they_are(platform, form):
+  """`table[i] * m + c` and `i * m + c` reach the call as the table and the
+  index (or the index alone), with no XLA op for the start."""
+  def f(x, buf, rows, i):
+    return dyn.gemm(x, np.ones((8, 4), np.float32),
+                    out=dyn.window(buf, (AFFINE_STARTS[form](rows, i), 0),
+                                   (4, 4)))
+  text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
+               np.arange(3, dtype=np.int32), np.int32(1), platform=platform)
+  (_, ins, _), = custom_calls(text)
+  want = (["tensor<12x4xf32>", "tensor<i32>"] if "rows" not in form else
+          ["tensor<12x4xf32>", "tensor<i32>", "tensor<3xi32>"])
+  assert ins[2:] == want, (form, ins)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_non_affine_starts_take_the_offsets_vector(platform):
+  """A product of two traced values, a division, a map computed in int32
+  and then widened before more arithmetic in int64 (two widths: no one
+  map), or an int64 map whose coefficient leaves the int32 range (the
+  handler holds int32 maps) is computed by XLA (one fusion)."""
+  forms = [lambda rows, i: rows[i] * i, lambda rows, i: rows[i] // 2,
+           lambda rows, i: (rows[i] * 4).astype(np.int64) + 1,
+           lambda rows, i: rows[i].astype(np.int64) * 2 ** 40]
+  for form in forms:
+    with jax.enable_x64(True):
+      def f(x, buf, rows, i):
+        return dyn.gemm(x, np.ones((8, 4), np.float32),
+                        out=dyn.window(buf, (form(rows, i), 0), (4, 4)))
+      text = lower(f, np.ones((4, 8), np.float32),
+                   np.ones((12, 4), np.float32),
+                   np.arange(3, dtype=np.int32), np.int32(1),
+                   platform=platform)
+    (_, ins, _), = custom_calls(text)
+    assert len(ins) == 4 and re.match(r"tensor<1xi(32|64)>", ins[3]), ins
+
+
+def test_affine_lookup_loop_body_is_the_call_and_the_counter():
+  """Compiled (CPU): a body writing at `rows[i] * m` and reading at
+  `i * m` holds the custom call and the counter's add, and no offsets
+  fusion."""
+  def f(b, a, buf, rows):
+    def body(i, buf):
+      return dyn.gemm(dyn.window(a, (i * 4, 0), (4, 8)), b,
+                      out=dyn.window(buf, (rows[i] * 4, 0), (4, 4)))
+    return lax.fori_loop(0, 3, body, buf)
+  text = compiled(f, np.ones((8, 4), np.float32),
+                  np.ones((12, 8), np.float32), np.ones((12, 4), np.float32),
                   np.arange(3, dtype=np.int32), donate=(2,))
   body = _reachable(text, _while_bodies(text)[0])
   assert len(custom_call_lines(body)) == 1, body

@@ -1,6 +1,7 @@
 """Where a call's dynamic starts come from: plain values and `table[i]`
-look-ups reach the handler as they are and are read (and clamped) on the
-device; computed starts go through one offsets vector.  Every source must
+look-ups, also through an affine map (`table[i] * m + c`), reach the
+handler as they are and are read (mapped, clamped) on the device; other
+computed starts go through one offsets vector.  Every source must
 give exactly the reference's windows, whatever the values: negative and
 out-of-range indices into the table, table entries far outside the array,
 int32 and int64 tables, one table or index feeding several starts.
@@ -125,7 +126,7 @@ def test_one_table_feeds_several_starts():
 
 
 def test_computed_and_batched_starts_still_go_through_the_vector():
-  """A computed start (`rows[i] + 1`) and a vmapped one: the offsets
+  """A computed start (`rows[i] // 2 + 1`) and a vmapped one: the offsets
   vector, same results as the reference."""
   m, n, k = 8, 16, 24
   rng = np.random.default_rng(5)
@@ -135,7 +136,7 @@ def test_computed_and_batched_starts_still_go_through_the_vector():
 
   def build(gemm):
     def f(a, b, rows, i):
-      return gemm(dyn.window(a, (rows[i] + 1, 0), (m, k)), b)
+      return gemm(dyn.window(a, (rows[i] // 2 + 1, 0), (m, k)), b)
     return f
 
   got, ref = both(build, a, b, rows, np.int32(2))
@@ -167,3 +168,48 @@ def test_look_up_without_the_wrap_keeps_its_own_rule():
   for i in (-1, -3, 1, 5):
     got, ref = both(build, a, b, rows, np.int32(i))
     assert_matches(got, ref, TOL[F32], f"i={i}")
+
+
+# Affine maps of a look-up and of the index, in int32 or int64, with values
+# whose products wrap (int32: 2**29 * 8 is -2**32 + ... after the wrap) and
+# land anywhere: in range, negative, far outside the arrays.
+AFFINE_TABLE = [0, 3, -2, 2 ** 29 + 1, -(2 ** 30) - 7, 2 ** 31 - 1]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}"
+                         f"_{np.dtype(c[3]).name}{'_ta' if c[4] else ''}")
+@pytest.mark.parametrize("table_dtype", [np.int32, np.int64], ids=str)
+def test_affine_starts_match_the_reference(case, table_dtype):
+  """`rows[i] * m + c` for A's rows and `c - 8 * i` for D's rows, at every
+  index of a table whose entries overflow the products: the same windows
+  as the reference (whose XLA ops wrap the same way), nothing written
+  outside D's."""
+  m, n, k, dtype, ta = case
+  rng = np.random.default_rng(m + n + k + 17)
+  a_rows = 3 * m + 5
+  a = random_array(rng, (k, a_rows) if ta else (a_rows, k), dtype)
+  b = random_array(rng, (k, n), dtype)
+  buf = poison_array(rng, (5 * m, n), dtype, "nan")
+  rows = np.array(AFFINE_TABLE, table_dtype)
+
+  def build(gemm):
+    def f(a, b, buf, rows, i):
+      sa = rows[i] * m + 3
+      sd = 2 * m - 8 * i
+      xa = (dyn.window(a, (0, sa), (k, m)) if ta else
+            dyn.window(a, (sa, 0), (m, k)))
+      return gemm(xa, b, out=dyn.window(buf, (sd, 0), (m, n)),
+                  transpose_a=ta)
+    return f
+
+  with jax.enable_x64(table_dtype == np.int64):
+    for i in range(-len(rows) - 1, len(rows) + 1):
+      idx = np.array(i, table_dtype)
+      got, ref = both(build, a, b, buf, rows, idx)
+      assert_matches(got, ref, TOL[dtype], f"i={i}")
+      sd = 2 * m - 8 * i           # lax.dynamic_slice's rule for D's start
+      sd = sd + buf.shape[0] if sd < 0 else sd
+      sd = min(max(sd, 0), buf.shape[0] - m)
+      written = np.zeros(buf.shape[0], bool)
+      written[sd:sd + m] = True
+      assert_bits_equal(got[~written], buf[~written], f"i={i} outside")
