@@ -11,7 +11,7 @@
 # same source, instead of building); TESTS (test paths relative to the repo: one
 # pytest run; default: the whole suite in 8 parallel shards on the one GPU,
 # which mostly overlaps XLA compile time); PYTEST_ARGS (extra pytest args);
-# SKIP_TESTS, SKIP_BENCH; BENCH_ARGS (e.g. "--scenarios plain,stacked");
+# SKIP_TESTS, SKIP_BENCH, SKIP_BENCH_TESTS (the bench's own tests); BENCH_ARGS (e.g. "--scenarios plain,stacked");
 # DIAG=1 adds the kernel-level diagnostics after the benchmark: the profiler
 # timeline (benchmarks/timeline.py, whole-loop graphs), the ptr-array vs regular
 # CUTLASS comparison (benchmarks/sm90_tiles/vs_regular, built alongside the
@@ -84,7 +84,12 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     run_pytest semantics "$t/test_semantics.py" & p4=$!
     # The bench's own tests run its --quick scenarios at full size on a GPU
     # (minutes): a shard of their own.
-    run_pytest bench "$t/test_bench.py" & p6=$!
+    # (SKIP_BENCH_TESTS=1 leaves them out.)
+    if [ -z "${SKIP_BENCH_TESTS:-}" ]; then
+      run_pytest bench "$t/test_bench.py" & p6=$!
+    else
+      p6=
+    fi
     run_pytest ragged_sharding "$t/test_ragged.py" \
       "$t/test_ragged_reference.py" "$t/test_sharding.py" & p7=$!
     # The other files, alternately into two shards (one "rest" shard ran
@@ -97,7 +102,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     done
     run_pytest rest_a "${rest_a[@]}" & p5=$!
     run_pytest rest_b "${rest_b[@]}" & p8=$!
-    for p in $p1 $p2 $p3 $p4 $p5 $p6 $p7 $p8; do wait $p || status=1; done
+    for p in $p1 $p2 $p3 $p4 $p5 $p6 $p7 $p8; do wait "$p" || status=1; done
     # compute-sanitizer alone: 40 s on an idle H200, over 350 s beside the
     # shards above.
     run_pytest memcheck "$t/test_gpu_kernels.py" -k memcheck || status=1
