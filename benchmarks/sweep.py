@@ -2,10 +2,12 @@
 own loop over a grid of shapes, per loop pattern, dtype and graph setting.
 
 A bench of a few shapes hides losses; this measures a grid over m in
-M_VALUES and n, k in NK_VALUES (non-square pairs included; `--cells`
-samples it so that every value of m, n and k appears, `--full` runs the
-whole product) for five patterns, each a jitted outer `fori_loop` around
-an inner loop of L GEMM calls:
+M_VALUES and n, k in NK_VALUES (non-square pairs included; `--cells C`
+samples C cells per pattern, NAMED_CELLS among them, so that every value of
+m, n and k appears, `sample_grid`; `--full` runs the whole product, 324
+cells) for five patterns, each a jitted outer `fori_loop` around an inner
+loop of L GEMM calls, every operand an argument (never a constant of the
+program) and random, never zeros:
 
   table     L = 48 GEMMs (m x n x k): A's rows at `table[i] * m` of one
             buffer, D written at `i * m` of another (XLA: dynamic_slice +
@@ -23,22 +25,47 @@ an inner loop of L GEMM calls:
 
 at XLA's default flags ("default") and with each loop body one CUDA graph
 ("body": graphs.BODY_GRAPHS, what `cuda_graph_flags()` sets), both in one
-process through per-compile options.  Per cell: the time per GEMM call of
-each side, device-timed (each call of the compiled outer loop blocks; the
-two sides take turns, `--repeats` rounds of `--window` seconds, median),
-the ratio XLA / ours (> 1: ours is faster), and from one profiler trace per
-side the kernels and the device busy time per inner iteration.  Before
-timing, ours is checked against XLA's result on the same random data.
+process through per-compile options.  Each side is compiled once
+(`bench.compile_loop`) and that executable is checked, timed and traced.
+Before timing, ours is checked against XLA's loop on the same inputs (the
+largest relative error over the outputs, below TOLERANCE; a mismatch is
+printed as an ERROR, recorded, and makes the exit status 1).  Timing
+mirrors `bench.time_loops`: each call of the compiled outer loop blocks,
+the two sides take turns (the order reversed every other round),
+`--repeats` rounds of `--window` seconds each (`bench.sustained`; one call
+on a CPU), median; the outer trip count makes a call a few milliseconds on
+a GPU.  One profiler trace per side gives the kernels and the device busy
+time per inner iteration (None without a GPU).
 
-    python benchmarks/sweep.py OUT_DIR [--cells C | --full] [--m 1,8 --n 512
-        --k 768] [--patterns table,stacked,...] [--dtypes bfloat16,float16]
-        [--settings default,body] [--repeats R] [--window S] [--budget-s T]
-        [--quick]
+Per cell sweep.json records: ours_us_per_call / xla_us_per_call (time per
+GEMM call, calls_per_iter calls per outer iteration), ratio = XLA / ours
+(> 1: ours faster), L (inner trip count), ours_ / xla_kernels_per_iter,
+ours_ / xla_busy_us_per_iter, flops and bytes (per outer iteration, the
+fewest bytes), floor_us (per call: max(flops / 790 TFLOP/s, bytes / 4.3
+TB/s), bench.PEAK_*), roofline_pct, tbps (weights read per second by ours:
+stacked, cond, kv), max_rel_err, ok.
+
+Run time: on an H200 a cell (both sides) took 1.8-2.0 s at the default
+window (compiling, checking, 6 windows of 0.1 s and two traces: table,
+stacked and cond, bfloat16, 138 cells in 263 s), so the default run, 5
+patterns x 18 cells x 2 dtypes x 2 settings = 360 cells, should take about
+13 minutes (an estimate: kv and backward were not in that run, and
+backward's programs compile longer); `--budget-s` stops starting cells.
+
+    python benchmarks/sweep.py OUT_DIR [--cells C | --full] [--no-named]
+        [--m 1,8 --n 512 --k 768] [--patterns table,stacked,cond,kv,backward]
+        [--dtypes bfloat16,float16] [--settings default,body] [--repeats R]
+        [--window S] [--budget-s T] [--quick]
     python benchmarks/sweep.py OUT_DIR --from-json sweep.json   (maps only)
 
-Writes OUT_DIR/sweep.json (cells and a summary per pattern, setting and
-dtype: min and geometric mean of the ratio) and one heat map per pattern
-and setting, OUT_DIR/sweep_{pattern}_{setting}.png.
+Writes OUT_DIR/sweep.json (the cells, the skipped ones, and a summary per
+pattern, setting and dtype: min and geometric mean of the ratio, worst
+cell, cells below 1, stacked's slowest weight stream at m <= 16 and K * N
+>= 2048^2) and one heat map per pattern and setting,
+OUT_DIR/sweep_{pattern}_{setting}.png (m down, the sampled (n, k) pairs
+across, bfloat16 and float16 side by side), and prints the summary last.
+`--quick` shortens the inner loops and, where --m / --n / --k are not
+given, takes QUICK_GRID's tiny shapes (the CPU test).
 """
 
 from __future__ import annotations
@@ -67,42 +94,54 @@ from jax_dynoff.graphs import BODY_GRAPHS
 
 M_VALUES = (1, 8, 16, 32, 64, 96, 128, 256, 512)
 NK_VALUES = (512, 768, 1024, 1536, 2048, 4096)
-# Cells every sampled sweep adds: the shapes users reported losing at, and
-# the stacked target's (m <= 16, K * N >= 2048^2).
+# Cells every sample starts from (they count towards --cells): the shapes
+# users reported losing at, and cells of the stacked target (m <= 16,
+# K * N >= 2048^2), so that its figure is never missing from a sample.
 NAMED_CELLS = ((96, 1536, 768), (8, 2048, 2048), (16, 4096, 4096),
                (256, 2048, 2048), (512, 2048, 2048))
 PATTERNS = ("table", "stacked", "cond", "kv", "backward")
 SETTINGS = {"default": None, "body": BODY_GRAPHS}
 DTYPES = ("bfloat16", "float16")
-# ||ours - xla|| / ||xla|| allowed: both round to 16 bits (and round
-# intermediate results differently in the chains).
+# --quick's grid where no --m / --n / --k is given: tiny shapes that a CPU
+# runs in a fraction of a second per cell.
+QUICK_GRID = {"m": (8,), "n": (64,), "k": (64,)}
+# ||ours - xla|| / ||xla|| allowed per output array: both round to 16 bits,
+# and the chains (stacked: 16 GEMMs, each rounded) round their intermediate
+# results differently; an H200 run measured at most 1.2e-2 (stacked, bf16).
 TOLERANCE = 3e-2
 
 
-def sample_grid(cells: int, ms, ns, ks, seed: int = 0) -> list[tuple]:
-  """`cells` (m, n, k) triples of the product ms x ns x ks, deterministic:
-  the m values take turns (each gets cells / len(ms), give or take one),
-  and each turn takes the (n, k) pair, in a seeded random order, that
-  brings the most n and k values not yet covered, then pairs not yet used:
-  every value of m, n and k appears once cells >= max(len(ms), len(ns),
-  len(ks)).  Sorted by (m, n, k)."""
+def sample_grid(cells: int, ms, ns, ks, include=(), seed: int = 0
+                ) -> list[tuple]:
+  """`cells` (m, n, k) triples of the product ms x ns x ks, deterministic.
+  The triples of `include` that lie in the product come first; then, one
+  at a time, the m value with the fewest cells so far (the first in `ms` on
+  a tie) takes the (n, k) pair, in a seeded random order, that brings the
+  most n and k values not yet covered, then a pair not yet used.  Every m
+  value appears once cells >= len(include) + len(ms), every n and k value
+  once cells >= len(include) + max(len(ns), len(ks)); with the default
+  grid and NAMED_CELLS (5 m values already) once cells >= 9.  The m values
+  get equal shares, give or take one, where `include` does not tip them.
+  Sorted by (m, n, k); the whole product when cells >= its size."""
   full = [(m, n, k) for m in ms for n in ns for k in ks]
   if cells >= len(full):
     return full
+  picked = list(dict.fromkeys(c for c in include if c in full))[:cells]
   rng = np.random.default_rng(seed)
   pairs = [(n, k) for n in ns for k in ks]
   pairs = [pairs[i] for i in rng.permutation(len(pairs))]
-  seen_n, seen_k, used = set(), set(), set()
-  picked = []
-  for j in range(cells):
-    m = ms[j % len(ms)]
-    n, k = max((p for p in pairs if (m,) + p not in picked),
-               key=lambda p: ((p[0] not in seen_n) + (p[1] not in seen_k),
-                              p not in used))
+  while len(picked) < cells:
+    seen_n = {c[1] for c in picked}
+    seen_k = {c[2] for c in picked}
+    used = {c[1:] for c in picked}
+    count = {m: sum(c[0] == m for c in picked) for m in ms}
+    for m in sorted(ms, key=lambda m: count[m]):  # stable: ms order on ties
+      free = [p for p in pairs if (m,) + p not in picked]
+      if free:
+        break
+    n, k = max(free, key=lambda p: ((p[0] not in seen_n) + (p[1] not in seen_k),
+                                     p not in used))
     picked.append((m, n, k))
-    seen_n.add(n)
-    seen_k.add(k)
-    used.add((n, k))
   return sorted(picked)
 
 
@@ -299,7 +338,11 @@ BUILDERS: dict[str, Callable[..., Pattern]] = {
 
 def _trace(f, args) -> tuple[Optional[int], Optional[float]]:
   """(kernels, device busy microseconds) of one call of the compiled `f`,
-  from a profiler trace; (None, None) without a GPU."""
+  from a profiler trace; (None, None) without a GPU.  The trace is read as
+  `bench._host_events` reads it (the events of the GPU planes' Stream
+  lines), here with their durations as well, which it does not return:
+  busy time per iteration against the measured time tells a loop bound by
+  the host from one bound by its kernels."""
   if jax.default_backend() != "gpu":
     return None, None
   from jax.profiler import ProfileData  # pylint: disable=g-import-not-at-top
@@ -322,11 +365,15 @@ def _trace(f, args) -> tuple[Optional[int], Optional[float]]:
 
 
 def _rel_err(got, want) -> float:
-  got = [np.asarray(v, np.float64) for v in jax.tree.leaves(got)]
-  want = [np.asarray(v, np.float64) for v in jax.tree.leaves(want)]
-  num = math.sqrt(sum(float(np.sum((a - b) ** 2)) for a, b in zip(got, want)))
-  den = math.sqrt(sum(float(np.sum(b ** 2)) for b in want))
-  return num / den if den > 0 else (0.0 if num == 0 else math.inf)
+  """The largest ||got - want|| / ||want|| over the output arrays (each on
+  its own: backward's dX and dW differ in scale, and one norm over both
+  would hide an error in the smaller)."""
+  errs = []
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    num, den = float(np.linalg.norm(a - b)), float(np.linalg.norm(b))
+    errs.append(num / den if den > 0 else (0.0 if num == 0 else math.inf))
+  return max(errs)
 
 
 def _outer_iters(p: Pattern, dtype: str, gpu: bool) -> int:
@@ -370,15 +417,15 @@ def measure(pattern: str, setting: str, dtype: str, m: int, n: int, k: int,
                 p.bytes / (bench.PEAK_TBPS * 1e12))
   cell = dict(
       pattern=pattern, setting=setting, dtype=dtype, m=m, n=n, k=k,
-      inner_iters=p.inner, calls_per_outer=p.calls, outer_iters=iters,
+      L=p.inner, calls_per_iter=p.calls, outer_iters=iters,
       ours_us_per_call=1e6 * t_ours / p.calls,
       xla_us_per_call=1e6 * t_xla / p.calls, ratio=t_xla / t_ours,
       ours_kernels_per_iter=per(ko), xla_kernels_per_iter=per(kx),
       ours_busy_us_per_iter=per(bo), xla_busy_us_per_iter=per(bx),
-      flops=p.flops, bytes=p.bytes, floor_us_per_call=1e6 * floor_s / p.calls,
+      flops=p.flops, bytes=p.bytes, floor_us=1e6 * floor_s / p.calls,
       roofline_pct=100 * floor_s / t_ours, max_rel_err=err, ok=ok)
   if p.weight_bytes:
-    cell["weights_tbps"] = p.weight_bytes / t_ours / 1e12
+    cell["tbps"] = p.weight_bytes / t_ours / 1e12
   return cell
 
 
@@ -390,7 +437,12 @@ def summarize(cells: list[dict]) -> list[dict]:
   for c in cells:
     groups.setdefault((c["pattern"], c["setting"], c["dtype"]), []).append(c)
   out = []
-  for (pattern, setting, dtype), cs in sorted(groups.items()):
+  def order(key):
+    pattern, setting, dtype = key
+    return tuple(seq.index(v) if v in seq else len(seq) for seq, v in (
+        (PATTERNS, pattern), (tuple(SETTINGS), setting), (DTYPES, dtype))) + key
+  for (pattern, setting, dtype), cs in sorted(groups.items(),
+                                              key=lambda g: order(g[0])):
     ratios = [c["ratio"] for c in cs]
     worst = min(cs, key=lambda c: c["ratio"])
     row = dict(pattern=pattern, setting=setting, dtype=dtype, cells=len(cs),
@@ -405,7 +457,7 @@ def summarize(cells: list[dict]) -> list[dict]:
       row["ours_kernels_per_iter_max"] = max(o for o, _ in kern)
       row["more_kernels_than_xla"] = sum(o > x + 1e-9 for o, x in kern)
     if pattern == "stacked":
-      stream = [c["weights_tbps"] for c in cs
+      stream = [c["tbps"] for c in cs
                 if c["m"] <= 16 and c["n"] * c["k"] >= 2048 * 2048]
       row["stream_tbps_min"] = min(stream) if stream else None
     out.append(row)
@@ -414,7 +466,8 @@ def summarize(cells: list[dict]) -> list[dict]:
 
 def draw(cells: list[dict], out_dir: str) -> list[str]:
   """One heat map per (pattern, setting): m down, the (n, k) pairs across,
-  colour the ratio (green: ours faster), one panel per dtype."""
+  colour the ratio (green: ours faster), one panel per dtype on one colour
+  scale; a cell that failed its check is marked "(bad)"."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -429,23 +482,32 @@ def draw(cells: list[dict], out_dir: str) -> list[str]:
     dtypes = [d for d in DTYPES if any(c["dtype"] == d for c in cs)]
     ms = sorted({c["m"] for c in cs})
     nks = sorted({(c["n"], c["k"]) for c in cs})
+    ratios = [c["ratio"] for c in cs]
+    # One scale for the figure, at least 0.5 to 2 (a loss and a gain of 2x
+    # equally far from the centre), so that the dtypes' panels compare.
+    norm = TwoSlopeNorm(vmin=min(0.5, min(ratios) - 1e-3), vcenter=1.0,
+                        vmax=max(2.0, max(ratios) + 1e-3))
     fig, axes = plt.subplots(
         1, len(dtypes), squeeze=False,
         figsize=(max(6.0, 0.55 * len(nks) + 2) * len(dtypes),
                  0.45 * len(ms) + 2.2))
     for ax, dtype in zip(axes[0], dtypes):
       grid = np.full((len(ms), len(nks)), np.nan)
+      bad = set()
       for c in cs:
         if c["dtype"] == dtype:
-          grid[ms.index(c["m"]), nks.index((c["n"], c["k"]))] = c["ratio"]
+          at = (ms.index(c["m"]), nks.index((c["n"], c["k"])))
+          grid[at] = c["ratio"]
+          if not c["ok"]:
+            bad.add(at)
       vals = grid[np.isfinite(grid)]
-      lo = min(0.5, float(vals.min()) - 1e-3)
-      hi = max(2.0, float(vals.max()) + 1e-3)
-      im = ax.imshow(grid, cmap="RdYlGn", aspect="auto",
-                     norm=TwoSlopeNorm(vmin=lo, vcenter=1.0, vmax=hi))
+      im = ax.imshow(grid, cmap="RdYlGn", aspect="auto", norm=norm)
       for (r, col), v in np.ndenumerate(grid):
         if np.isfinite(v):
-          ax.text(col, r, f"{v:.2f}", ha="center", va="center", fontsize=7)
+          dark = abs(float(norm(v)) - 0.5) > 0.35  # the colormap's ends
+          ax.text(col, r, f"{v:.2f}" + ("\n(bad)" if (r, col) in bad else ""),
+                  ha="center", va="center", fontsize=7,
+                  color="white" if dark else "black")
       ax.set_xticks(range(len(nks)), [f"{n}x{k}" for n, k in nks],
                     rotation=60, fontsize=7)
       ax.set_yticks(range(len(ms)), [str(m) for m in ms], fontsize=8)
@@ -480,35 +542,51 @@ def _ints(text: str) -> tuple[int, ...]:
   return tuple(int(v) for v in text.split(",") if v)
 
 
+# Cell fields an earlier version of this script wrote under other names;
+# --from-json reads either.
+_OLD_NAMES = {"inner_iters": "L", "calls_per_outer": "calls_per_iter",
+              "floor_us_per_call": "floor_us", "weights_tbps": "tbps"}
+
+
+def _upgrade(cell: dict) -> dict:
+  return {_OLD_NAMES.get(key, key): v for key, v in cell.items()}
+
+
+def _fmt(v: Optional[float]) -> str:
+  return "-" if v is None else f"{v:.2f}"
+
+
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("out_dir")
   ap.add_argument("--cells", type=int, default=18,
-                  help="sampled (m, n, k) cells per pattern")
+                  help="sampled (m, n, k) cells per pattern, NAMED_CELLS "
+                  "included")
   ap.add_argument("--full", action="store_true", help="the whole product")
-  ap.add_argument("--m", type=_ints, default=M_VALUES)
-  ap.add_argument("--n", type=_ints, default=NK_VALUES)
-  ap.add_argument("--k", type=_ints, default=NK_VALUES)
+  ap.add_argument("--m", type=_ints, help="m values (default M_VALUES)")
+  ap.add_argument("--n", type=_ints, help="n values (default NK_VALUES)")
+  ap.add_argument("--k", type=_ints, help="k values (default NK_VALUES)")
   ap.add_argument("--patterns", default=",".join(PATTERNS))
   ap.add_argument("--dtypes", default=",".join(DTYPES))
   ap.add_argument("--settings", default=",".join(SETTINGS))
   ap.add_argument("--repeats", type=int, default=3)
   ap.add_argument("--window", type=float, default=0.1,
-                  help="seconds per side per round (GPU)")
+                  help="seconds per side per round (GPU; one call on CPU)")
   ap.add_argument("--budget-s", type=float, default=math.inf,
                   help="start no new cell after this many seconds")
   ap.add_argument("--quick", action="store_true",
-                  help="short inner loops (CPU tests)")
+                  help="short inner loops, and QUICK_GRID where --m / --n "
+                  "/ --k are not given (CPU tests)")
   ap.add_argument("--no-named", action="store_true",
-                  help="the sample alone, without NAMED_CELLS")
+                  help="sample without NAMED_CELLS")
   ap.add_argument("--from-json", help="redraw and summarize this file only")
   a = ap.parse_args(argv)
   os.makedirs(a.out_dir, exist_ok=True)
   if a.from_json:
     with open(a.from_json) as f:
-      data = json.load(f)
-    draw(data["cells"], a.out_dir)
-    print_summary(summarize(data["cells"]))
+      cells = [_upgrade(c) for c in json.load(f)["cells"]]
+    draw(cells, a.out_dir)
+    print_summary(summarize(cells))
     return 0
   patterns = a.patterns.split(",")
   for p in patterns:
@@ -519,26 +597,37 @@ def main(argv=None) -> int:
     if s not in SETTINGS:
       ap.error(f"unknown setting {s!r}; known: {', '.join(SETTINGS)}")
   dtypes = a.dtypes.split(",")
-  grid = sample_grid(10 ** 9 if a.full else a.cells, a.m, a.n, a.k)
-  if not a.full and not a.no_named:
-    grid = sorted(set(grid) | {c for c in NAMED_CELLS if c[0] in a.m and
-                               c[1] in a.n and c[2] in a.k})
+  for d in dtypes:
+    if d not in DTYPES:
+      ap.error(f"unknown dtype {d!r}; known: {', '.join(DTYPES)}")
+  defaults = QUICK_GRID if a.quick else {"m": M_VALUES, "n": NK_VALUES,
+                                         "k": NK_VALUES}
+  ms, ns, ks = (getattr(a, d) or defaults[d] for d in "mnk")
+  grid = sample_grid(10 ** 9 if a.full else a.cells, ms, ns, ks,
+                     () if a.no_named else NAMED_CELLS)
   t0 = time.perf_counter()
   cells, skipped = [], []
   todo = [(p, s, d, c) for d in dtypes for p in patterns for c in grid
           for s in settings]
+  print(f"{len(grid)} cells per pattern, {len(todo)} in all", flush=True)
   for j, (p, s, d, (m, n, k)) in enumerate(todo):
-    if time.perf_counter() - t0 > a.budget_s:
+    elapsed = time.perf_counter() - t0
+    if elapsed > a.budget_s:
       skipped.append(dict(pattern=p, setting=s, dtype=d, m=m, n=n, k=k))
       continue
     c = measure(p, s, d, m, n, k, a.repeats, a.window, a.quick)
     cells.append(c)
-    flag = "" if c["ok"] else f"  MISMATCH (rel err {c['max_rel_err']:.2e})"
-    print(f"[{j + 1}/{len(todo)} {time.perf_counter() - t0:6.0f} s] {p:8} "
-          f"{s:7} {d:8} {m:4}x{n}x{k}: ours {c['ours_us_per_call']:7.2f} "
-          f"xla {c['xla_us_per_call']:7.2f} us/call ratio {c['ratio']:.2f} "
-          f"kernels {c['ours_kernels_per_iter']} / {c['xla_kernels_per_iter']}"
-          f"{flag}", flush=True)
+    took = time.perf_counter() - t0 - elapsed
+    print(f"[{j + 1}/{len(todo)} {elapsed + took:6.0f} s, {took:4.1f} s] "
+          f"{p:8} {s:7} {d:8} {m:4}x{n}x{k}: ours "
+          f"{c['ours_us_per_call']:7.2f} xla {c['xla_us_per_call']:7.2f} "
+          f"us/call ratio {c['ratio']:.2f} kernels/iter "
+          f"{_fmt(c['ours_kernels_per_iter'])} / "
+          f"{_fmt(c['xla_kernels_per_iter'])}", flush=True)
+    if not c["ok"]:
+      print(f"ERROR: {p} {s} {d} {m}x{n}x{k}: ours does not match XLA's "
+            f"loop, relative error {c['max_rel_err']:.3g} (tolerance "
+            f"{TOLERANCE})", flush=True)
   summary = summarize(cells) if cells else []
   data = dict(
       command="python benchmarks/sweep.py " + " ".join(
@@ -547,19 +636,24 @@ def main(argv=None) -> int:
           timespec="seconds"),
       jax=jax.__version__, backend=jax.default_backend(),
       device=jax.devices()[0].device_kind,
-      grid=dict(m=a.m, n=a.n, k=a.k, cells=[list(c) for c in grid]),
-      repeats=a.repeats, window_s=a.window, cells=cells, skipped=skipped,
-      summary=summary)
+      grid=dict(m=ms, n=ns, k=ks, cells=[list(c) for c in grid]),
+      repeats=a.repeats, window_s=a.window, quick=a.quick, cells=cells,
+      skipped=skipped, summary=summary)
   with open(os.path.join(a.out_dir, "sweep.json"), "w") as f:
     json.dump(data, f, indent=1)
   if cells:
     draw(cells, a.out_dir)
-    print_summary(summary)
   if skipped:
-    print(f"{len(skipped)} cells skipped (--budget-s {a.budget_s})")
+    print(f"{len(skipped)} cells skipped (--budget-s {a.budget_s}), from "
+          f"{skipped[0]['pattern']} {skipped[0]['setting']} "
+          f"{skipped[0]['dtype']} on")
+  if summary:
+    print_summary(summary)
   bad = [c for c in cells if not c["ok"]]
   if bad:
-    print(f"ERROR: {len(bad)} cells where ours does not match XLA's loop")
+    print(f"ERROR: {len(bad)} cells where ours does not match XLA's loop: "
+          + ", ".join(f"{c['pattern']} {c['setting']} {c['dtype']} "
+                      f"{c['m']}x{c['n']}x{c['k']}" for c in bad))
     return 1
   return 0
 
