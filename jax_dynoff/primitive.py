@@ -8,8 +8,13 @@ array with its window rewritten, or a fresh (m, n) array.
 - vmap: one call with a batch dim (batched arrays carry it as a leading dim,
   batched starts hold one value per item); never a Python loop.
 - jvp / transpose: expressed again with dynamic-offset GEMMs.  The gradient
-  of a windowed operand is a GEMM written into a window of zeros; the rules
-  are written for one batch item and vmapped for batched calls.
+  of a windowed operand is a GEMM (reading its operands at their offsets)
+  whose result XLA writes into a window of zeros with a
+  dynamic_update_slice: XLA folds that into the cotangent's accumulation
+  (a loop's `acc + dus(0, g)` becomes an update of acc's window in place),
+  where a GEMM writing into a zeroed array would cost a fill and an add of
+  the whole array every iteration.  The rules are written for one batch
+  item and vmapped for batched calls.
 """
 
 from __future__ import annotations
@@ -384,24 +389,30 @@ def _transpose_rule(ct, *args, spec: GemmSpec):
       shape, dtype = item_shape[n]
       return _window(jnp.zeros(shape, dtype), w, st)
 
+    def into_zeros(n, w, st, value):
+      """The cotangent of operand n: `value` in its window, zeros elsewhere
+      (just `value` where the window is the whole array)."""
+      if (len(w.dims) == 2 and tuple(w.win) == tuple(w.dims)
+          and w.valid is None and all(x == 0 for x in w.starts)):
+        return value
+      return reference.write_window(zeros_window(n, w, st), value)
+
     kw = dict(alpha=spec.alpha, precision=_lax_precision(spec),
               opts=spec.opts)
     if "a" in want:
       bw = _window(arrays["b"][0], item.b, starts["b"])
-      zw = zeros_window("a", item.a, starts["a"])
       if not spec.trans_a:   # dA = alpha G op(B)^T
-        res["a"] = gemm(gin, bw, out=zw, transpose_b=not spec.trans_b, **kw)
+        da = gemm(gin, bw, transpose_b=not spec.trans_b, **kw)
       else:                  # dA = alpha op(B) G^T
-        res["a"] = gemm(bw, gin, out=zw, transpose_a=spec.trans_b,
-                        transpose_b=True, **kw)
+        da = gemm(bw, gin, transpose_a=spec.trans_b, transpose_b=True, **kw)
+      res["a"] = into_zeros("a", item.a, starts["a"], da)
     if "b" in want:
       aw = _window(arrays["a"][0], item.a, starts["a"])
-      zw = zeros_window("b", item.b, starts["b"])
       if not spec.trans_b:   # dB = alpha op(A)^T G
-        res["b"] = gemm(aw, gin, out=zw, transpose_a=not spec.trans_a, **kw)
+        db = gemm(aw, gin, transpose_a=not spec.trans_a, **kw)
       else:                  # dB = alpha G^T op(A)
-        res["b"] = gemm(gin, aw, out=zw, transpose_a=True,
-                        transpose_b=spec.trans_a, **kw)
+        db = gemm(gin, aw, transpose_a=True, transpose_b=spec.trans_a, **kw)
+      res["b"] = into_zeros("b", item.b, starts["b"], db)
     if "c" in want or "out" in want:
       bg = spec.beta * reference.read_window(gw).astype(jnp.float32)
     if "c" in want:
