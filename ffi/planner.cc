@@ -310,11 +310,14 @@ void DirectWindowReasons(const char* name, const OperandDesc& op,
 }
 
 // D's extents multiples of the output tile or its buffer's dims (a store
-// past the window would land in the buffer).
+// past the window would land in the buffer).  Not for the cluster-K tile,
+// whose own epilogue predicates every store on D's window
+// (kernels/sm90_cluster_k.h): any m and n.
 Reasons StoreReasons(const OperandDesc& d, DirectTile tile) {
   const TileMN t = kDirectTileShapes[static_cast<int>(tile)];
   const int r = d.rank;
   Reasons why;
+  if (tile == DirectTile::kClusterK) return why;
   auto check = [&](const char* extent, int64_t win, int64_t dim, int64_t tt,
                    const char* edge) {
     if (!TileOrEdge(win, dim, tt))
@@ -439,8 +442,13 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
     // gives it a width, i.e. where the tiny tile's output tiles would leave
     // half the SMs or more idle: on an H200 0.9-1.4 us per call faster at
     // 64-256 x 1024-2048 x 1024-2048, launched from the host and as a node
-    // of a CUDA graph alike (plan.h has the figures).
-    return {kernels::ClusterKTileN(p.m, p.n, p.k, sms) != 0
+    // of a CUDA graph alike (plan.h has the figures).  Also where the tiny
+    // tile's store rule fails (m or n of D's window not a multiple of 64
+    // inside a larger buffer: a row window of m = 32 or 96): the cluster-K
+    // tile stores any window, in one launch where the ptr-array kernel
+    // takes two.
+    const bool tiny_stores = stores[0].empty();  // kTiny precedes kClusterK
+    return {kernels::ClusterKTileN(p.m, p.n, p.k, sms) != 0 || !tiny_stores
                 ? DirectTile::kClusterK
                 : DirectTile::kTiny,
             {}};
@@ -770,11 +778,11 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     k.kernel.direct = DirectChoice(p, Path::kSm90Tiny, sms).first;
     k.kernel.skinny_split = k.skinny_split;
   }
+  // ClusterKTileN's width where it gives one, else (forced, or chosen for
+  // its store rule) the wider tile.
   if (k.kernel.direct == DirectTile::kClusterK)
     k.kernel.cluster_k_tile_n =
-        p.direct_tile == 0
-            ? k.cluster_k_tile_n
-            : kernels::ClusterKForcedTileN(p.m, p.n, p.k, sms);
+        kernels::ClusterKForcedTileN(p.m, p.n, p.k, sms);
   // The workspace of the path and the kernel (a float32 call planned for
   // its direct kernel stages nothing: plan.h StagingOf), as the handler
   // computes it from the desc this plan goes into.

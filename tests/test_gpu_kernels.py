@@ -1645,6 +1645,16 @@ CLUSTER_K_CASES = [
     # layer at a negative index, C a window at a clamped start.
     ("odd_m", 200, 256, 1024, (256, 1024), (56,), (2, 1024, 256), (-1, 0),
      (200, 320), (0,), 64, (300, 256), (10 ** 6,), 32),
+    # Row windows of m = 32, 96 and 8 inside taller buffers, at offsets no
+    # tile divides: the tiny tile's TMA store would write past them, the
+    # cluster-K tile's predicated stores do not (its store rule is the
+    # window).  A at a negative (wrapped, clamped) start, B a layer.
+    ("rows_32", 32, 1536, 512, (500, 512), (200,), (512, 1536), (0,),
+     (400, 1536), (37,), 0, None, None, 32),
+    ("rows_96", 96, 768, 2048, (300, 2048), (-5,), (2, 2048, 768), (1, 0),
+     (1000, 768), (450,), 0, (400, 768), (17,), 32),
+    ("rows_8", 8, 512, 768, (64, 768), (3,), (768, 512), (0,),
+     (100, 512), (91,), 0, None, None, 32),
 ]
 
 
@@ -1671,6 +1681,20 @@ def _cluster_k_case(case, dt, opts=CLUSTER_K):
                     alpha=0.5, beta=-2.0, opts=opts)
 
   return f, (a, b, c, out, *starts)
+
+
+@pytest.mark.parametrize("m,n,k", [(32, 1536, 512), (32, 2048, 1024),
+                                   (96, 768, 2048), (96, 1536, 768),
+                                   (100, 1024, 256)])
+def test_row_windows_off_the_tile_plan_cluster_k(m, n, k):
+  """Not forced: a row window of D whose m is no multiple of 64, inside a
+  taller buffer, runs the cluster-K tile (one launch) on the tiny path,
+  not the ptr-array kernel (a pointer kernel and the GEMM)."""
+  d = WinSpec((48 * m, n), (m, n), (None, 0))
+  s = _spec(m=m, n=n, k=k, d=d, opts=KernelOptions())
+  assert plan_lib.plan(s).path == "sm90_tiny"
+  assert plan_lib.direct_kernel(s) == "cluster_k", plan_lib.direct_reasons(s)
+  assert "ptr-array" not in plan_lib.explain(s)
 
 
 def test_cluster_k_cases_plan():

@@ -115,9 +115,12 @@ def test_skinny_plan_carries_split_and_fallback_tile():
   ck = 1 + list(plan_lib.DIRECT_TILES).index("cluster_k")
   assert p.kernel == ck + 8 * 4 + 128 * 2
   assert _ask(s, sms=78)["kernel"] == tiny + 8 * plan_lib.skinny_split(s, 78)
-  # D inside a taller buffer of 16 rows: the tiny tile cannot store it.
+  # D inside a taller buffer of 16 rows: the tiny tile cannot store it,
+  # the cluster-K tile (stores predicated on the window) can, on 78 SMs too.
   d = WinSpec((48, 4096), (16, 4096), (None, 0))
-  assert plan_lib.plan(_spec(m=16, d=d)).kernel == 8 * 4
+  assert plan_lib.plan(_spec(m=16, d=d)).kernel == ck + 8 * 4 + 128 * 2
+  assert _ask(_spec(m=16, d=d), sms=78)["kernel"] == (
+      ck + 8 * plan_lib.skinny_split(s, 78) + 128 * 2)
 
 
 def test_lowered_desc_carries_the_plan():
