@@ -1232,9 +1232,10 @@ def test_direct_reasons():
   assert "direct kernel, tiny tile" in plan_lib.explain(_spec(m=128))
   d = WinSpec((4096, 4096), (100, 4096), (None, 0))
   assert plan_lib.plan(_spec(m=100, d=d)).path == "sm90_tiny"
-  assert plan_lib.direct_reasons(_spec(m=100, d=d)) == [
-      "out: m = 100 neither a multiple of 64 nor the array's height "
-      "(tiny tile)"]
+  # m = 100 inside a taller buffer: the tiny tile would store past the
+  # window; the cluster-K tile, whose stores are predicated on it, runs.
+  assert plan_lib.direct_reasons(_spec(m=100, d=d)) == []
+  assert plan_lib.direct_kernel(_spec(m=100, d=d)) == "cluster_k"
   # A forced tile of another path: the ptr-array kernel.
   assert plan_lib.direct_reasons(_spec(
       m=128, opts=KernelOptions(direct_tile="large"))) == [
