@@ -11,14 +11,14 @@ process's XLA flags, with body graphs (graphs.BODY_GRAPHS: each iteration
 one graph, the loop on the host), without command buffers, and unrolled by
 8; then XLA's loop at the process's flags and with body graphs.
 Device-timed by the bench's sustained, interleaved windows
-(jax_dynoff.bench.time_loops).
+(bench.time_loops).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 
 
 

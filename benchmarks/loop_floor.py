@@ -48,7 +48,7 @@ import jax.numpy as jnp
 from jax import lax
 
 import jax_dynoff as dyn
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 from jax_dynoff.graphs import BODY_GRAPHS, WHOLE_LOOP_GRAPHS
 
 

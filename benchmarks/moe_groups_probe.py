@@ -9,7 +9,7 @@ Usage: python benchmarks/moe_groups_probe.py
 import jax.numpy as jnp
 
 import jax_dynoff as dyn
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 from jax_dynoff import plan as plan_lib
 
 

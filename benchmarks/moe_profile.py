@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jax_dynoff as dyn
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 from ncu_case import cuda_driver, profiled  # (benchmarks/ is on the path)
 
 PEAK_FLOPS, PEAK_BYTES = 790e12, 4.3e12

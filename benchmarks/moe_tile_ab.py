@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax import lax
 
 import jax_dynoff as dyn
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 from jax_dynoff import plan as plan_lib
 
 

@@ -14,7 +14,7 @@ replicated x: the collective a stack of column-split layers needs, since
 the next layer contracts over all of y.  The same loops on one device give
 the scaling.
 
-Timing is `jax_dynoff.bench`'s: many repetitions of the L-layer loop inside
+Timing is `benchmarks/bench.py`'s: many repetitions of the L-layer loop inside
 one jitted fori_loop, called back to back in windows, the sides taking
 turns; reported per layer.  Before timing, each side's result is checked
 against XLA's loop on one device, and the compiled TP program is searched
@@ -41,7 +41,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jax_dynoff as dyn
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 
 # (L layers, m rows of x, d = k = n); weights L * d * d bf16: 4 GiB at the
 # first two, 2 GiB at the third.  m = 16 streams weights (memory-bound),

@@ -22,7 +22,7 @@ import sys
 import jax
 import jax.numpy as jnp
 
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 
 
 def cuda_driver():

@@ -5,7 +5,7 @@ import sys
 
 import jax.numpy as jnp
 
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 
 m, n, k = (int(v) for v in sys.argv[1:4]) if len(sys.argv) > 3 else (128, 4096, 4096)
 row = bench.plain(m, n, k, jnp.bfloat16, 50, 2)

@@ -116,9 +116,9 @@ fi
 
 if [ -z "${SKIP_BENCH:-}" ]; then
   step "benchmark"
-  (cd /tmp && python3 -m jax_dynoff.bench ${BENCH_ARGS:-} "$res" && \
-     python3 -m jax_dynoff.bench --body-graphs ${BENCH_ARGS:-} "$res" && \
-     python3 -m jax_dynoff.bench --graphs ${BENCH_ARGS:-} "$res") 2>&1 \
+  (cd /tmp && python3 "$repo/benchmarks/bench.py" ${BENCH_ARGS:-} "$res" && \
+     python3 "$repo/benchmarks/bench.py" --body-graphs ${BENCH_ARGS:-} "$res" && \
+     python3 "$repo/benchmarks/bench.py" --graphs ${BENCH_ARGS:-} "$res") 2>&1 \
      | grep -v -E "^(W|I)[0-9]{4} " | tee "$res/bench.log" || status=1
 fi
 if [ -n "${DIAG:-}" ]; then

@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 
 import jax_dynoff as dyn
-from jax_dynoff import bench, plan
+import bench
+from jax_dynoff import plan
 
 SHAPES = ["16:4096", "128:4096", "256:4096", "16:2048", "16:8192"]
 SLICES = (2, 4, 8)

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 
 import jax_dynoff as dyn
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 
 
 class GpuSampler:

@@ -89,7 +89,7 @@ import numpy as np
 from jax import lax
 
 import jax_dynoff as dyn
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 from jax_dynoff.graphs import BODY_GRAPHS
 
 M_VALUES = (1, 8, 16, 32, 64, 96, 128, 256, 512)

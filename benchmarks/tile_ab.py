@@ -16,7 +16,7 @@ e.g. `256,4096,4096:tiny,small_m` or, with `--trans nt`,
 `2048,4096,4096:medium,ptr-medium`.  Prints, per shape, microseconds per
 call of each choice and of XLA (`jnp.dot`, the same transposes),
 device-timed by the bench's sustained, interleaved windows
-(jax_dynoff.bench.time_loops).
+(bench.time_loops).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ import argparse
 import jax.numpy as jnp
 
 import jax_dynoff as dyn
-from jax_dynoff import bench, plan
+import bench
+from jax_dynoff import plan
 
 DTYPES = {"bf16": jnp.bfloat16, "f16": jnp.float16, "f32": jnp.float32}
 TRANS = {"nn": (False, False), "nt": (False, True), "tn": (True, False)}

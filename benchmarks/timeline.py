@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 from jax.profiler import ProfileData
 
-from jax_dynoff import bench
+import bench  # benchmarks/bench.py, beside this script
 
 
 _CALL = "timeline_call"  # the annotation around the traced call

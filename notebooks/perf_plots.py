@@ -1,6 +1,6 @@
 """Plots and tables of committed benchmark results, for notebook 03 and docs/.
 
-The results are the JSON files `python -m jax_dynoff.bench OUT_DIR` writes
+The results are the JSON files `python benchmarks/bench.py OUT_DIR` writes
 (`bench.json`, `bench_graphs.json`, `bench_body_graphs.json`,
 `bench_cpu.json`), committed under benchmarks/results/<date>-<gpu>-<commit>/.
 

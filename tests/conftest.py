@@ -11,6 +11,7 @@ which JAX_DYNOFF_HYPOTHESIS_SCALE multiplies (e.g. 10 for a long soak).
 from __future__ import annotations
 
 import os
+import sys
 
 import jax
 import pytest
@@ -22,6 +23,12 @@ _COMMON = dict(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.filter_too_much],
 )
+# The benchmark harness lives outside the package (benchmarks/bench.py, not
+# shipped in the wheel); its tests and the scripts beside it import it as
+# `bench`.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                os.pardir, "benchmarks"))
+
 settings.register_profile("default", max_examples=30, **_COMMON)
 settings.register_profile("quick", max_examples=5, **_COMMON)
 settings.register_profile("thorough", max_examples=300, **_COMMON)

@@ -6,7 +6,11 @@ Usage: python3 benchmarks/sm90_tiles/grouped_cases.py > cases.txt
 """
 
 
-from jax_dynoff import bench
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+import bench  # benchmarks/bench.py  # pylint: disable=wrong-import-position
 
 
 def main():

@@ -1,4 +1,4 @@
-"""`python -m jax_dynoff.bench [OUT_DIR]`: jax_dynoff against XLA, side by side.
+"""`python benchmarks/bench.py [OUT_DIR]`: jax_dynoff against XLA, side by side.
 
 Every variant is timed the same way: `iters` repetitions inside one jitted
 `fori_loop` (so launch gaps are the device's, not the host's), the whole
@@ -890,7 +890,7 @@ def run(out_dir: Optional[str], quick: bool = False,
     with open(os.path.join(out_dir, stem + ".json"), "w") as f:
       json.dump({"device": dev.device_kind, "jax": jax.__version__,
                  "date": time.strftime("%Y-%m-%d"),
-                 "command": " ".join(["python -m jax_dynoff.bench"] +
+                 "command": " ".join(["python benchmarks/bench.py"] +
                                      sys.argv[1:]),
                  "xla_flags": os.environ.get("XLA_FLAGS", ""),
                  "window_s": WINDOW_S, "repeats": repeats,
