@@ -96,6 +96,86 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   return d;
 }
 
+// The desc's layout and every code in it (gemm_problem.h), for
+// jax_dynoff/spec.py, which encodes the desc: the numbers live here only.
+nb::dict DescCodes() {
+  namespace d = jax_dynoff::desc;
+  using jax_dynoff::DType;
+  nb::dict c;
+  c["version"] = jax_dynoff::kDescVersion;
+  c["max_rank"] = jax_dynoff::kMaxRank;
+  c["max_batch_rank"] = jax_dynoff::kMaxBatchRank;
+  c["max_slots"] = jax_dynoff::kMaxSlots;
+  nb::dict header;  // field -> index of the header
+  header["version"] = d::kVersion;
+  header["m"] = d::kM;
+  header["n"] = d::kN;
+  header["k"] = d::kK;
+  header["in_dtype"] = d::kInDType;
+  header["out_dtype"] = d::kOutDType;
+  header["trans_a"] = d::kTransA;
+  header["trans_b"] = d::kTransB;
+  header["c_mode"] = d::kCMode;
+  header["precision"] = d::kPrecision;
+  header["path"] = d::kPath;
+  header["split_k"] = d::kSplitK;
+  header["batch_rank"] = d::kBatchRank;
+  header["batch_shape"] = d::kBatchShape;
+  header["offsets_arg"] = d::kOffsetsArg;
+  header["options"] = d::kOptions;
+  header["direct_tile"] = d::kDirectTile;
+  header["kernel"] = d::kKernel;
+  c["header"] = header;
+  c["header_size"] = d::kHeaderSize;
+  nb::dict block;  // field -> index within an operand's block
+  block["present"] = d::kPresent;
+  block["arg"] = d::kArg;
+  block["rank"] = d::kRank;
+  block["batched_mask"] = d::kBatchedMask;
+  block["dims"] = d::kDims;
+  block["win"] = d::kWin;
+  block["start"] = d::kStart;
+  block["start_arg"] = d::kStartArg;
+  block["ragged"] = d::kRagged;
+  block["valid"] = d::kValid;
+  block["valid_arg"] = d::kValidArg;
+  c["block"] = block;
+  c["block_size"] = d::kBlockSize;
+  c["slots_at"] = d::kSlots;
+  c["slot_entry"] = d::kSlotEntry;
+  c["size"] = d::kSize;
+  nb::dict dtypes;  // numpy dtype name -> DType
+  dtypes["float32"] = static_cast<int64_t>(DType::kF32);
+  dtypes["float16"] = static_cast<int64_t>(DType::kF16);
+  dtypes["bfloat16"] = static_cast<int64_t>(DType::kBF16);
+  c["dtypes"] = dtypes;
+  nb::dict c_modes;
+  c_modes["none"] = static_cast<int64_t>(jax_dynoff::CMode::kNone);
+  c_modes["own"] = static_cast<int64_t>(jax_dynoff::CMode::kOwn);
+  c_modes["from_d"] = static_cast<int64_t>(jax_dynoff::CMode::kFromD);
+  c["c_modes"] = c_modes;
+  nb::dict precisions;
+  precisions["default"] =
+      static_cast<int64_t>(jax_dynoff::Precision::kDefault);
+  precisions["highest"] =
+      static_cast<int64_t>(jax_dynoff::Precision::kHighest);
+  c["precisions"] = precisions;
+  nb::dict slot_kinds;
+  slot_kinds["vector"] = static_cast<int64_t>(jax_dynoff::SlotKind::kVector);
+  slot_kinds["scalar"] = static_cast<int64_t>(jax_dynoff::SlotKind::kScalar);
+  slot_kinds["lookup"] = static_cast<int64_t>(jax_dynoff::SlotKind::kLookup);
+  c["slot_kinds"] = slot_kinds;
+  nb::dict options;  // the handler's switch bits (namespace opt)
+  options["no_sm90"] = jax_dynoff::opt::kNoSm90;
+  options["no_tf32"] = jax_dynoff::opt::kNoTf32;
+  options["no_direct"] = jax_dynoff::opt::kNoDirect;
+  options["no_skinny"] = jax_dynoff::opt::kNoSkinny;
+  options["nondeterministic"] = jax_dynoff::opt::kNondeterministic;
+  c["options"] = options;
+  c["num_direct_tiles"] = jax_dynoff::opt::kNumDirectTiles;
+  return c;
+}
+
 // The planner's names and tables, for plan.py's constants.
 nb::dict PlannerTables() {
   using namespace jax_dynoff;
@@ -222,6 +302,7 @@ NB_MODULE(_jax_dynoff, m) {
     return jax_dynoff::DecodeKernel(DecodeOrThrow(desc, alpha, beta), &k);
   });
   m.def("planner_tables", &PlannerTables);
+  m.def("desc_codes", &DescCodes);
   m.def("skinny_split", [](int64_t n, int64_t k, int sms) {
     return jax_dynoff::kernels::SkinnySplit(n, k, sms);
   });

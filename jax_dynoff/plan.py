@@ -157,7 +157,8 @@ from jax_dynoff.extension import ext as _ext
 from jax_dynoff.spec import GemmSpec, encode_desc
 
 _TABLES = _ext.planner_tables()
-# Mirrors enum class Path in ffi/gemm_problem.h: {name: code}.
+# The kernel paths (enum class Path, ffi/gemm_problem.h), as the extension
+# names them: {name: code}.
 PATHS = dict(_TABLES["paths"])
 # SM90 ptr-array tiles: tile -> (tile m, tile n, TFLOP/s of one full wave
 # of that tile on an H200), bigger first (ffi/planner.h kSm90TileShapes).

@@ -2,7 +2,8 @@
 
 Everything here is known at trace time.  `GemmSpec` is the primitive's
 parameter; `encode_desc` turns it into the int64 `desc` attribute that
-ffi/gemm_problem.h decodes (keep the two layouts in step: DESC_VERSION).
+ffi/gemm_problem.h decodes.  The desc's layout and its codes are the
+extension's (`desc_codes`, from gemm_problem.h): nothing here repeats them.
 """
 
 from __future__ import annotations
@@ -13,44 +14,53 @@ from typing import Optional
 import ml_dtypes  # ships with jax: the bfloat16 numpy dtype
 import numpy as np
 
+from jax_dynoff.extension import ext as _ext
 from jax_dynoff.options import DEFAULT as DEFAULT_OPTS
 from jax_dynoff.options import DIRECT_TILES, KernelOptions
 
-DESC_VERSION = 5
-MAX_RANK = 8
-MAX_BATCH_RANK = 4
-HEADER_SIZE = 21
-# present, arg, rank, batch mask; dims, win, starts, start slots; ragged,
-# valid (2), valid slots (2).
-BLOCK_SIZE = 4 + 4 * MAX_RANK + 5
-MAX_SLOTS = 4 * (MAX_RANK + 2)   # every start and valid extent dynamic
-SLOT_ENTRY = 6            # kind, arg, table, mul, add, bits (SlotSource)
-SLOTS_AT = HEADER_SIZE + 4 * BLOCK_SIZE
-DESC_SIZE = SLOTS_AT + MAX_SLOTS * SLOT_ENTRY
+_CODES = _ext.desc_codes()
+DESC_VERSION = _CODES["version"]
+MAX_RANK = _CODES["max_rank"]
+MAX_BATCH_RANK = _CODES["max_batch_rank"]
+MAX_SLOTS = _CODES["max_slots"]   # every start and valid extent dynamic
+HEADER = dict(_CODES["header"])   # header field -> index
+HEADER_SIZE = _CODES["header_size"]
+BLOCK = dict(_CODES["block"])     # operand block field -> index in a block
+BLOCK_SIZE = _CODES["block_size"]
+SLOTS_AT = _CODES["slots_at"]
+SLOT_ENTRY = _CODES["slot_entry"]  # kind, arg, table, mul, add, bits
+DESC_SIZE = _CODES["size"]
 
-# Mirrors enum class SlotKind in ffi/gemm_problem.h: where a dynamic start
-# comes from.
-SLOT_VECTOR, SLOT_SCALAR, SLOT_LOOKUP = 0, 1, 2
+# Where a dynamic start comes from (SlotKind).
+SLOT_VECTOR, SLOT_SCALAR, SLOT_LOOKUP = (
+    _CODES["slot_kinds"][k] for k in ("vector", "scalar", "lookup"))
 
-# Mirrors enum class DType in ffi/gemm_problem.h.
-DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1,
-               np.dtype(ml_dtypes.bfloat16): 2}
-
-C_MODES = {"none": 0, "own": 1, "from_d": 2}
-# Mirrors namespace opt in ffi/gemm_problem.h: the handler's switches.
-OPT_NO_SM90, OPT_NO_TF32, OPT_NO_DIRECT, OPT_NO_SKINNY, OPT_NONDETERMINISTIC = (
-    1, 2, 4, 8, 16)
+DTYPE_CODES = {np.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name):
+               code for name, code in _CODES["dtypes"].items()}
+C_MODES = dict(_CODES["c_modes"])
+PRECISIONS = dict(_CODES["precisions"])
+# The handler's switches (namespace opt).
+OPTION_BITS = dict(_CODES["options"])
+# desc[direct_tile] is 1 + a tile's index in options.DIRECT_TILES, which
+# must name the extension's DirectTile values in their order.
+_EXT_TILES = tuple(_ext.planner_tables()["direct_tiles"])
+if _EXT_TILES != DIRECT_TILES or _CODES["num_direct_tiles"] != len(
+    DIRECT_TILES):
+  raise ImportError(f"the extension's direct tiles {_EXT_TILES} are not "
+                    f"jax_dynoff.options' {DIRECT_TILES}: rebuild it")
 
 
 def encode_opts(o: KernelOptions) -> tuple[int, int]:
   """(switch bits, forced direct tile: 0 none, else 1 + its DIRECT_TILES
   index) of the desc's header: what the handler itself decides."""
-  bits = ((not o.sm90) * OPT_NO_SM90 | (not o.tf32) * OPT_NO_TF32
-          | (not o.direct) * OPT_NO_DIRECT | (not o.skinny) * OPT_NO_SKINNY
-          | (not o.deterministic) * OPT_NONDETERMINISTIC)
+  off = {"no_sm90": not o.sm90, "no_tf32": not o.tf32,
+         "no_direct": not o.direct, "no_skinny": not o.skinny,
+         "nondeterministic": not o.deterministic}
+  bits = 0
+  for name, on in off.items():
+    bits |= OPTION_BITS[name] if on else 0
   tile = 0 if o.direct_tile is None else 1 + DIRECT_TILES.index(o.direct_tile)
   return int(bits), tile
-PRECISIONS = {"default": 0, "highest": 1}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,7 +190,8 @@ def vector_sources(spec: GemmSpec) -> StartSources:
   at element j."""
   n = num_slots(spec)
   return StartSources(num_arrays(spec) if n else -1,
-                      tuple((SLOT_VECTOR, j, -1) + IDENTITY_MAP for j in range(n)))
+                      tuple((SLOT_VECTOR, j, -1) + IDENTITY_MAP
+                            for j in range(n)))
 
 
 def encode_desc(spec: GemmSpec, path: int, split_k: int,
@@ -199,12 +210,20 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
   if len(spec.batch_shape) > MAX_BATCH_RANK:
     raise ValueError(f"at most {MAX_BATCH_RANK} nested vmaps are supported")
   d = np.zeros(DESC_SIZE, np.int64)
-  d[0:13] = [DESC_VERSION, spec.m, spec.n, spec.k,
-             DTYPE_CODES[np.dtype(spec.in_dtype)],
-             DTYPE_CODES[np.dtype(spec.out_dtype)],
-             int(spec.trans_a), int(spec.trans_b), C_MODES[spec.c_mode],
-             PRECISIONS[spec.precision], path, split_k, len(spec.batch_shape)]
-  d[13:13 + len(spec.batch_shape)] = spec.batch_shape
+  h = HEADER
+  for field, value in (
+      ("version", DESC_VERSION), ("m", spec.m), ("n", spec.n), ("k", spec.k),
+      ("in_dtype", DTYPE_CODES[np.dtype(spec.in_dtype)]),
+      ("out_dtype", DTYPE_CODES[np.dtype(spec.out_dtype)]),
+      ("trans_a", int(spec.trans_a)), ("trans_b", int(spec.trans_b)),
+      ("c_mode", C_MODES[spec.c_mode]),
+      ("precision", PRECISIONS[spec.precision]), ("path", path),
+      ("split_k", split_k), ("batch_rank", len(spec.batch_shape)),
+      ("offsets_arg", sources.offsets_arg), ("kernel", kernel)):
+    d[h[field]] = value
+  d[h["batch_shape"]:h["batch_shape"] + len(spec.batch_shape)] = (
+      spec.batch_shape)
+  d[h["options"]], d[h["direct_tile"]] = encode_opts(spec.opts)
   slots = num_slots(spec)
 
   array_args = {"a": 0, "b": 1}
@@ -221,12 +240,10 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
   if len(sources.slots) != slots:
     raise ValueError(f"{len(sources.slots)} start sources for {slots} "
                      "dynamic starts")
-  d[17] = sources.offsets_arg
   for j in range(MAX_SLOTS):
     d[SLOTS_AT + SLOT_ENTRY * j:SLOTS_AT + SLOT_ENTRY * (j + 1)] = (
-        sources.slots[j] if j < slots else (SLOT_VECTOR, -1, -1) + IDENTITY_MAP)
-  d[18:20] = encode_opts(spec.opts)
-  d[20] = kernel
+        sources.slots[j] if j < slots
+        else (SLOT_VECTOR, -1, -1) + IDENTITY_MAP)
   slot = 0
   blocks = {"a": spec.a, "b": spec.b, "c": spec.c, "d": spec.d}
   for i, name in enumerate("abcd"):
@@ -237,28 +254,32 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
     r = len(w.dims)
     if r > MAX_RANK:
       raise ValueError(f"arrays of rank > {MAX_RANK} are not supported")
+
+    def at(field, j=0):
+      return base + BLOCK[field] + j
+
     mask = sum(1 << j for j, bt in enumerate(w.batched) if bt)
-    d[base:base + 4] = [1, array_args[name], r, mask]
-    d[base + 4:base + 4 + r] = w.dims
-    d[base + 4 + MAX_RANK:base + 4 + MAX_RANK + r] = w.win
+    d[at("present")], d[at("arg")], d[at("rank")] = 1, array_args[name], r
+    d[at("batched_mask")] = mask
+    d[at("dims"):at("dims", r)] = w.dims
+    d[at("win"):at("win", r)] = w.win
+    d[at("start_arg"):at("start_arg", MAX_RANK)] = -1
     for j, s in enumerate(w.starts):
       if s is None:
-        d[base + 4 + 2 * MAX_RANK + j] = 0
-        d[base + 4 + 3 * MAX_RANK + j] = slot
+        d[at("start", j)], d[at("start_arg", j)] = 0, slot
         slot += 1
       else:
-        d[base + 4 + 2 * MAX_RANK + j] = s
-        d[base + 4 + 3 * MAX_RANK + j] = -1
-    d[base + 4 + 3 * MAX_RANK + r:base + 4 + 4 * MAX_RANK] = -1
-    at = base + 4 + 4 * MAX_RANK
+        d[at("start", j)] = s
     if w.valid is None:
-      d[at:at + 5] = [0, w.rows, w.cols, -1, -1]
+      d[at("ragged")] = 0
+      d[at("valid"):at("valid", 2)] = (w.rows, w.cols)
+      d[at("valid_arg"):at("valid_arg", 2)] = -1
     else:
-      d[at] = 1
+      d[at("ragged")] = 1
       for j, v in enumerate(w.valid):
         if v is None:
-          d[at + 1 + j], d[at + 3 + j] = 0, slot
+          d[at("valid", j)], d[at("valid_arg", j)] = 0, slot
           slot += 1
         else:
-          d[at + 1 + j], d[at + 3 + j] = v, -1
+          d[at("valid", j)], d[at("valid_arg", j)] = v, -1
   return d

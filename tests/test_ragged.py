@@ -219,7 +219,7 @@ def test_lowerings():
   x = jnp.ones((8, 8), F32)
   f = lambda x, v: dyn.gemm(dyn.window(x, (0, 0), (8, 8), valid=(v, 8)), x,
                             out=dyn.window(x, (0, 0), (8, 8), valid=(v, 8)))
-  at = spec_lib.HEADER_SIZE + 4 + 4 * spec_lib.MAX_RANK  # A's ragged flag
+  at = spec_lib.HEADER_SIZE + spec_lib.BLOCK["ragged"]  # A's ragged flag
 
   def descs(platform):
     text = jax.jit(f).trace(x, jnp.int32(3)).lower(
