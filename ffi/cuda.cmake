@@ -91,15 +91,8 @@ add_library(jax_dynoff_cuda_generic OBJECT
   ffi/cuda/runners.cu
   ffi/cuda/prep_kernels.cu
   ffi/cuda/registry.cu
-  ffi/kernels/generic_f32_f32.cu
-  ffi/kernels/generic_bf16_bf16.cu
-  ffi/kernels/generic_bf16_f32.cu
-  ffi/kernels/generic_f16_f16.cu
-  ffi/kernels/generic_f16_f32.cu
-  ffi/kernels/tf32_nn.cu
-  ffi/kernels/tf32_nt.cu
-  ffi/kernels/tf32_tn.cu
-  ffi/kernels/tf32_tt.cu
+  ffi/kernels/generic.cu
+  ffi/kernels/tf32.cu
   # The SM90 TF32 kernels' staging (plain CUDA: built with the handler,
   # which calls it, on every architecture).
   ffi/kernels/sm90_tf32_stage.cu)
@@ -113,69 +106,30 @@ target_sources(_jax_dynoff PRIVATE $<TARGET_OBJECTS:jax_dynoff_cuda_generic>)
 # --- SM90 TMA kernels: sm_90a only (wgmma / TMA need the arch-specific ISA).
 if(_jd_with_sm90)
   add_library(jax_dynoff_cuda_sm90 OBJECT
-    ffi/kernels/sm90_large_bf16_bf16_nn.cu
-    ffi/kernels/sm90_small_bf16_bf16_nn.cu
-    ffi/kernels/sm90_large_bf16_bf16_nt.cu
-    ffi/kernels/sm90_small_bf16_bf16_nt.cu
-    ffi/kernels/sm90_large_bf16_bf16_tn.cu
-    ffi/kernels/sm90_small_bf16_bf16_tn.cu
-    ffi/kernels/sm90_large_f16_f16_nn.cu
-    ffi/kernels/sm90_small_f16_f16_nn.cu
-    ffi/kernels/sm90_medium_bf16_bf16_nn.cu
-    ffi/kernels/sm90_medium_bf16_bf16_nt.cu
-    ffi/kernels/sm90_medium_bf16_bf16_tn.cu
-    ffi/kernels/sm90_medium_f16_f16_nn.cu
-    ffi/kernels/sm90_tiny_bf16_bf16_nn.cu
-    ffi/kernels/sm90_tiny_bf16_bf16_nt.cu
-    ffi/kernels/sm90_tiny_bf16_bf16_tn.cu
-    ffi/kernels/sm90_tiny_f16_f16_nn.cu
-    # Split-K slices for skinny m (path kSm90SplitK where the direct split-K
-    # kernel cannot run: ptr-array slices + a reduction kernel).
-    ffi/kernels/sm90_splitk_bf16_nn.cu
-    ffi/kernels/sm90_splitk_f16_nn.cu
-    # Direct (no pointer kernel) kernels for one-item NN calls: the large
-    # path's large and wide tiles, and one per smaller ptr-array tile.
-    ffi/kernels/sm90_direct_large_bf16_nn.cu
-    ffi/kernels/sm90_direct_large_f16_nn.cu
-    ffi/kernels/sm90_direct_wide_bf16_nn.cu
-    ffi/kernels/sm90_direct_wide_f16_nn.cu
-    ffi/kernels/sm90_direct_medium_bf16_nn.cu
-    ffi/kernels/sm90_direct_medium_f16_nn.cu
-    ffi/kernels/sm90_direct_small_bf16_nn.cu
-    ffi/kernels/sm90_direct_small_f16_nn.cu
-    ffi/kernels/sm90_direct_tiny_bf16_nn.cu
-    ffi/kernels/sm90_direct_tiny_f16_nn.cu
-    ffi/kernels/sm90_direct_medium_bf16_nt.cu
-    ffi/kernels/sm90_direct_medium_bf16_tn.cu
-    ffi/kernels/sm90_direct_small_bf16_nt.cu
-    ffi/kernels/sm90_direct_small_bf16_tn.cu
-    ffi/kernels/sm90_direct_tiny_bf16_nt.cu
-    ffi/kernels/sm90_direct_tiny_bf16_tn.cu
-    # The split-K path's direct kernel (stream-K scheduler, split-K mode).
-    ffi/kernels/sm90_direct_splitk_bf16_nn.cu
-    ffi/kernels/sm90_direct_splitk_f16_nn.cu
-    # The tiny path's cluster-K tile (each output tile's K split across a
-    # cluster, reduced in distributed shared memory), where forced.
-    ffi/kernels/sm90_direct_cluster_k_bf16_nn.cu
-    ffi/kernels/sm90_direct_cluster_k_f16_nn.cu
-    # The grouped kernel (ragged windows: problem shapes on the device).
-    ffi/kernels/sm90_grouped_bf16_nn.cu
-    ffi/kernels/sm90_grouped_bf16_nt.cu
-    ffi/kernels/sm90_grouped_bf16_tn.cu
-    ffi/kernels/sm90_grouped_f16_nn.cu
-    ffi/kernels/sm90_grouped_wide_bf16_nn.cu
-    # The skinny kernel (m <= 16: mma.sync, K shared by a cluster).
-    ffi/kernels/sm90_skinny_bf16_nn.cu
-    ffi/kernels/sm90_skinny_f16_nn.cu
-    # float32 (TF32 wgmma, and 3xTF32 at HIGHEST): one K-major kernel per
-    # tile serves every transpose (kernels/sm90_tf32.h), two tiles.
-    ffi/kernels/sm90_tf32_large.cu
-    ffi/kernels/sm90_tf32_medium.cu
-    # ... and for precision=HIGHEST (3xTF32), accumulators promoted.
-    ffi/kernels/sm90_tf32_highest.cu
-    # float32 NN's direct kernels (no staging: B read through registers).
-    ffi/kernels/sm90_direct_large_f32_nn.cu
-    ffi/kernels/sm90_direct_medium_f32_nn.cu)
+    # One translation unit per kernel family and tile (each file lists its
+    # kernels and why each exists): nvcc's time goes to the CUTLASS headers.
+    # The ptr-array kernels (kernels/sm90_gemm.h), one file per tile, and
+    # the split-K slices for skinny m.
+    ffi/kernels/sm90_gemm_large.cu
+    ffi/kernels/sm90_gemm_medium.cu
+    ffi/kernels/sm90_gemm_small.cu
+    ffi/kernels/sm90_gemm_tiny.cu
+    ffi/kernels/sm90_gemm_splitk.cu
+    # Direct (no pointer kernel) twins for one-item calls: the large path's
+    # large and wide tiles, the smaller tiles, split-K, cluster-K, float32.
+    ffi/kernels/sm90_direct_large_wide.cu
+    ffi/kernels/sm90_direct_medium.cu
+    ffi/kernels/sm90_direct_small.cu
+    ffi/kernels/sm90_direct_tiny.cu
+    ffi/kernels/sm90_direct_splitk.cu
+    ffi/kernels/sm90_direct_cluster_k.cu
+    ffi/kernels/sm90_direct_f32.cu
+    # The grouped kernels (ragged windows: problem shapes on the device).
+    ffi/kernels/sm90_grouped.cu
+    # The skinny kernels (m <= 16: mma.sync, K shared by a cluster).
+    ffi/kernels/sm90_skinny.cu
+    # float32 (TF32 wgmma, and 3xTF32 at HIGHEST).
+    ffi/kernels/sm90_tf32.cu)
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)
   target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
     ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")

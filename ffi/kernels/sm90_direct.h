@@ -294,7 +294,7 @@ struct Sm90DirectGemm {
 }  // namespace kernels
 }  // namespace jax_dynoff
 
-// One instantiation per translation unit:
+// One line per kernel, in its family's translation unit (ffi/kernels/*.cu):
 //   JAX_DYNOFF_SM90_DIRECT_KERNEL(kSm90DirectLargeBf16NN,
 //                                 Sm90DirectLargeConfig, cutlass::bfloat16_t)
 // (..._T: the same with A and / or B transposed.)

@@ -71,7 +71,7 @@ struct Tf32Gemm {
 }  // namespace kernels
 }  // namespace jax_dynoff
 
-// One instantiation per translation unit:
+// One line per kernel, in its family's translation unit (ffi/kernels/*.cu):
 //   JAX_DYNOFF_TF32_KERNEL(kTf32NN, cutlass::layout::RowMajor,
 //                          cutlass::layout::RowMajor)
 #define JAX_DYNOFF_TF32_KERNEL(NAME, LA, LB)                                 \

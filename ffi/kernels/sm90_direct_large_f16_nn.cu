@@ -1,6 +1,0 @@
-// Direct SM90 path (no pointer kernel), sm_90a only: f16 x @ W, large
-// tiles, for one-item calls whose windows suit it (kernels/sm90_direct.h).
-#include "kernels/sm90_direct.h"
-
-JAX_DYNOFF_SM90_DIRECT_KERNEL(kSm90DirectLargeF16NN, Sm90DirectLargeConfig,
-                              cutlass::half_t)

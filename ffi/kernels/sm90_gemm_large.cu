@@ -1,0 +1,26 @@
+// SM90 ptr-array kernels (kernels/sm90_gemm.h), the large tile.
+//
+// One translation unit for the family: nvcc spends most of a unit's time
+// parsing the CUTLASS headers, not on one kernel, so the kernels of one
+// header compile together.  Each instantiation keeps its line of why.
+#include "kernels/sm90_gemm.h"
+
+// SM90 path (CUTLASS 3.x ptr-array TMA warp-specialized), sm_90a only.
+// bf16 x @ W, large m: the main workload (row slices of big buffers).
+JAX_DYNOFF_SM90_KERNEL(kSm90LargeBf16Bf16NN, Sm90LargeConfig, cutlass::bfloat16_t, cutlass::bfloat16_t,
+                       cutlass::layout::RowMajor, cutlass::layout::RowMajor)
+
+// SM90 path (CUTLASS 3.x ptr-array TMA warp-specialized), sm_90a only.
+// bf16 x @ W.T (transpose_b; also the input gradient dy @ W^T), large m.
+JAX_DYNOFF_SM90_KERNEL(kSm90LargeBf16Bf16NT, Sm90LargeConfig, cutlass::bfloat16_t, cutlass::bfloat16_t,
+                       cutlass::layout::RowMajor, cutlass::layout::ColumnMajor)
+
+// SM90 path (CUTLASS 3.x ptr-array TMA warp-specialized), sm_90a only.
+// bf16 x.T @ dy (transpose_a: the weight gradient), large m.
+JAX_DYNOFF_SM90_KERNEL(kSm90LargeBf16Bf16TN, Sm90LargeConfig, cutlass::bfloat16_t, cutlass::bfloat16_t,
+                       cutlass::layout::ColumnMajor, cutlass::layout::RowMajor)
+
+// SM90 path (CUTLASS 3.x ptr-array TMA warp-specialized), sm_90a only.
+// f16 x @ W, large m.
+JAX_DYNOFF_SM90_KERNEL(kSm90LargeF16F16NN, Sm90LargeConfig, cutlass::half_t, cutlass::half_t,
+                       cutlass::layout::RowMajor, cutlass::layout::RowMajor)

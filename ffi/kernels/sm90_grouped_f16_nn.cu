@@ -1,5 +1,0 @@
-// The grouped SM90 kernel (ragged windows, path kSm90Grouped), sm_90a only.
-#include "kernels/sm90_grouped.h"
-
-JAX_DYNOFF_SM90_GROUPED_KERNEL(kSm90GroupedF16NN, cutlass::half_t,
-                               cutlass::layout::RowMajor, cutlass::layout::RowMajor)

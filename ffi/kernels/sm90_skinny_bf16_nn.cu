@@ -1,5 +1,0 @@
-// Skinny SM90 path, sm_90a only: bf16 x @ W for m <= 16 (stacked-weight
-// layers, decode steps), one launch streaming B (kernels/sm90_skinny.h).
-#include "kernels/sm90_skinny.h"
-
-JAX_DYNOFF_SM90_SKINNY_KERNEL(kSm90Skinny16Bf16NN, __nv_bfloat16, 1)

@@ -1,6 +1,0 @@
-// SM90 path (CUTLASS 3.x ptr-array TMA warp-specialized), sm_90a only.
-// f16 x @ W, small m.
-#include "kernels/sm90_gemm.h"
-
-JAX_DYNOFF_SM90_KERNEL(kSm90SmallF16F16NN, Sm90SmallConfig, cutlass::half_t, cutlass::half_t,
-                       cutlass::layout::RowMajor, cutlass::layout::RowMajor)

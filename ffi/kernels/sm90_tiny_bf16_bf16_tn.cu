@@ -1,6 +1,0 @@
-// SM90 path (CUTLASS 3.x ptr-array TMA warp-specialized), sm_90a only.
-// bf16 x.T @ dy (transpose_a: the weight gradient), very few tiles (64x64 tiles).
-#include "kernels/sm90_gemm.h"
-
-JAX_DYNOFF_SM90_KERNEL(kSm90TinyBf16Bf16TN, Sm90TinyConfig, cutlass::bfloat16_t, cutlass::bfloat16_t,
-                       cutlass::layout::ColumnMajor, cutlass::layout::RowMajor)

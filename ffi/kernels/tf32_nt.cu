@@ -1,5 +1,0 @@
-// TF32 path (CUTLASS 2.x tensor-op, kArray, alignment 1): float32 x @ W.T at
-// default precision, sm_80 and newer.
-#include "kernels/tf32_gemm.h"
-
-JAX_DYNOFF_TF32_KERNEL(kTf32NT, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor)
