@@ -428,12 +428,14 @@ def stacked(L: int, m: int, n: int, dtype, iters: int, repeats: int) -> Row:
              t_xla, 2.0 * L * m * n * n, float(L * n * n * _esize(dtype)))
 
 
-def cond_loops(L: int, m: int, n: int, dtype) -> dict[str, Loop]:
+def cond_loops(L: int, m: int, n: int, dtype,
+               k: Optional[int] = None) -> dict[str, Loop]:
   """The `cond` scenario's two loops: per step, lax.cond picks one of two
-  GEMMs writing at other offsets."""
+  GEMMs (m x n x k; k = n unless given) writing at other offsets."""
+  k = n if k is None else k
   kx, kw, kb = jax.random.split(jax.random.key(3 * L + m), 3)
-  x = _rand(kx, (m, n), dtype)
-  w = _rand(kw, (L, n, n), dtype, 1.0 / np.sqrt(n))
+  x = _rand(kx, (m, k), dtype)
+  w = _rand(kw, (L, k, n), dtype, 1.0 / np.sqrt(k))
   buf = _rand(kb, (2 * L * m, n), dtype)
   rng = np.random.default_rng(7)
   rows_a = jnp.asarray(rng.permutation(L) * m, jnp.int32)
@@ -442,7 +444,7 @@ def cond_loops(L: int, m: int, n: int, dtype) -> dict[str, Loop]:
 
   def ours(j, buf, x, w, rows_a, rows_b, pred):
     def body(i, buf):
-      wi = dyn.window(w, (i, 0, 0), (n, n))
+      wi = dyn.window(w, (i, 0, 0), (k, n))
       return lax.cond(
           pred[i] > 0,
           lambda b: dyn.gemm(x, wi, out=dyn.window(b, (rows_a[i], 0), (m, n))),

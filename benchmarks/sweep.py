@@ -223,43 +223,9 @@ def stacked_pattern(m, n, k, dtype, quick=False) -> Pattern:
 
 def cond_pattern(m, n, k, dtype, quick=False) -> Pattern:
   L = 4 if quick else 24
-  kx, kw, kb = jax.random.split(jax.random.key(m * 41 + n + k), 3)
-  x = _rand(kx, (m, k), dtype)
-  w = _rand(kw, (L, k, n), dtype, math.sqrt(3.0 / k))
-  buf = _rand(kb, (2 * L * m, n), dtype)
-  rng = np.random.default_rng(7)
-  rows_a = jnp.asarray(rng.permutation(L) * m, jnp.int32)
-  rows_b = jnp.asarray(L * m + rng.permutation(L) * m, jnp.int32)
-  pred = jnp.asarray(rng.integers(0, 2, L), jnp.int32)
-
-  def ours(j, buf, x, w, rows_a, rows_b, pred):
-    def body(i, buf):
-      wi = dyn.window(w, (i, 0, 0), (k, n))
-      return lax.cond(
-          pred[i] > 0,
-          lambda b: dyn.gemm(x, wi, out=dyn.window(b, (rows_a[i], 0), (m, n))),
-          lambda b: dyn.gemm(x, wi, out=dyn.window(b, (rows_b[i], 0), (m, n)),
-                             alpha=-1.0),
-          buf)
-    return lax.fori_loop(0, L, body, buf)
-
-  def xla(j, buf, x, w, rows_a, rows_b, pred):
-    def body(i, buf):
-      wi = lax.dynamic_index_in_dim(w, i, keepdims=False)
-      return lax.cond(
-          pred[i] > 0,
-          lambda b: lax.dynamic_update_slice(
-              b, jnp.dot(x, wi, preferred_element_type=dtype), (rows_a[i], 0)),
-          lambda b: lax.dynamic_update_slice(
-              b, -jnp.dot(x, wi, preferred_element_type=dtype),
-              (rows_b[i], 0)),
-          buf)
-    return lax.fori_loop(0, L, body, buf)
-
+  loops = bench.cond_loops(L, m, n, dtype, k=k)  # the bench's cond loops
   e = jnp.dtype(dtype).itemsize
-  consts = (x, w, rows_a, rows_b, pred)
-  return Pattern(bench.Loop(ours, buf, consts), bench.Loop(xla, buf, consts),
-                 L, L, 2.0 * L * m * n * k,
+  return Pattern(loops["ours"], loops["xla"], L, L, 2.0 * L * m * n * k,
                  float(L * (k * n + m * n) * e + m * k * e),
                  float(L * k * n * e))
 
