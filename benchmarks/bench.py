@@ -181,9 +181,10 @@ HOST = False
 _last_host: Optional[dict] = None
 
 
-def _host_events(fn, args):
+def trace_events(fn, args):
   """Host and device events of one traced call of the compiled `fn`: (host
-  [(name, dur_us)], device event count)."""
+  [(name, dur_us)], device [dur_us] of the GPU streams' events: kernels and
+  copies)."""
   import glob  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
   from jax.profiler import ProfileData  # pylint: disable=g-import-not-at-top
@@ -193,15 +194,21 @@ def _host_events(fn, args):
   jax.block_until_ready(fn(*args))
   jax.profiler.stop_trace()
   path = glob.glob(f"{d}/**/*.xplane.pb", recursive=True)[0]
-  host, device = [], 0
+  host, device = [], []
   for plane in ProfileData.from_file(path).planes:
     for line in plane.lines:
       if plane.name.startswith("/device:GPU") and line.name.startswith(
           "Stream"):
-        device += sum(1 for _ in line.events)
+        device += [e.duration_ns / 1e3 for e in line.events]
       elif plane.name.startswith("/host"):
         host += [(e.name, e.duration_ns / 1e3) for e in line.events]
   return host, device
+
+
+def _host_events(fn, args):
+  """(host [(name, dur_us)], device event count) of one traced call."""
+  host, device = trace_events(fn, args)
+  return host, len(device)
 
 
 def host_profile(loop: Loop, iters: int, calls: int, ours: bool) -> dict:

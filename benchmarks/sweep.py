@@ -73,13 +73,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import glob
 import json
 import math
 import os
 import statistics
 import sys
-import tempfile
 import time
 from typing import Callable, Optional
 
@@ -304,30 +302,13 @@ BUILDERS: dict[str, Callable[..., Pattern]] = {
 
 def _trace(f, args) -> tuple[Optional[int], Optional[float]]:
   """(kernels, device busy microseconds) of one call of the compiled `f`,
-  from a profiler trace; (None, None) without a GPU.  The trace is read as
-  `bench._host_events` reads it (the events of the GPU planes' Stream
-  lines), here with their durations as well, which it does not return:
-  busy time per iteration against the measured time tells a loop bound by
+  from a profiler trace (bench.trace_events); (None, None) without a GPU.
+  Busy time per iteration against the measured time tells a loop bound by
   the host from one bound by its kernels."""
   if jax.default_backend() != "gpu":
     return None, None
-  from jax.profiler import ProfileData  # pylint: disable=g-import-not-at-top
-  jax.block_until_ready(f(*args))
-  d = tempfile.mkdtemp(prefix="jax_dynoff_sweep_")
-  jax.profiler.start_trace(d)
-  jax.block_until_ready(f(*args))
-  jax.profiler.stop_trace()
-  path = glob.glob(f"{d}/**/*.xplane.pb", recursive=True)[0]
-  count, busy = 0, 0.0
-  for plane in ProfileData.from_file(path).planes:
-    if not plane.name.startswith("/device:GPU"):
-      continue
-    for line in plane.lines:
-      if line.name.startswith("Stream"):
-        for e in line.events:
-          count += 1
-          busy += e.duration_ns / 1e3
-  return count, busy
+  _, device = bench.trace_events(f, args)
+  return len(device), float(sum(device))
 
 
 def _rel_err(got, want) -> float:
