@@ -77,6 +77,12 @@ PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float32": 395.0}
 PEAK_TBPS = 4.3
 
 
+def floor_s(flops: float, nbytes: float, dtype: str) -> float:
+  """max(FLOPs / peak, bytes / bandwidth) in seconds: no version of the
+  work runs much faster."""
+  return max(flops / (PEAK_TFLOPS[dtype] * 1e12), nbytes / (PEAK_TBPS * 1e12))
+
+
 @dataclasses.dataclass
 class Row:
   """One measurement: jax_dynoff against XLA's way, in one process."""
@@ -109,8 +115,7 @@ class Row:
   @property
   def floor_ms(self) -> float:
     """max(FLOPs / peak, bytes / bandwidth): no version runs much faster."""
-    return 1e3 * max(self.flops / (PEAK_TFLOPS[self.dtype] * 1e12),
-                     self.bytes / (PEAK_TBPS * 1e12))
+    return 1e3 * floor_s(self.flops, self.bytes, self.dtype)
 
   def as_dict(self):
     d = dataclasses.asdict(self)
@@ -236,6 +241,18 @@ def host_profile(loop: Loop, iters: int, calls: int, ours: bool) -> dict:
           "host_events_per_call": len(times) / n, "host_of": what}
 
 
+def take_turns(runners: Sequence[Callable[[], float]], repeats: int,
+               window_s: float) -> list[list[float]]:
+  """Each runner's `sustained` time, one window each in turn, `repeats`
+  rounds, the order reversed every other round: [runner][round]."""
+  times = [[] for _ in runners]
+  for r in range(repeats):
+    turns = list(zip(times, runners))
+    for t, run in (turns if r % 2 == 0 else turns[::-1]):
+      t.append(sustained(run, window_s))
+  return times
+
+
 def time_loops(loops: Sequence[Loop], iters: int, repeats: int,
                calls: int = 1, profile: tuple[int, int] = (0, 1)) -> list[float]:
   """Milliseconds per iteration of each loop, on device: the loops take
@@ -246,12 +263,7 @@ def time_loops(loops: Sequence[Loop], iters: int, repeats: int,
   side always follows the same one.  With --host (HOST), the loops at the
   indices `profile` (ours, XLA's) are traced once each as well: `calls`
   GEMM calls per iteration."""
-  runners = [_runner(l, iters) for l in loops]
-  times = [[] for _ in runners]
-  for r in range(repeats):
-    turns = list(zip(times, runners))
-    for t, run in (turns if r % 2 == 0 else turns[::-1]):
-      t.append(sustained(run, WINDOW_S))
+  times = take_turns([_runner(l, iters) for l in loops], repeats, WINDOW_S)
   global _last_host
   _last_host = None
   if HOST and jax.default_backend() == "gpu":
@@ -353,12 +365,8 @@ def cpu_plain(m: int, n: int, k: int, dtype, iters: int,
   xla = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=dtype))
   sides = [(ours, (a_big, b, d_big, jnp.int32(64))), (xla, (a, b))]
 
-  runners = [_timed(f, args) for f, args in sides]
-  times = [[], []]
-  for r in range(repeats):
-    order = [0, 1] if r % 2 == 0 else [1, 0]
-    for i in order:
-      times[i].append(sustained(runners[i], WINDOW_S))
+  times = take_turns([_timed(f, args) for f, args in sides], repeats,
+                     WINDOW_S)
   t_ours, t_xla = (statistics.median(t) * 1e3 for t in times)
   return Row("plain", f"{m}x{n}x{k}", jnp.dtype(dtype).name, t_ours, t_xla,
              2.0 * m * n * k, float((m * k + k * n + m * n) * _esize(dtype)))

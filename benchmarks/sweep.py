@@ -328,8 +328,7 @@ def _outer_iters(p: Pattern, dtype: str, gpu: bool) -> int:
   (at least ~8 us per GEMM call, a host launch), 1 on CPU."""
   if not gpu:
     return 1
-  est = max(p.flops / (bench.PEAK_TFLOPS[dtype] * 1e12),
-            p.bytes / (bench.PEAK_TBPS * 1e12), p.calls * 8e-6)
+  est = max(bench.floor_s(p.flops, p.bytes, dtype), p.calls * 8e-6)
   return max(2, min(50, int(3e-3 / est)))
 
 
@@ -347,12 +346,9 @@ def measure(pattern: str, setting: str, dtype: str, m: int, n: int, k: int,
   # the work alive), so the two loops' results compare after any count.
   err = _rel_err(*(f(*a) for f, a in compiled))
   ok = bool(err < TOLERANCE)
-  runners = [bench._timed(f, a) for f, a in compiled]  # pylint: disable=protected-access
-  times: list[list[float]] = [[], []]
-  for r in range(repeats):
-    order = (0, 1) if r % 2 == 0 else (1, 0)
-    for s in order:
-      times[s].append(bench.sustained(runners[s], window if gpu else 0.0))
+  times = bench.take_turns(
+      [bench._timed(f, a) for f, a in compiled],  # pylint: disable=protected-access
+      repeats, window if gpu else 0.0)
   t_ours, t_xla = (statistics.median(t) / iters for t in times)  # s / outer
   (ko, bo), (kx, bx) = (_trace(f, a) for f, a in compiled)
   per_inner = iters * p.inner
@@ -360,8 +356,7 @@ def measure(pattern: str, setting: str, dtype: str, m: int, n: int, k: int,
   def per(v):
     return None if v is None else v / per_inner
 
-  floor_s = max(p.flops / (bench.PEAK_TFLOPS[dtype] * 1e12),
-                p.bytes / (bench.PEAK_TBPS * 1e12))
+  floor_s = bench.floor_s(p.flops, p.bytes, dtype)
   cell = dict(
       pattern=pattern, setting=setting, dtype=dtype, m=m, n=n, k=k,
       L=p.inner, calls_per_iter=p.calls, outer_iters=iters,

@@ -261,8 +261,7 @@ def _affine(start):
                                      "stablehlo.negate"):
       break
     width = _int_width(value)
-    if width not in (32, 64) or not _is_signed_int(value) or (
-        bits and width != bits):
+    if not _is_signed_int(value) or (bits and width != bits):
       break
     if op.name == "stablehlo.negate":
       x, c, const_first = op.operands[0], 0, False
