@@ -203,8 +203,15 @@ Reasons SkinnyReasons(const GemmProblem& p, const DeviceFacts* dev) {
   Reasons why = Sm90Reasons(p, dev);
   if (p.m > kSkinnyMaxM)
     why.push_back("m = " + Str(p.m) + " > " + Str(kSkinnyMaxM));
-  for (std::string& r : OneItemNNReasons(p, "skinny"))
+  // The direct kernels' rules, but for B: transposed where a kernel is.
+  GemmProblem nn = p;
+  nn.trans_b = false;
+  for (std::string& r : OneItemNNReasons(nn, "skinny"))
     why.push_back(std::move(r));
+  if (p.trans_b && !p.trans_a &&
+      !HasSkinnyKernel(p.in_dtype, p.out_dtype, false, true))
+    why.push_back(std::string("no skinny kernel for ") +
+                  DTypeName(p.in_dtype) + " with B transposed");
   return why;
 }
 
@@ -623,6 +630,11 @@ bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t) {
   return in == DType::kBF16 && !(ta && tb) &&
          (t == DirectTile::kMedium || t == DirectTile::kSmall ||
           t == DirectTile::kTiny);
+}
+
+bool HasSkinnyKernel(DType in, DType out, bool ta, bool tb) {
+  if (in != out || ta) return false;
+  return in == DType::kBF16 || (in == DType::kF16 && !tb);
 }
 
 bool HasGroupedKernel(DType in, DType out, bool ta, bool tb) {

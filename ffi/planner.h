@@ -168,6 +168,9 @@ bool HasSm90Tile(DType in, Sm90Tile t);
 // (plan.h) gives it a width (DirectChoice) or
 // KernelOptions(direct_tile="cluster_k") forces it.
 bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
+// Whether a skinny kernel (kernels/sm90_skinny.cu) is built for the dtypes
+// and transposes: bfloat16 and float16 NN, bfloat16 NT.
+bool HasSkinnyKernel(DType in, DType out, bool ta, bool tb);
 // Whether the grouped kernel (kernels/sm90_grouped.h) is built for the
 // dtypes and transposes: bfloat16 NN, NT, TN and float16 NN, in and out of
 // one dtype (the ptr-array kernels' set).

@@ -60,6 +60,15 @@ class KernelOptions:
   split_k_slices: forces the K slice count of a split-K plan.
   deterministic: False lets the direct split-K kernel's CTAs add their
                  partials as they arrive (not bit-reproducible).
+  xla_cotangent_dot: a gradient product (dA = G op(B)^T, dB = op(A)^T G)
+                 is XLA's own dot where the windows it reads hold no more
+                 elements than its result (for XLA's dot a window is a
+                 copy; this library's GEMM reads it in place, worth it for
+                 dX = G W[i]^T of stacked weights).  XLA fuses into its dot
+                 what a custom call cannot take: operand casts, and in a
+                 loop the add into the gradient's accumulator (an add apart
+                 streams the whole array three times).  False: every
+                 gradient product is this library's GEMM.
   """
 
   sm90: bool = True
@@ -72,10 +81,11 @@ class KernelOptions:
   split_k: bool = False
   split_k_slices: Optional[int] = None
   deterministic: bool = True
+  xla_cotangent_dot: bool = True
 
   def __post_init__(self):
     for name in ("sm90", "tf32", "direct", "skinny", "split_k",
-                 "deterministic"):
+                 "deterministic", "xla_cotangent_dot"):
       v = getattr(self, name)
       if not isinstance(v, bool):
         raise TypeError(f"KernelOptions.{name} must be a bool, got {v!r}")

@@ -366,6 +366,11 @@ def _transpose_rule(ct, *args, spec: GemmSpec):
   def aval(v):
     return v.aval if undef(v) else None
 
+  # Over explicit mesh axes the GEMM chooses its result's sharding, where
+  # XLA's dot would need it spelt out.
+  dots_ok = spec.opts.xla_cotangent_dot and not sharding.any_explicit(
+      [jax.typeof(v) for v in (ct, ops.a, ops.b) if not undef(v)])
+
   shapes = {n: aval(getattr(ops, n)) for n in want}
   # Item shapes: strip the batch dims each undefined operand carries.
   item_shape = {}
@@ -392,26 +397,41 @@ def _transpose_rule(ct, *args, spec: GemmSpec):
     def into_zeros(n, w, st, value):
       """The cotangent of operand n: `value` in its window, zeros elsewhere
       (just `value` where the window is the whole array)."""
-      if (len(w.dims) == 2 and tuple(w.win) == tuple(w.dims)
-          and w.valid is None and all(x == 0 for x in w.starts)):
+      if _whole(w):
         return value
       return reference.write_window(zeros_window(n, w, st), value)
 
     kw = dict(alpha=spec.alpha, precision=_lax_precision(spec),
               opts=spec.opts)
+
+    def product(n, x, y, tx, ty):
+      """alpha op(x) @ op(y), the cotangent of operand n: XLA's dot where
+      its copies would be small (_xla_cotangent), else the GEMM."""
+      if not (dots_ok and _xla_cotangent(item, n)):
+        return gemm(x, y, transpose_a=tx, transpose_b=ty, **kw)
+      xv, yv = reference.read_window(x), reference.read_window(y)
+      dims = (((0,) if tx else (1,), (1,) if ty else (0,)), ((), ()))
+      dtype = item_shape[n][1]
+      if spec.alpha == 1.0:  # the dot XLA's own gradients emit
+        return jax.lax.dot_general(xv, yv, dims, precision=kw["precision"],
+                                   preferred_element_type=dtype)
+      acc = jax.lax.dot_general(xv, yv, dims, precision=kw["precision"],
+                                preferred_element_type=jnp.float32)
+      return (jnp.float32(spec.alpha) * acc).astype(dtype)
+
     if "a" in want:
       bw = _window(arrays["b"][0], item.b, starts["b"])
       if not spec.trans_a:   # dA = alpha G op(B)^T
-        da = gemm(gin, bw, transpose_b=not spec.trans_b, **kw)
+        da = product("a", gin, bw, False, not spec.trans_b)
       else:                  # dA = alpha op(B) G^T
-        da = gemm(bw, gin, transpose_a=spec.trans_b, transpose_b=True, **kw)
+        da = product("a", bw, gin, spec.trans_b, True)
       res["a"] = into_zeros("a", item.a, starts["a"], da)
     if "b" in want:
       aw = _window(arrays["a"][0], item.a, starts["a"])
       if not spec.trans_b:   # dB = alpha op(A)^T G
-        db = gemm(aw, gin, transpose_a=not spec.trans_a, **kw)
+        db = product("b", aw, gin, not spec.trans_a, False)
       else:                  # dB = alpha G^T op(A)
-        db = gemm(gin, aw, transpose_a=True, transpose_b=spec.trans_a, **kw)
+        db = product("b", gin, aw, True, spec.trans_a)
       res["b"] = into_zeros("b", item.b, starts["b"], db)
     if "c" in want or "out" in want:
       bg = spec.beta * reference.read_window(gw).astype(jnp.float32)
@@ -441,6 +461,32 @@ def _transpose_rule(ct, *args, spec: GemmSpec):
   out = Operands(res.get("a"), res.get("b"), res.get("c"), res.get("out"),
                  {n: [None] * len(v) for n, v in ops.starts.items()})
   return out.flat(spec)
+
+
+def _whole(w: WinSpec) -> bool:
+  """Whether the window is its whole (2-D, plain) array."""
+  return (len(w.dims) == 2 and tuple(w.win) == tuple(w.dims)
+          and w.valid is None and all(x == 0 for x in w.starts))
+
+
+def _xla_cotangent(item: GemmSpec, n: str) -> bool:
+  """Whether operand n's cotangent product (dA = G op(B)^T or dB =
+  op(A)^T G) can be XLA's dot (KernelOptions.xla_cotangent_dot): where the
+  windows it reads hold no more elements than the product does.  For XLA's
+  dot a window of a larger array is a copy (dynamic_slice); this library's
+  GEMM reads it in place, which is worth it when the copy would be the
+  larger stream (dX = G W[i]^T of stacked weights reads a whole layer to
+  write m rows).  Elsewhere XLA's dot is the better citizen: XLA fuses its
+  operand casts into it, and in a loop the add of the result into the
+  cotangent's accumulator (dW += X_i^T G_i), which no custom call can take
+  (an add apart streams the whole array three times)."""
+  this, other = (item.a, item.b) if n == "a" else (item.b, item.a)
+  if other.valid is not None or (item.has_out and item.d.valid is not None):
+    return False
+  copies = 0 if _whole(other) else other.rows * other.cols
+  if item.has_out and not _whole(item.d):
+    copies += item.m * item.n  # G, the cotangent's window of out
+  return copies <= this.rows * this.cols
 
 
 def _lax_precision(spec: GemmSpec):

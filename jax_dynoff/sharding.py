@@ -384,6 +384,17 @@ def vary_alike(args: Sequence) -> list:
           for x, v in zip(args, vary)]
 
 
+def any_explicit(avals: Sequence) -> bool:
+  """Whether a value is typed over explicit mesh axes (sharding in types),
+  where a lax.dot_general of sharded contracting dims needs its result's
+  sharding spelt out; `gemm` chooses it by itself (`choose`)."""
+  meshes = [a.sharding.mesh for a in avals
+            if getattr(a, "sharding", None) is not None]
+  meshes.append(jax.sharding.get_abstract_mesh())
+  return any(not m.empty and any(t == AxisType.Explicit for t in m.axis_types)
+             for m in meshes)
+
+
 def result_type(spec: GemmSpec, avals: Sequence, shape, dtype):
   """The result's ShapedArray.  Without a mesh: a plain one, as ever.  With
   one, its sharding, and (inside shard_map) the manual axes its operands

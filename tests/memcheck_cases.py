@@ -79,6 +79,12 @@ def skinny_cases() -> bool:
   ok &= check("lookup_skinny", lambda mod, x, w, rows, i: mod.gemm(
       dyn.window(x, (rows[i], 8), (13, 1024)),
       dyn.window(w, (i, 0, 0), (1024, 136))), xk, wk, rows, jnp.int32(-3))
+  # B transposed (n x k rows, K contiguous), a clamped layer.
+  wt = rand(14, (2, 136, 1024 + 8), BF16)
+  ok &= check("skinny_nt", lambda mod, x, w, i, o: mod.gemm(
+      dyn.window(x, (3, 8), (13, 1024)), dyn.window(w, (i, 0, 8), (136, 1024)),
+      out=dyn.window(o, (2, 8), (13, 136)), transpose_b=True),
+      xk, wt, jnp.int32(7), outk)
   return ok
 
 

@@ -708,8 +708,10 @@ def test_skinny_plan():
     p = plan_lib.plan(s).path
     return _unsplit_sm90(p) and p != "sm90_skinny"
   assert tile_path(_spec(m=16, ta=True))
-  assert tile_path(_spec(m=16, tb=True))
   assert tile_path(_spec(m=16, batch_shape=(4,)))
+  # B transposed (x @ W^T, dX of a skinny layer): bfloat16 has its kernel.
+  assert plan_lib.plan(_spec(m=16, tb=True)).path == "sm90_skinny"
+  assert plan_lib.skinny_reasons(_spec(m=16, tb=True)) == []
   c = WinSpec((16, 4096), (16, 4096), (0, 0))
   s = _spec(m=16, c=c, c_mode="from_d", beta=1.0)
   assert plan_lib.plan(s).path == "sm90_tiny"
@@ -759,19 +761,23 @@ SKINNY_CASES = [
 ]
 
 
-def _skinny_case(case, dt, opts=None):
+def _skinny_case(case, dt, opts=None, tb=False):
+  """tb: B transposed, its (n x k) window at a dynamic row and static
+  column 8 of a layer."""
   m, n, k, sa, sb, so, cmode = case
   ks = jax.random.split(jax.random.key(m * 7 + n), 4)
   a = _rand(ks[0], (m + 9, k + 16), dt)
-  b = _rand(ks[1], (3, k + 24, n), dt)
+  b = _rand(ks[1], (3, n + 24, k + 16) if tb else (3, k + 24, n), dt)
   c = _rand(ks[2], (m, n), dt) if cmode == "own" else None
   out = jnp.full((m + 40, n + 16), jnp.nan, dt)
 
   def f(mod, a, b, c, out, sa, sb, so, kr):
     kw = dict(alpha=0.75, beta=-1.5) if c is not None else dict(alpha=0.75)
-    return mod.gemm(dyn.window(a, (sa, 8), (m, k)),
-                    dyn.window(b, (sb, kr, 0), (k, n)), c,
-                    out=dyn.window(out, (so, 8), (m, n)), opts=opts, **kw)
+    bw = (dyn.window(b, (sb, kr, 8), (n, k)) if tb else
+          dyn.window(b, (sb, kr, 0), (k, n)))
+    return mod.gemm(dyn.window(a, (sa, 8), (m, k)), bw, c,
+                    out=dyn.window(out, (so, 8), (m, n)), transpose_b=tb,
+                    opts=opts, **kw)
 
   return f, (a, b, c, out, jnp.int32(sa), jnp.int32(sb), jnp.int32(so),
              jnp.int32(16))
@@ -788,8 +794,17 @@ def test_skinny_matches_reference(case, dt):
   _check_skinny_case(case, dt)
 
 
-def _check_skinny_case(case, dt, opts=None):
-  f, args = _skinny_case(case, dt, opts)
+@pytest.mark.parametrize("case", SKINNY_CASES,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in SKINNY_CASES])
+@pytest.mark.gpu
+@on_gpu
+def test_skinny_nt_matches_reference(case):
+  """The skinny kernel with B transposed (bfloat16), as above."""
+  _check_skinny_case(case, BF16, tb=True)
+
+
+def _check_skinny_case(case, dt, opts=None, tb=False):
+  f, args = _skinny_case(case, dt, opts, tb)
   assert plan_lib.traced_paths(lambda *x: f(dyn, *x), *args) == [
       "sm90_skinny"]
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
@@ -797,9 +812,10 @@ def _check_skinny_case(case, dt, opts=None):
   _check_window(got, want, args[3], dt, case[2])
 
 
-def _layer_script(m, n=4096, k=4096):
-  """A script: x (m x k) @ layer 1 of two k x n weights, checked against
-  the reference (for `_run_script`: its gemm calls take `opts`)."""
+def _layer_script(m, n=4096, k=4096, tb=False):
+  """A script: x (m x k) @ layer 1 of two k x n weights (tb: x @ W^T of
+  n x k ones), checked against the reference (for `_run_script`: its gemm
+  calls take `opts`)."""
   return textwrap.dedent(f"""
       import json, sys
       import jax, jax.numpy as jnp
@@ -809,8 +825,9 @@ def _layer_script(m, n=4096, k=4096):
       m, n, k = {m}, {n}, {k}
       ks = jax.random.split(jax.random.key(0), 2)
       x = jax.random.uniform(ks[0], (m, k), jnp.float32, -1, 1).astype(jnp.bfloat16)
-      w = jax.random.uniform(ks[1], (2, k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
-      f = lambda mod, x, w, i: mod.gemm(x, dyn.window(w, (i, 0, 0), (k, n)), opts=opts)
+      tb = {tb}
+      w = jax.random.uniform(ks[1], (2, n, k) if tb else (2, k, n), jnp.float32, -1, 1).astype(jnp.bfloat16)
+      f = lambda mod, x, w, i: mod.gemm(x, dyn.window(w, (i, 0, 0), (n, k) if tb else (k, n)), transpose_b=tb, opts=opts)
       print("PLANNED", plan.traced_paths(lambda x, w, i: f(dyn, x, w, i), x, w, jnp.int32(1)))
       got = jax.jit(lambda x, w, i: f(dyn, x, w, i))(x, w, jnp.int32(1)).astype(jnp.float32)
       with jax.default_matmul_precision("highest"):
@@ -848,6 +865,16 @@ def test_skinny_kernel_ran():
     assert all("kernel=kSm90TinyBf16Bf16NN" in l for l in lines), lines
   _, lines = _run_script(_SKINNY_SCRIPT, sm90=False)
   assert all("kernel=kGenericBf16Bf16" in l for l in lines), lines
+  # B transposed: its own kernel; skinny=False the tiny tile's NT twin.
+  nt = _layer_script(13, tb=True)
+  out, lines = _run_script(nt)
+  assert "['sm90_skinny']" in out, out
+  if _is_sm90():
+    assert all("kernel=kSm90Skinny16Bf16NT split_k=4" in l
+               for l in lines), lines
+  _, lines = _run_script(nt, skinny=False)
+  if _is_sm90():
+    assert all("kernel=kSm90DirectTinyBf16NT" in l for l in lines), lines
 
 
 # ---------------------------------------------------------------------------

@@ -393,6 +393,84 @@ def test_grad_of_fori_loop_row_slices():
     assert_close(g, r, 1e-5)
 
 
+def _window_loop_loss(gemm, *, ta=False, tb=False, alpha=1.0, opts=None,
+                      stacked=False):
+  """A loss over a fori_loop of GEMMs: rows of x at table offsets times a
+  whole w (the backward pattern), or a whole x times layers of w (the
+  stacked pattern, where w's window is larger than x)."""
+  m, n, k, L = 3, 5, 7, 4
+  table = jnp.asarray(np.array([2, 0, 3, 1], np.int32))
+
+  def f(x, w, g):
+    def body(i, acc):
+      if stacked:
+        xw = x
+        ww = dyn.window(w, (i, 0, 0), (n, k) if tb else (k, n))
+      else:
+        xw = dyn.window(x, (0, table[i] * m) if ta else (table[i] * m, 0),
+                        (k, m) if ta else (m, k))
+        ww = w
+      y = gemm(xw, ww, transpose_a=ta, transpose_b=tb, alpha=alpha,
+               preferred_element_type=jnp.float32,
+               **({} if opts is None else dict(opts=opts)))
+      return acc + jnp.sum(y * g[i])
+    return lax.fori_loop(0, L, body, jnp.float32(0))
+
+  x_shape = (m, k) if stacked else ((k, L * m) if ta else (L * m, k))
+  w_shape = (L,) * stacked + ((n, k) if tb else (k, n))
+  return f, x_shape, w_shape, (L, m, n)
+
+
+@pytest.mark.parametrize("ta,tb,alpha", [(False, False, 1.0),
+                                         (True, False, 1.0),
+                                         (False, True, -0.75),
+                                         (True, True, 2.0)])
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_cotangents_reading_no_large_window_are_xla_dots(ta, tb, alpha,
+                                                          dtype):
+  """dX = G W^T and dW = X_i^T G of rows of x times a whole w copy no more
+  than they write, so both are XLA's dots (XLA fuses the loop's
+  accumulation into dW's); xla_cotangent_dot=False keeps the GEMMs; both
+  match the reference's gradient."""
+  rng = np.random.default_rng(37)
+  no = dyn.KernelOptions(xla_cotangent_dot=False)
+  for opts in (None, no):
+    f, xs, ws, gs = _window_loop_loss(dyn.gemm, ta=ta, tb=tb, alpha=alpha,
+                                      opts=opts)
+    fr = _window_loop_loss(dyn.reference.gemm, ta=ta, tb=tb, alpha=alpha)[0]
+    x, w = random_array(rng, xs, dtype), random_array(rng, ws, dtype)
+    g = random_array(rng, gs, F32)
+    grad = jax.grad(f, argnums=(0, 1))
+    closed = jax.make_jaxpr(grad)(x, w, g)
+    dots = float_primitive_names(closed).count("dot_general")
+    # the forward, then dX and dW as GEMMs or as dots
+    assert count_primitive(closed) == (1 if opts is None else 3), closed
+    assert dots == (2 if opts is None else 0), closed
+    got = jax.jit(grad)(x, w, g)
+    want = jax.jit(jax.grad(fr, argnums=(0, 1)))(x, w, g)
+    for name, a, b in zip("xw", got, want):
+      assert a.shape == b.shape and a.dtype == b.dtype == dtype, name
+      assert_close(a, b, TOL[dtype] if dtype == BF16 else 1e-5, name)
+
+
+def test_cotangent_reading_a_larger_window_stays_the_gemm():
+  """x whole times layers of w larger than x (stacked weights): dX = G
+  W[i]^T stays the GEMM reading w's layer in place (XLA's dot would first
+  copy the layer out); dW[i] = x^T G reads only whole arrays: a dot."""
+  rng = np.random.default_rng(38)
+  f, xs, ws, gs = _window_loop_loss(dyn.gemm, stacked=True)
+  fr = _window_loop_loss(dyn.reference.gemm, stacked=True)[0]
+  x, w = random_array(rng, xs, F32), random_array(rng, ws, F32)
+  g = random_array(rng, gs, F32)
+  grad = jax.grad(f, argnums=(0, 1))
+  closed = jax.make_jaxpr(grad)(x, w, g)
+  assert count_primitive(closed) == 2, closed   # the forward and dX
+  assert float_primitive_names(closed).count("dot_general") == 1, closed
+  for a, b in zip(jax.jit(grad)(x, w, g),
+                  jax.jit(jax.grad(fr, argnums=(0, 1)))(x, w, g)):
+    assert_close(a, b, 1e-5)
+
+
 # ----------------------------------------------------------------------------
 # vmap: property test over whole GemmCases
 # ----------------------------------------------------------------------------

@@ -384,7 +384,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
     // bases are not aligned or the options disable the skinny kernel.
     Path tile_path = p.path;
     if (p.path == Path::kSm90Skinny) {
-      const SkinnyKernelEntry* ks = SkinnyKernel(p.in_dtype);
+      const SkinnyKernelEntry* ks = SkinnyKernel(p.in_dtype, p.trans_b);
       if (ks != nullptr && !Opt(p, opt::kNoSkinny) && bases_ok)
         skinny = ks;
       else

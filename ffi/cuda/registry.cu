@@ -142,15 +142,18 @@ const GroupedKernelEntry* Sm90GroupedKernel(DType in, DType out, bool ta,
   return nullptr;
 }
 
-// The skinny kernel (kernels/sm90_skinny.h) for the input dtype, or nullptr
-// when none is built for it (the planner chose the path by its rules).
-const SkinnyKernelEntry* SkinnyKernel(DType in) {
+// The skinny kernel (kernels/sm90_skinny.h) for the input dtype and B's
+// layout, or nullptr when none is built for them (the planner chose the
+// path by its rules: HasSkinnyKernel).
+const SkinnyKernelEntry* SkinnyKernel(DType in, bool trans_b) {
 #ifdef JAX_DYNOFF_WITH_SM90
   using namespace kernels;
-  if (in == DType::kBF16) return &kSm90Skinny16Bf16NN;
-  if (in == DType::kF16) return &kSm90Skinny16F16NN;
+  if (in == DType::kBF16)
+    return trans_b ? &kSm90Skinny16Bf16NT : &kSm90Skinny16Bf16NN;
+  if (in == DType::kF16 && !trans_b) return &kSm90Skinny16F16NN;
 #endif
   (void)in;
+  (void)trans_b;
   return nullptr;
 }
 
@@ -197,7 +200,7 @@ const char* BuildInfo() {
          "tiny path where KernelOptions(direct_tile='cluster_k') forces "
          "it: 64x64 tiles whose K is split across a cluster of up to 8 "
          "CTAs and reduced in distributed shared memory, bf16/f16 NN); "
-         "skinny m <= 16 bf16/f16 NN: mma.sync 16x128 CTAs "
+         "skinny m <= 16 bf16/f16 NN and bf16 NT: mma.sync 16x128 CTAs "
          "sharing K in a cluster, one launch (KernelOptions(skinny=False) "
          "runs the tiny tile); grouped (ragged windows) 128x128x64 "
          "ping-pong, problem shapes on the device, bf16 NN/NT/TN, f16 NN; "

@@ -35,7 +35,7 @@ const DirectKernelEntry* Sm90DirectKernel(DType in, DType out, bool ta,
 const GroupedKernelEntry* Sm90GroupedKernel(DType in, DType out, bool ta,
                                             bool tb, GroupedTile tile);
 // The skinny kernel for the input dtype.
-const SkinnyKernelEntry* SkinnyKernel(DType in);
+const SkinnyKernelEntry* SkinnyKernel(DType in, bool trans_b);
 // The split-K slice kernel (float32 partials).
 const KernelEntry* Sm90SplitKKernel(DType in, bool ta, bool tb);
 

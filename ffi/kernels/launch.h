@@ -314,9 +314,10 @@ extern const GroupedKernelEntry kSm90GroupedBf16TN;
 extern const GroupedKernelEntry kSm90GroupedF16NN;
 // ... and bf16 NN's wide tile (128x256 cooperative, cluster 1x2).
 extern const GroupedKernelEntry kSm90GroupedWideBf16NN;
-// Skinny kernels (m <= 16 / 32 / 64), bf16 / f16 NN, sm_90 clusters.
+// Skinny kernels (m <= 16), bf16 / f16 NN and bf16 NT, sm_90 clusters.
 extern const SkinnyKernelEntry kSm90Skinny16Bf16NN;
 extern const SkinnyKernelEntry kSm90Skinny16F16NN;
+extern const SkinnyKernelEntry kSm90Skinny16Bf16NT;
 #endif
 
 }  // namespace kernels

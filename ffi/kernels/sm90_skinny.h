@@ -15,6 +15,11 @@
 // flight per SM) into mma.sync m16n8k16 (bfloat16 / float16, float32
 // accumulation).
 //
+// B is row-major k x n (NN), or with kTransB row-major n x k, K
+// contiguous (NT: x @ W^T, the gradient of x @ W): its stage is then 128
+// rows of output columns, 64 K each, and plain ldmatrix reads the mma's
+// column-major B fragments where NN's needs the transposing one.
+//
 // Windows: any (row-major A, B, C and D; the handler's SkinnyOperand
 // locates each on the device from the clamped offsets).  Loads are 16-byte
 // cp.async, predicated (zero-filled) past the window along K and ignored
@@ -120,7 +125,7 @@ __device__ __forceinline__ uint32_t Swz(int row, int chunk, int row_bytes) {
   return static_cast<uint32_t>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
 }
 
-template <typename T, int kMFrags, int kStages>
+template <typename T, int kMFrags, int kStages, bool kTransB>
 __global__ void __launch_bounds__(kThreads, 1)
     SkinnyKernel(const SkinnyLaunch L) {
   namespace cg = cooperative_groups;
@@ -148,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     return base + kStages * Sm::kAStage + s * Sm::kBStage;
   };
 
-  auto load = [&](int t, int s) {
+  auto load_a = [&](int t, int s) {
     const int k0 = t * kTileK;
 #pragma unroll
     for (int i = 0; i < kM * 8 / kThreads; ++i) {  // A: kM rows x 8 chunks
@@ -158,13 +163,27 @@ __global__ void __launch_bounds__(kThreads, 1)
       CpAsync16(a_stage(s) + Swz(row, c, kTileK * 2),
                 ok ? A + row * lda + kk : A, ok);
     }
+  };
+  auto load_b = [&](int t, int s) {
+    const int k0 = t * kTileK;
+    if constexpr (kTransB) {
 #pragma unroll
-    for (int i = 0; i < kTileK * 16 / kThreads; ++i) {  // B: 64 x 16 chunks
-      const int q = tid + i * kThreads, row = q >> 4, c = q & 15;
-      const int kk = k0 + row, col = n0 + c * 8;
-      const bool ok = kk < k_hi && col < L.n;
-      CpAsync16(b_stage(s) + Swz(row, c, kTileN * 2),
-                ok ? B + kk * ldb + col : B, ok);
+      for (int i = 0; i < kTileN * 8 / kThreads; ++i) {  // B: 128 x 8 chunks
+        const int q = tid + i * kThreads, row = q >> 3, c = q & 7;
+        const int kk = k0 + c * 8, col = n0 + row;
+        const bool ok = kk < k_hi && col < L.n;
+        CpAsync16(b_stage(s) + Swz(row, c, kTileK * 2),
+                  ok ? B + col * ldb + kk : B, ok);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kTileK * 16 / kThreads; ++i) {  // B: 64 x 16 chunks
+        const int q = tid + i * kThreads, row = q >> 4, c = q & 15;
+        const int kk = k0 + row, col = n0 + c * 8;
+        const bool ok = kk < k_hi && col < L.n;
+        CpAsync16(b_stage(s) + Swz(row, c, kTileN * 2),
+                  ok ? B + kk * ldb + col : B, ok);
+      }
     }
   };
 
@@ -179,14 +198,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tiles = t_end - t_begin;
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < tiles) load(t_begin + i, i);
+    if (i < tiles) {
+      load_a(t_begin + i, i);
+      load_b(t_begin + i, i);
+    }
     CpAsyncCommit();
   }
   for (int i = 0; i < tiles; ++i) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();  // tile i landed; everyone is done with tile i - 1
-    if (i + kStages - 1 < tiles)
-      load(t_begin + i + kStages - 1, (i + kStages - 1) % kStages);
+    if (i + kStages - 1 < tiles) {
+      load_a(t_begin + i + kStages - 1, (i + kStages - 1) % kStages);
+      load_b(t_begin + i + kStages - 1, (i + kStages - 1) % kStages);
+    }
     CpAsyncCommit();
     const int s = i % kStages;
 #pragma unroll
@@ -202,9 +226,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         uint32_t bf[4];  // k 0-7 / 8-15 of columns +0..7, then +8..15
-        Ldsm4T(b_stage(s) + Swz(kk * 16 + mrow, warp * 4 + j * 2 + half,
-                                kTileN * 2),
-               bf);
+        if constexpr (kTransB)  // lane l: column l % 8 (+8 from lane 16 on),
+                                // K chunk (l / 8) % 2
+          Ldsm4(b_stage(s) + Swz(warp * 32 + j * 16 + half * 8 + (lane & 7),
+                                 kk * 2 + ((lane >> 3) & 1), kTileK * 2),
+                bf);
+        else
+          Ldsm4T(b_stage(s) + Swz(kk * 16 + mrow, warp * 4 + j * 2 + half,
+                                  kTileN * 2),
+                 bf);
 #pragma unroll
         for (int f = 0; f < kMFrags; ++f) {
           Mma<T>(acc[f][2 * j], af[f], bf[0], bf[1]);
@@ -272,28 +302,31 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // The shared memory above 48 KiB needs opting in, once per device (as for
 // the CUTLASS kernels, kernels/run_sm90_gemm.h).
-template <typename T, int kMFrags, int kStages>
+template <typename T, int kMFrags, int kStages, bool kTransB>
 cudaError_t PrepareOnce(int device) {
   static std::atomic<uint64_t> done{0};
   const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
   if (bit != 0 && (done.load(std::memory_order_acquire) & bit))
     return cudaSuccess;
   const cudaError_t e = cudaFuncSetAttribute(
-      reinterpret_cast<const void*>(&SkinnyKernel<T, kMFrags, kStages>),
+      reinterpret_cast<const void*>(
+          &SkinnyKernel<T, kMFrags, kStages, kTransB>),
       cudaFuncAttributeMaxDynamicSharedMemorySize, Smem<kMFrags, kStages>::kBytes);
   if (e == cudaSuccess && bit != 0)
     done.fetch_or(bit, std::memory_order_release);
   return e;
 }
 
-template <typename T, int kMFrags, int kStages = kDefaultStages>
+template <typename T, int kMFrags, bool kTransB = false,
+          int kStages = kDefaultStages>
 std::string Run(const SkinnyLaunch& l) {
   if (l.m < 1 || l.m > 16 * kMFrags || l.n < 1 || l.k < 1)
     return "skinny kernel: bad m, n or k";
   if (l.split_k < 1 || l.split_k > kSkinnyMaxSplit ||
       (l.split_k & (l.split_k - 1)) != 0)
     return "skinny kernel: split must be 1, 2, 4 or 8";
-  if (cudaError_t e = PrepareOnce<T, kMFrags, kStages>(l.device); e != cudaSuccess)
+  if (cudaError_t e = PrepareOnce<T, kMFrags, kStages, kTransB>(l.device);
+      e != cudaSuccess)
     return std::string("skinny kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
   const int tiles = (l.n + kTileN - 1) / kTileN;
@@ -310,7 +343,7 @@ std::string Run(const SkinnyLaunch& l) {
   config.attrs = attr;
   config.numAttrs = 1;
   const cudaError_t e =
-      cudaLaunchKernelEx(&config, &SkinnyKernel<T, kMFrags, kStages>, l);
+      cudaLaunchKernelEx(&config, &SkinnyKernel<T, kMFrags, kStages, kTransB>, l);
   if (e != cudaSuccess)
     return std::string("skinny kernel: launch: ") + cudaGetErrorString(e);
   return "";
@@ -320,13 +353,13 @@ std::string Run(const SkinnyLaunch& l) {
 }  // namespace kernels
 }  // namespace jax_dynoff
 
-// One instantiation per translation unit:
-//   JAX_DYNOFF_SM90_SKINNY_KERNEL(kSm90Skinny16Bf16NN, __nv_bfloat16, 1)
-#define JAX_DYNOFF_SM90_SKINNY_KERNEL(NAME, ELEMENT, MFRAGS)              \
+// One instantiation, B transposed or not:
+//   JAX_DYNOFF_SM90_SKINNY_KERNEL(kSm90Skinny16Bf16NN, __nv_bfloat16, 1, false)
+#define JAX_DYNOFF_SM90_SKINNY_KERNEL(NAME, ELEMENT, MFRAGS, TRANS_B)     \
   namespace jax_dynoff {                                                  \
   namespace kernels {                                                     \
   extern const SkinnyKernelEntry NAME = {                                 \
-      #NAME, 16 * (MFRAGS), &skinny::Run<ELEMENT, MFRAGS>};               \
+      #NAME, 16 * (MFRAGS), &skinny::Run<ELEMENT, MFRAGS, TRANS_B>};      \
   }                                                                       \
   }
 
