@@ -259,24 +259,29 @@ def test_vmap(tb, precision):
 @on_gpu
 def test_grad(precision):
   """The gradients' GEMMs (NT and TN, into windows of zeros) take the
-  SM90 TF32 kernels too."""
+  SM90 TF32 kernels too (where they are GEMMs: by default both read no
+  window larger than they write, and are XLA's dots)."""
   ks = jax.random.split(jax.random.key(8), 3)
   a = _rand(ks[0], (200, 160))
   b = _rand(ks[1], (160, 120))
   g = _rand(ks[2], (64, 120))
 
-  def loss(mod, a, b, i):
-    y = mod.gemm(dyn.window(a, (i, 0), (64, 160)), b, precision=precision)
+  def loss(mod, a, b, i, opts):
+    y = mod.gemm(dyn.window(a, (i, 0), (64, 160)), b, precision=precision,
+                 opts=opts)
     return jnp.sum(y * g)
 
-  grad = lambda mod: jax.grad(lambda a, b, i: loss(mod, a, b, i),
-                              argnums=(0, 1))
-  paths = plan_lib.traced_paths(grad(dyn), a, b, jnp.int32(40))
-  assert len(paths) == 3 and all(p.startswith("sm90_") for p in paths), paths
-  got = jax.jit(grad(dyn))(a, b, jnp.int32(40))
-  want = ref_highest(grad(dyn.reference))(a, b, jnp.int32(40))
-  for x, y in zip(got, want):
-    assert _err(x, y) <= (F32_TOL if precision else TF32_TOL)
+  grad = lambda mod, opts: jax.grad(
+      lambda a, b, i: loss(mod, a, b, i, opts), argnums=(0, 1))
+  want = ref_highest(grad(dyn.reference, None))(a, b, jnp.int32(40))
+  for opts, calls in ((dyn.KernelOptions(xla_cotangent_dot=False), 3),
+                      (None, 1)):
+    paths = plan_lib.traced_paths(grad(dyn, opts), a, b, jnp.int32(40))
+    assert len(paths) == calls and all(
+        p.startswith("sm90_") for p in paths), paths
+    got = jax.jit(grad(dyn, opts))(a, b, jnp.int32(40))
+    for x, y in zip(got, want):
+      assert _err(x, y) <= (F32_TOL if precision else TF32_TOL)
 
 
 # ---------------------------------------------------------------------------
