@@ -4,7 +4,10 @@
 // shapes, B not transposed and transposed, each GEMM
 // reading a different layer of B (cold: B streams from HBM, as in a layer
 // loop) or the same one (hot: from L2, as a loop over rows of one weight),
-// beside a plain streaming kernel over the same bytes.  Build and run:
+// beside a plain streaming kernel over the same bytes (--launch: that
+// kernel with the skinny kernel's launch shape, and the skinny kernel's
+// cluster placement; benchmarks/results/2026-12-04-h200-3bc3d7b/).  Build
+// and run:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/probe.cu -o /tmp/skinny_probe && /tmp/skinny_probe
 #include <cuda_bf16.h>
@@ -345,51 +348,50 @@ int main(int argc, char** argv) {
   g_check_run = nullptr;
   if (argc > 1 && std::strcmp(argv[1], "--launch") == 0) {
     // What the launch shape alone costs: a streaming kernel of the skinny
-    // kernel's grid, with its cluster and its shared memory, or not.
-    for (auto [n, k] : {std::pair{512, 1024}, {2048, 2048}, {4096, 4096}})
-      for (int policy : {0}) {
-        g_policy = policy;
-        std::printf("policy %s\n", policy ? "load balancing" : "spread");
-        for (int smem : {0, 74 * 1024, 120 * 1024})
-          TimeStream(n, k, (n / 128) * SkinnySplit(n, k, sms), 128, false,
-                     SkinnySplit(n, k, sms), smem);
-      }
-    g_policy = 0;
-    for (auto [n, k] : {std::pair{2048, 2048}, {4096, 4096}})
-      for (int smem : {16, 28, 36, 44, 56})
-        TimeStream(n, k, (n / 128) * SkinnySplit(n, k, sms), 128, false,
-                   SkinnySplit(n, k, sms), smem * 1024);
+    // kernel's grid, with its cluster (either scheduling policy) and shared
+    // memory or not; then the skinny kernel itself placed either way, with
+    // its own shared memory or enough for one CTA per SM.
+    for (auto [n, k] : {std::pair{512, 1024}, {2048, 2048}, {4096, 4096}}) {
+      const int split = SkinnySplit(n, k, sms), ctas = (n / 128) * split;
+      for (int cluster : {1, split})
+        for (int smem : {0, 16, 36, 56, 74, 120})
+          for (int policy : {0, 1}) {
+            if (cluster == 1 && policy == 1) continue;
+            g_policy = policy;
+            TimeStream(n, k, ctas, 128, false, cluster, smem * 1024);
+          }
+    }
     const int shapes[][3] = {{16, 4096, 4096}, {8, 2048, 2048},
                              {16, 512, 1536}, {8, 4096, 512}, {1, 512, 1024}};
     for (auto& sh : shapes)
-      for (bool hot : {false, true}) {
-        Time(sh[0], sh[1], sh[2], 0, false, hot, &RunV<false, 2>, "st2");
-        Time(sh[0], sh[1], sh[2], 0, false, hot, &RunV<false, 3>, "st3");
-        Time(sh[0], sh[1], sh[2], 0, false, hot, &RunV<false, 4>, "st4");
-      }
-    return 0;
-    for (auto& sh : shapes)
       for (int policy : {0, 1})
-        for (int smem : {0, 120 * 1024})
-          for (bool hot : {false, true}) {
-            g_policy = policy;
-            g_smem = smem;
-            char label[32];
-            std::snprintf(label, sizeof label, "%s%s",
-                          policy ? "balance" : "spread", smem ? "_1cta" : "");
-            Time(sh[0], sh[1], sh[2], 0, false, hot, &RunPlaced<false>, label);
-          }
-    return 0;
-  }
-  const int shapes[][3] = {{16, 4096, 4096}, {8, 2048, 2048}, {16, 512, 1536},
-                           {8, 4096, 512}, {1, 512, 1024}, {16, 1536, 1536}};
-  for (auto& sh : shapes) {
-    const int m = sh[0], n = sh[1], k = sh[2];
-    TimeStream(n, k, 4 * sms, 256, false);
-    for (bool hot : {false, true}) {
-      Time(m, n, k, 0, false, hot, RunNN, "nn");
-      Time(m, n, k, 0, false, hot, RunNN, "nn", true);
-      Time(m, n, k, 0, true, hot, RunNT, "nt");
+        for (int smem : {0, 120 * 1024}) {
+          g_policy = policy;
+          g_smem = smem;
+          char label[32];
+          std::snprintf(label, sizeof label, "%s%s",
+                        policy ? "balance" : "spread", smem ? "_1cta" : "");
+          Time(sh[0], sh[1], sh[2], 0, false, false, &RunPlaced<false>,
+               label);
+        }
+    g_policy = g_smem = 0;
+  } else {
+    const int shapes[][3] = {{16, 4096, 4096}, {8, 2048, 2048},
+                             {16, 512, 1536}, {8, 4096, 512}, {1, 512, 1024},
+                             {16, 1536, 1536}};
+    for (auto& sh : shapes) {
+      const int m = sh[0], n = sh[1], k = sh[2];
+      TimeStream(n, k, sms, 128, false);
+      TimeStream(n, k, 4 * sms, 256, false);
+      for (bool hot : {false, true}) {
+        for (int split : {0, 1, 2, 4, 8}) {
+          if (split != 0 && split == SkinnySplit(n, k, sms)) continue;
+          Time(m, n, k, split, false, hot, RunNN, "nn");
+        }
+        Time(m, n, k, 0, false, hot, &RunV<false, 8>, "nn_st8");
+        Time(m, n, k, 0, false, hot, RunNN, "nn", true);
+        Time(m, n, k, 0, true, hot, RunNT, "nt");
+      }
     }
   }
   std::printf(ok ? "ALL CHECKS OK\n" : "SOME CHECKS FAILED\n");
