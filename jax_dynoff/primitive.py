@@ -7,9 +7,10 @@ array with its window rewritten, or a fresh (m, n) array.
 
 - vmap: one call with a batch dim (batched arrays carry it as a leading dim,
   batched starts hold one value per item); never a Python loop.
-- jvp / transpose: expressed again with dynamic-offset GEMMs.  The gradient
-  of a windowed operand is a GEMM (reading its operands at their offsets)
-  whose result XLA writes into a window of zeros with a
+- jvp / transpose: expressed again with dynamic-offset GEMMs, but for the
+  gradient products that read no window larger than their result: those
+  are XLA's dots (_xla_cotangent says why).  The gradient of a windowed
+  operand is its product written into a window of zeros with a
   dynamic_update_slice: XLA folds that into the cotangent's accumulation
   (a loop's `acc + dus(0, g)` becomes an update of acc's window in place),
   where a GEMM writing into a zeroed array would cost a fill and an add of
