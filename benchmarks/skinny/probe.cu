@@ -6,7 +6,9 @@
 // loop) or the same one (hot: from L2, as a loop over rows of one weight),
 // beside a plain streaming kernel over the same bytes (--launch: that
 // kernel with the skinny kernel's launch shape, and the skinny kernel's
-// cluster placement; benchmarks/results/2026-12-04-h200-3bc3d7b/).  Build
+// cluster placement; benchmarks/results/2026-12-04-h200-3bc3d7b/;
+// --nocluster: a variant whose CTAs add their partials through global
+// memory instead of a cluster, checked, then timed beside it).  Build
 // and run:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/probe.cu -o /tmp/skinny_probe && /tmp/skinny_probe
@@ -181,6 +183,181 @@ std::string RunPlaced(const SkinnyLaunch& l) {
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
 
+// A variant without clusters, to weigh against the cluster's launch cost
+// (README of benchmarks/results/2026-12-04-h200-3bc3d7b): the same CTAs
+// and main loop, but the `split` CTAs of a column tile add their float32
+// partials through global memory: each writes its partial, and the last
+// to arrive (an atomic count per tile, which the launches keep a multiple
+// of `split`) adds them in rank order and writes D.  Its counters start
+// at zero (cudaMemset before a run) and serve one split value.
+struct GlobalReduce {
+  float* partials = nullptr;     // tiles x split x 16 x 128
+  unsigned* counters = nullptr;  // one per column tile
+};
+GlobalReduce g_reduce;
+constexpr int kMaxTiles = 1024, kMaxGlobalSplit = 16;
+
+template <bool TB>
+__global__ void __launch_bounds__(128, 1)
+    SkinnyGlobal(const SkinnyLaunch L, const GlobalReduce R) {
+  namespace sk = jax_dynoff::kernels::skinny;
+  using sk::kTileK;
+  using sk::kTileN;
+  using sk::kThreads;
+  constexpr int kStages = sk::kDefaultStages, kM = 16;
+  using Sm = sk::Smem<1, kStages>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ unsigned s_last;
+  const int split = L.split_k;
+  const int tile = static_cast<int>(blockIdx.x) / split;
+  const int rank = static_cast<int>(blockIdx.x) % split;
+  const int n0 = tile * kTileN;
+  const T* A = reinterpret_cast<const T*>(L.a.Locate());
+  const T* B = reinterpret_cast<const T*>(L.b.Locate());
+  const int64_t lda = L.a.ld, ldb = L.b.ld;
+  const int k_tiles = (L.k + kTileK - 1) / kTileK;
+  const int t_begin = static_cast<int>(int64_t{rank} * k_tiles / split);
+  const int t_end = static_cast<int>(int64_t{rank + 1} * k_tiles / split);
+  const int k_hi = min(L.k, t_end * kTileK);
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
+            lane = tid & 31;
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  auto a_stage = [&](int s) { return base + s * Sm::kAStage; };
+  auto b_stage = [&](int s) {
+    return base + kStages * Sm::kAStage + s * Sm::kBStage;
+  };
+  auto load = [&](int t, int s) {
+    const int k0 = t * kTileK;
+    {
+      const int row = tid >> 3, c = tid & 7, kk = k0 + c * 8;
+      const bool ok = row < L.m && kk < k_hi;
+      sk::CpAsync16(a_stage(s) + sk::Swz(row, c, kTileK * 2),
+                    ok ? A + row * lda + kk : A, ok);
+    }
+    if constexpr (TB) {
+#pragma unroll
+      for (int i = 0; i < kTileN * 8 / kThreads; ++i) {
+        const int q = tid + i * kThreads, row = q >> 3, c = q & 7;
+        const int kk = k0 + c * 8, col = n0 + row;
+        const bool ok = kk < k_hi && col < L.n;
+        sk::CpAsync16(b_stage(s) + sk::Swz(row, c, kTileK * 2),
+                      ok ? B + col * ldb + kk : B, ok);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kTileK * 16 / kThreads; ++i) {
+        const int q = tid + i * kThreads, row = q >> 4, c = q & 15;
+        const int kk = k0 + row, col = n0 + c * 8;
+        const bool ok = kk < k_hi && col < L.n;
+        sk::CpAsync16(b_stage(s) + sk::Swz(row, c, kTileN * 2),
+                      ok ? B + kk * ldb + col : B, ok);
+      }
+    }
+  };
+  float acc[4][4] = {};
+  const int tiles = t_end - t_begin;
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < tiles) load(t_begin + i, i);
+    sk::CpAsyncCommit();
+  }
+  for (int i = 0; i < tiles; ++i) {
+    sk::CpAsyncWait<kStages - 2>();
+    __syncthreads();
+    if (i + kStages - 1 < tiles)
+      load(t_begin + i + kStages - 1, (i + kStages - 1) % kStages);
+    sk::CpAsyncCommit();
+    const int s = i % kStages;
+#pragma unroll
+    for (int kk = 0; kk < kTileK / 16; ++kk) {
+      const int mrow = ((lane >> 3) & 1) * 8 + (lane & 7), half = lane >> 4;
+      uint32_t af[4];
+      sk::Ldsm4(a_stage(s) + sk::Swz(mrow, kk * 2 + half, kTileK * 2), af);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint32_t bf[4];
+        if constexpr (TB)
+          sk::Ldsm4(b_stage(s) + sk::Swz(warp * 32 + j * 16 + half * 8 +
+                                             (lane & 7),
+                                         kk * 2 + ((lane >> 3) & 1),
+                                         kTileK * 2),
+                    bf);
+        else
+          sk::Ldsm4T(b_stage(s) + sk::Swz(kk * 16 + mrow,
+                                          warp * 4 + j * 2 + half,
+                                          kTileN * 2),
+                     bf);
+        sk::Mma<T>(acc[2 * j], af, bf[0], bf[1]);
+        sk::Mma<T>(acc[2 * j + 1], af, bf[2], bf[3]);
+      }
+    }
+  }
+  sk::CpAsyncWait<0>();
+  // This rank's partial, row-major 16 x 128, then the count.
+  float* mine = R.partials + (size_t(tile) * split + rank) * kM * kTileN;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int row = lane >> 2, col = warp * 32 + j * 8 + (lane & 3) * 2;
+    __stcg(reinterpret_cast<float2*>(&mine[row * kTileN + col]),
+           make_float2(acc[j][0], acc[j][1]));
+    __stcg(reinterpret_cast<float2*>(&mine[(row + 8) * kTileN + col]),
+           make_float2(acc[j][2], acc[j][3]));
+  }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0)
+    s_last = (atomicAdd(&R.counters[tile], 1u) + 1) % unsigned(split) == 0;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate()));
+  const T* C = L.beta != 0.f ? reinterpret_cast<const T*>(L.c.Locate())
+                             : nullptr;
+  const float* all = R.partials + size_t(tile) * split * kM * kTileN;
+  for (int q = tid; q < kM * (kTileN / 8); q += kThreads) {
+    const int row = q / (kTileN / 8), col = (q % (kTileN / 8)) * 8;
+    if (row >= L.m || n0 + col >= L.n) continue;
+    float v[8] = {};
+    for (int r = 0; r < split; ++r) {
+      const float* p = all + (size_t(r) * kM + row) * kTileN + col;
+      const float4 x0 = __ldcg(reinterpret_cast<const float4*>(p));
+      const float4 x1 = __ldcg(reinterpret_cast<const float4*>(p + 4));
+      v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
+      v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
+    }
+    alignas(16) T out[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float cv = C != nullptr
+                           ? __bfloat162float(C[row * L.c.ld + n0 + col + e])
+                           : 0.f;
+      out[e] = __float2bfloat16_rn(L.alpha * v[e] + L.beta * cv);
+    }
+    *reinterpret_cast<uint4*>(D + row * L.d.ld + n0 + col) =
+        *reinterpret_cast<const uint4*>(out);
+  }
+}
+
+template <bool TB>
+std::string RunGlobal(const SkinnyLaunch& l) {
+  namespace sk = jax_dynoff::kernels::skinny;
+  constexpr int kSmem = sk::Smem<1, sk::kDefaultStages>::kBytes;
+  const int tiles = (l.n + 127) / 128;
+  if (l.m > 16 || tiles > kMaxTiles || l.split_k > kMaxGlobalSplit)
+    return "RunGlobal: problem too large for the probe's buffers";
+  auto* fn = &SkinnyGlobal<TB>;
+  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  fn<<<tiles * l.split_k, 128, kSmem, l.stream>>>(l, g_reduce);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : cudaGetErrorString(e);
+}
+
+void ResetCounters() {
+  CK(cudaMemset(g_reduce.counters, 0, kMaxTiles * sizeof(unsigned)));
+  CK(cudaDeviceSynchronize());
+}
+
 // Reads `bytes` (16 B per load, 8 loads in flight per thread) and writes
 // one word per CTA: the bandwidth a grid of this shape can pull.
 __global__ void Stream(const uint4* p, size_t n, uint32_t* out) {
@@ -329,7 +506,41 @@ void TimeStream(int n, int k, int ctas, int threads, bool hot, int cluster = 1,
 
 int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CK(cudaMalloc(&g_reduce.partials,
+                size_t(kMaxTiles) * kMaxGlobalSplit * 16 * 128 * 4));
+  CK(cudaMalloc(&g_reduce.counters, kMaxTiles * sizeof(unsigned)));
   bool ok = true;
+  if (argc > 1 && std::strcmp(argv[1], "--nocluster") == 0) {
+    // The variant without clusters: checked at every split (counters reset
+    // between splits), then timed beside the cluster kernel at the same
+    // split and at twice the split (no cluster-size limit of 8).
+    for (bool tb : {false, true})
+      for (int split : {1, 2, 4, 8, 16}) {
+        ResetCounters();
+        g_check_run = tb ? &RunGlobal<true> : &RunGlobal<false>;
+        ok &= Check(16, 4096, 4096, split, 0.f, tb);
+        ResetCounters();
+        ok &= Check(13, 1000, 1000, split, 1.5f, tb);
+        ResetCounters();
+        ok &= Check(9, 136, 2056, split, 1.f, tb);
+      }
+    g_check_run = nullptr;
+    const int shapes[][3] = {{16, 4096, 4096}, {8, 2048, 2048},
+                             {16, 512, 1536}, {8, 4096, 512}, {1, 512, 1024},
+                             {16, 1536, 1536}};
+    for (auto& sh : shapes) {
+      const int m = sh[0], n = sh[1], k = sh[2], s0 = SkinnySplit(n, k, sms);
+      for (bool hot : {false, true}) {
+        Time(m, n, k, s0, false, hot, RunNN, "cluster");
+        for (int split : {s0, 2 * s0}) {
+          ResetCounters();
+          Time(m, n, k, split, false, hot, &RunGlobal<false>, "global");
+        }
+      }
+    }
+    std::printf(ok ? "ALL CHECKS OK\n" : "SOME CHECKS FAILED\n");
+    return ok ? 0 : 1;
+  }
   for (bool tb : {false, true}) {
     for (int split : {1, 2, 4, 8}) {
       ok &= Check(16, 4096, 4096, split, 0.f, tb);
