@@ -1,4 +1,4 @@
-"""The FFI binding: registers the handlers and lowers `jax_dynoff_gemm`.
+"""One device's lowering of `jax_dynoff_gemm`, and the FFI handlers' registration.
 
 Every call lowers to one custom call of the target "jax_dynoff_gemm"
 (typed FFI, API version 4): the arrays, then the integer operands its
@@ -25,7 +25,6 @@ from jax_dynoff import plan as plan_lib
 from jax_dynoff import ragged_staging
 from jax_dynoff import spec as spec_lib
 from jax_dynoff.extension import ext as _ext
-from jax_dynoff.primitive import gemm_p
 from jax_dynoff.spec import GemmSpec
 from jax_dynoff.starts import start_operands
 
@@ -133,10 +132,12 @@ def _lower_cuda_ragged(ctx, *args, spec: GemmSpec):
   return _lower_cuda(ctx, *operands, spec=spec, sources=sources)
 
 
-def _lower(ctx, *args, spec: GemmSpec):
-  """The start operands (once, whatever the platforms), then the call.  A
-  call with ragged windows: the CPU handler takes them; on CUDA the
-  grouped kernel or plain calls in XLA window ops (`_lower_cuda_ragged`)."""
+def lower(ctx, *args, spec: GemmSpec):
+  """One device's call: the start operands (once, whatever the platforms),
+  then the call.  A call with ragged windows: the CPU handler takes them;
+  on CUDA the grouped kernel or plain calls in XLA window ops
+  (`_lower_cuda_ragged`).  partition.py registers the primitive's lowering,
+  which comes here but where XLA splits a call over devices."""
   if ragged_staging.is_ragged(spec):
     return _mlir_impl.lower_per_platform(
         ctx.replace(avals_out=list(ctx.avals_out)), TARGET,
@@ -148,8 +149,3 @@ def _lower(ctx, *args, spec: GemmSpec):
       {"cpu": _lower_cpu, "cuda": _lower_cuda}, None, set(), *operands,
       spec=spec, sources=sources)
 
-
-# Not cacheable: a cached rule is lowered once as a function of block
-# arguments and then inlined, so it could never tell a plain start (a loop
-# counter, passed as it is) from a computed one (packed through a clamp).
-mlir.register_lowering(gemm_p, _lower, cacheable=False)

@@ -28,8 +28,8 @@ from jax.interpreters import mlir
 from jax.sharding import NamedSharding
 
 from jax_dynoff import lowering, reference, sharding
-from jax_dynoff.primitive import (Operands, _per_item, _unbatched, _window,
-                                  bind, gemm_p)
+from jax_dynoff.primitive import (Operands, bind, gemm_p, per_item, unbatched,
+                                  window_of)
 from jax_dynoff.spec import GemmSpec, WinSpec
 
 
@@ -51,15 +51,18 @@ def _spans_devices(ctx) -> bool:
 
 
 def _lower(ctx, *args, spec: GemmSpec):
-  """lowering.py's rule, unless XLA partitions the program: then the same
-  call wrapped in custom_partitioning, lowered locally per device later."""
+  """The primitive's lowering: one device's call (lowering.lower), unless
+  XLA partitions the program: then the same call wrapped in
+  custom_partitioning, lowered locally per device later."""
   if not _spans_devices(ctx):
-    return lowering._lower(ctx, *args, spec=spec)
+    return lowering.lower(ctx, *args, spec=spec)
   call = _partitioned(spec, sharding.start_ranks(spec, ctx.avals_in))
   return mlir.lower_fun(call, multiple_results=False)(ctx, *args)
 
 
-# Replaces lowering.py's registration, keeping it as the plain case above.
+# Not cacheable: a cached rule is lowered once as a function of block
+# arguments and then inlined, so it could never tell a plain start (a loop
+# counter, passed as it is) from a computed one (packed through a clamp).
 mlir.register_lowering(gemm_p, _lower, cacheable=False)
 # custom_partitioning needs the device assignment while lowering, which JAX
 # only passes along for programs holding a primitive registered here (on one
@@ -161,22 +164,22 @@ def _local_call(spec: GemmSpec, k_axes, *args):
     values["c"], windows["c"] = ops.c, spec.c
   if spec.has_out:
     values["out"], windows["out"] = ops.out, None
-  item = _unbatched(spec)
+  item = unbatched(spec)
 
   def finish(arrays, starts):  # reference.gemm's last lines, on one item
     acc = arrays["acc"][0]
     if spec.c is not None:
       src = arrays["c"][0] if spec.c_mode == "own" else arrays["out"][0]
-      cval = reference.read_window(_window(src, item.c, starts["c"]))
+      cval = reference.read_window(window_of(src, item.c, starts["c"]))
       acc = acc + jnp.float32(spec.beta) * cval.astype(jnp.float32)
     if not spec.has_out:
       return acc.astype(spec.out_dtype)
-    return reference.write_window(_window(arrays["out"][0], item.d,
+    return reference.write_window(window_of(arrays["out"][0], item.d,
                                           starts["d"]), acc)
 
   def sum_and_finish(values, starts):
     values = dict(values, acc=_sum_over(values["acc"], k_axes))
-    return _per_item(finish, spec,
+    return per_item(finish, spec,
                      {n: (v, windows[n]) for n, v in values.items()}, starts)
 
   result = jax.eval_shape(functools.partial(gemm_p.bind, spec=spec), *args)

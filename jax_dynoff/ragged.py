@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jax_dynoff import reference
-from jax_dynoff.ops import make_spec
+from jax_dynoff.call import make_spec
 from jax_dynoff.options import KernelOptions
 from jax_dynoff.primitive import Operands, bind
 from jax_dynoff.sharding import _varying

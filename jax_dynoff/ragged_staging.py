@@ -9,7 +9,7 @@ dense (rows, cols) array; the plain windows stay windows; `gemm` runs on
 them; a ragged `out` then gets the result's valid part through
 `reference.write_window`, the rest of `out` untouched.  Exact semantics,
 one extra pass over each ragged operand, no tile skipped.  Batched calls
-run the same per item (`primitive._per_item`, a vmap: one batched gemm);
+run the same per item (`primitive.per_item`, a vmap: one batched gemm);
 a call whose items share one out (`primitive.shared_out`) runs its items
 in order in a `fori_loop`, each writing its valid part into the out.
 """
@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 from jax import lax
 
-from jax_dynoff import reference
-from jax_dynoff.primitive import (Operands, _lax_precision, _per_item,
-                                  _unbatched, _window, shared_out)
+from jax_dynoff import call, reference
+from jax_dynoff.primitive import (Operands, lax_precision, per_item,
+                                  shared_out, unbatched, window_of)
 from jax_dynoff.spec import GemmSpec
 
 
@@ -32,24 +32,24 @@ def is_ragged(spec: GemmSpec) -> bool:
 def _item_fn(spec: GemmSpec):
   """fn(arrays, starts) -> {"d": D} for one item: arrays name -> (array,
   unused), starts name -> the item's start operands."""
-  from jax_dynoff.ops import gemm  # pylint: disable=g-import-not-at-top
-  item = _unbatched(spec)
+  gemm = call.gemm
+  item = unbatched(spec)
 
   def dense(w):
     return reference.read_window(w) if w.ragged else w
 
   def fn(arrays, starts):
-    a = dense(_window(arrays["a"][0], item.a, starts["a"]))
-    b = dense(_window(arrays["b"][0], item.b, starts["b"]))
-    out = _window(arrays["out"][0], item.d, starts["d"]) if spec.has_out \
+    a = dense(window_of(arrays["a"][0], item.a, starts["a"]))
+    b = dense(window_of(arrays["b"][0], item.b, starts["b"]))
+    out = window_of(arrays["out"][0], item.d, starts["d"]) if spec.has_out \
         else None
     c = None
     if spec.c_mode == "own":
-      c = dense(_window(arrays["c"][0], item.c, starts["c"]))
+      c = dense(window_of(arrays["c"][0], item.c, starts["c"]))
     elif spec.c_mode == "from_d":  # read from out before out is written
-      c = dense(_window(arrays["out"][0], item.c, starts["c"]))
+      c = dense(window_of(arrays["out"][0], item.c, starts["c"]))
     kw = dict(alpha=spec.alpha, beta=spec.beta, transpose_a=spec.trans_a,
-              transpose_b=spec.trans_b, precision=_lax_precision(spec),
+              transpose_b=spec.trans_b, precision=lax_precision(spec),
               preferred_element_type=spec.out_dtype, opts=spec.opts)
     if out is None:
       return {"d": gemm(a, b, c, **kw)}
@@ -115,6 +115,6 @@ def staged(spec: GemmSpec, *args):
   ops = Operands.split(spec, args)
   if shared_out(spec):
     return _shared(spec, ops)
-  return _per_item(lambda arrays, starts: _item_fn(spec)(arrays, starts),
+  return per_item(lambda arrays, starts: _item_fn(spec)(arrays, starts),
                    spec, _arrays(spec, ops), ops.starts)["d"]
 

@@ -256,7 +256,7 @@ def _programs():
 @contextlib.contextmanager
 def _without_partitioning():
   """gemm_p lowered by lowering.py's rule alone, as before partition.py."""
-  mlir.register_lowering(gemm_p, lowering._lower, cacheable=False)
+  mlir.register_lowering(gemm_p, lowering.lower, cacheable=False)
   dispatch.prim_requires_devices_during_lowering.discard(gemm_p)
   try:
     yield
