@@ -8,7 +8,7 @@ take turns, window by window, and each side's figure is the median over
 `repeats` windows.  An H200 under dense GEMMs sits at its power limit: a
 loop's clocks settle at its own equilibrium within a second, and a short
 call inherits the clocks its predecessor left (benchmarks/sustained.py and
-docs/notes.md), so short alternating calls favour whichever
+docs/design.md), so short alternating calls favour whichever
 side draws more power; a sustained window measures what a program that
 runs continuously gets.
 Loop bodies depend on the loop index (through `lax.optimization_barrier`

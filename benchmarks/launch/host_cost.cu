@@ -1,8 +1,8 @@
 // What each host-side step of an SM90 GEMM call costs the CPU (not part of
 // the library build).  A loop of small GEMMs is bound by the host (the
-// handler took 18.9 us per call in a profiler trace at fe6b82a,
-// docs/notes.md); CUTLASS's adapter does, per call: four TMA descriptor
-// encodes, each looking the driver's entry point up first
+// handler took 18.9 us per call in an early profiler trace: git history of
+// docs/notes.md; the decisions taken: docs/design.md); CUTLASS's adapter
+// does, per call: four TMA descriptor encodes, each looking the driver's entry point up first
 // (cudaGetDriverEntryPointByVersion), two cudaFuncSetAttribute calls, and a
 // cluster launch.  Each line: mean host microseconds per step, over many
 // repetitions (launches: an empty kernel with the GEMM's grid, block,
