@@ -13,7 +13,7 @@
 // The work runs on XLA's intra-op thread pool (the FFI's ThreadPool), in
 // blocks of rows or columns, one single-threaded sgemm per block: OpenBLAS's
 // own pool of spinning workers beside XLA's fought it for the same cores
-// (docs/notes.md).  The calling thread takes blocks too and never waits
+// (docs/design.md).  The calling thread takes blocks too and never waits
 // for a task that has not started, so a busy or missing pool only makes a
 // call slower.
 #include <dlfcn.h>

@@ -39,7 +39,7 @@ inline constexpr int64_t DirectSplitKWorkspace(int64_t m, int64_t n) {
 // its split of K: the most CTAs per column tile (a power of two, at most a
 // portable cluster of 8) that keeps the CTAs within one wave of SMs and
 // gives each rank two or more K stages.  n = k = 4096 on 132 SMs: 32 tiles
-// x 4 (12.5 us on an H200; 2: 15.7, 8: 14.3, benchmarks/skinny/probe.cu).
+// x 4, faster there than 2 or 8 (benchmarks/skinny/probe.cu).
 inline constexpr int kSkinnyTileN = 128, kSkinnyTileK = 64;
 inline constexpr int kSkinnyMaxSplit = 8;
 inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
@@ -57,13 +57,12 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
 // widths, the one whose CTAs (tiles x split) fill the most SMs at one CTA
 // per SM, ties to 64 (each CTA streams less of A per output); 0 where
 // neither fits one wave or a rank would get fewer than four K tiles (the
-// tiny tile is as fast there).  On an H200, B streamed from HBM, us per
-// call in a CUDA graph of 64 calls (benchmarks/small_gemm/probe.cu):
-// 128x1024x1024 64x32: 4.48 (the tiny tile 5.86, 64x64 split 2 4.86);
-// 256x1024x1024 64x64: 5.03 (tiny 5.97); 128x2048x2048 64x64: 6.68 (tiny
-// 7.72, 64x32 split 1 7.89); 64x2048x2048 64x32: 6.22 (tiny 7.65).
-// Splits of 4 and 8 were slower at every one of these shapes, and a
-// second CTA per SM too: one split, one CTA per SM.
+// tiny tile is as fast there).  The rule picked the fastest candidate of
+// benchmarks/small_gemm/probe.cu (B streamed from HBM, calls in a CUDA
+// graph), or one within noise of it, at every shape the probe timed
+// (benchmarks/results/2026-12-03-h200-c3fd4ec/).  Splits of 4 and 8 were
+// slower at every one of these shapes, and a second CTA per SM too: one
+// split, one CTA per SM.
 inline constexpr int kClusterKTileM = 64, kClusterKTileK = 64;
 inline constexpr int kClusterKSplit = 2;
 inline constexpr int kClusterKTileNs[] = {64, 32};  // 64 first: it keeps ties

@@ -60,20 +60,17 @@ def cuda_graph_flags(min_graph_size: int = 1, whole_loops: bool = False) -> str:
   as jax_dynoff's are among XLA's default command kinds) and the loop runs
   on the host.  Where XLA knows the trip count (`fori_loop` and `scan` with
   static bounds) it enqueues the iterations without waiting for the
-  device, and this is the fastest setting: on an H200, 64 GEMMs of
-  128x1024x1024 in a fori_loop take 7.1-7.4 us per iteration with body
-  graphs, 10.9-11.5 as one graph and 7.9-15.0 at XLA's defaults, where
-  the host's two launches per iteration bound them (XLA's own loop:
-  10.0-10.3).
+  device, and this is the fastest setting for such loops: faster than one
+  whole-loop graph, and than XLA's defaults, where the host's two
+  launches per iteration bound a loop of small GEMMs.
 
   `whole_loops=True` adds WHILE to the command kinds, so a whole loop is one
   graph and its control runs on the device: condition kernels and a
-  conditional node every iteration, ~6 us of the 10.9 above.  That pays
-  where XLA cannot know the trip count (a `while_loop` on a computed
-  condition, a `fori_loop` to a traced bound): with the loop on the host,
-  XLA copies the predicate back and waits for it every iteration (the same
-  loop to a traced bound: 10.9 us per iteration as one graph, 20.7 with
-  body graphs).  Measurements: docs/cuda_graphs.md.
+  conditional node every iteration, which costs more than a small GEMM.
+  That pays where XLA cannot know the trip count (a `while_loop` on a
+  computed condition, a `fori_loop` to a traced bound): with the loop on
+  the host, XLA copies the predicate back and waits for it every
+  iteration, which costs more still.  Measurements: docs/cuda_graphs.md.
   """
   size = f"--xla_gpu_graph_min_graph_size={min_graph_size}"
   return f"--xla_gpu_enable_command_buffer=+WHILE {size}" if whole_loops else size

@@ -49,7 +49,7 @@ Paths (enum Path in ffi/gemm_problem.h):
 * ``sm90_split_k`` (opt-in: planned only with ``KernelOptions(split_k=True)``;
   its GPU tests pass on an H200, but neither of its kernels made a loop of
   skinny layers faster than the unsplit 64x64 tile at default XLA flags, see
-  docs/notes.md): skinny problems (m <= 256, no transposes,
+  docs/design.md): skinny problems (m <= 256, no transposes,
   bfloat16 / float16 inputs, any output dtype).  Where its windows suit it
   (`split_k_direct`: the direct kernels' rules, 128x128 output tiles) the
   direct split-K kernel runs: split_k CTAs share each output tile along K
@@ -122,9 +122,9 @@ workspace then holds the staged B) keeps the ptr-array kernel;
 ``KernelOptions(direct_tile=...)`` forces one of the planned path's direct
 tiles.  ``sm90_tiny`` has a second one, ``cluster_k`` (ffi/kernels/
 sm90_cluster_k.h, NN only), planned where the tiny tile's output tiles
-would leave half the SMs or more idle (on an H200 0.9-1.4 us per call
-faster than the tiny tile at 64-256 x 1024-2048 x 1024-2048, launched from
-the host and in CUDA graphs alike): 64x32 or 64x64 output tiles (the width
+would leave half the SMs or more idle (on an H200 faster than the tiny
+tile at 64-256 x 1024-2048 x 1024-2048, launched from the host and in CUDA
+graphs alike; docs/design.md): 64x32 or 64x64 output tiles (the width
 whose CTAs fill the most SMs, `cluster_k_tile_n`), each one's K split
 across the 2 CTAs of a thread-block cluster, which add their float32
 partials in distributed shared memory in a fixed order (one launch, no
@@ -277,8 +277,8 @@ def sm90_reasons(spec: GemmSpec) -> list[str]:
 def sm90_tile_times(spec: GemmSpec) -> dict[str, float]:
   """Predicted microseconds per tile configuration: whole waves of tiles
   (a partial wave costs a full one) times one tile's time at its measured
-  full-wave rate.  It reproduced the sweep within about 15% and picks its
-  winner at every swept shape (2048^3: large; 512x4096x4096: medium;
+  full-wave rate.  It reproduced the tile sweep (docs/design.md) and picks
+  its winner at every swept shape (2048^3: large; 512x4096x4096: medium;
   128x4096x4096: tiny)."""
   return dict(answer(spec)["tile_times"])
 

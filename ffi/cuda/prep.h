@@ -44,8 +44,9 @@ struct PrepParams {
 // reduces the problem to "address of operand o = base[o] + sum of clamped
 // dynamic starts x stride in bytes", one term per dynamic start, so the
 // device work is one load and one multiply per start in parallel.  The
-// general PointerKernel walks the whole GemmProblem from one thread: 12k
-// cycles on an H200 (ncu; docs/notes.md).
+// general PointerKernel walks the whole GemmProblem from one thread, and
+// that serial walk, not the size of its parameter block, is its cost
+// (ncu; git history of docs/notes.md).
 constexpr int kMaxTerms = kNumOperands * kMaxRank;
 
 struct Prep1Params {

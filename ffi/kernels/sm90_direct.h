@@ -2,9 +2,9 @@
 // GEMM whose TMA descriptors describe the operands' whole buffers and whose
 // tile coordinates are shifted, on the device, by the windows' origins.  No
 // pointer kernel runs before it and no descriptor is rewritten on the
-// device, so a call is one launch; the ptr-array kernel it replaces was
-// 1-4% slower than this kernel family on an H200, plus ~1-3 us per call for
-// its pointer kernel (docs/notes.md).
+// device, so a call is one launch; the ptr-array kernel it replaces is
+// slower per tile and needs its pointer kernel's launch ahead of it
+// (docs/design.md).
 //
 // Only where the TMA bounds of the whole buffer are also the window's:
 // loads may run past a window (those rows and columns only feed outputs that
@@ -37,8 +37,8 @@ struct Sm90NonArray {
 };
 
 // The large tile, cooperative: the fastest direct tile once the output has
-// several waves of tiles (8192^3 bf16 on an H200: 2% ahead of the wide one,
-// docs/notes.md).
+// several waves of tiles (level with or ahead of the wide one;
+// docs/design.md).
 using Sm90DirectLargeConfig =
     Sm90NonArray<Sm90LargeConfig,
                  cutlass::gemm::KernelTmaWarpSpecializedCooperative,
@@ -46,9 +46,9 @@ using Sm90DirectLargeConfig =
 
 // The same tile transposed (each consumer warp group a 64 x 256 slab, so
 // every wgmma is m64n256: less shared-memory traffic per MAC), B shared by
-// a cluster of two along M, as cuBLAS's choice at these sizes: 8% faster
-// than the large tile where the output is one wave of tiles (2048^3 bf16,
-// two sweeps; the 1x2 cluster was 0-8% slower than 2x1 at every size).
+// a cluster of two along M, as cuBLAS's choice at these sizes: faster than
+// the large tile where the output is one wave of tiles, and the 1x2
+// cluster was never faster than 2x1 (benchmarks/sm90_tiles; docs/design.md).
 struct Sm90DirectWideConfig {
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;

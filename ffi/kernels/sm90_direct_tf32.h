@@ -6,9 +6,9 @@
 // Why a kernel of its own: wgmma reads 32-bit operands from shared memory
 // K-major only, and a row-major B is MN-major, so the ptr-array TF32
 // kernels (kernels/sm90_tf32.h) run after a staging kernel that copies B
-// K-major into the workspace: 14-40 us per call on an H200 at 2048^3 ..
-// 8192^3, which left NN at 0.79x (2048^3) to 0.98x (8192^3) of cuBLAS
-// while NT (no staging) ran at 0.93-0.95x.  CUTLASS 4.2's register-sourced
+// K-major into the workspace, a pass per call that NT (nothing staged)
+// does not pay and that kept NN behind cuBLAS (docs/design.md, float32).
+// CUTLASS 4.2's register-sourced
 // mainloop (MainloopSm90TmaGmmaRmemAWarpSpecialized) reads an MN-major A
 // through registers instead: the warp groups copy their A tile from
 // shared memory into wgmma's register fragments, which transposes it on
@@ -54,11 +54,10 @@ namespace kernels {
 // (sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32).  An
 // epilogue tile of 128 x 16 instead of CUTLASS's 128 x 32: its four
 // float32 stages of C then take 32 KB instead of 64, which leaves the
-// mainloop 4 stages instead of 3; alone on an H200 (benchmarks/sm90_tiles/
-// tf32_sweep, median of 3 interleaved rounds) 1.029 / 0.955 / 0.936 of
-// cuBLAS TF32 at 2048^3 / 4096^3 / 8192^3, against 0.867 / 0.935 / 0.900
-// with 3 stages.  No cluster: the CTA pair along n (sharing A's tile) was
-// 0.978 / 0.946 / 0.964 with the same 4 stages, along m 0.82-0.92.
+// mainloop 4 stages instead of 3, closer to cuBLAS TF32 at every size
+// swept (benchmarks/sm90_tiles/tf32_sweep; the figures in docs/design.md).
+// No cluster: the CTA pair along n (sharing A's tile) was slower with the
+// same 4 stages, along m slower still.
 struct Sm90DirectTf32LargeConfig {
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;

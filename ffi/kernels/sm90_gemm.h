@@ -50,7 +50,8 @@ struct Sm90SmallConfig {
 
 // Mid-size problems (e.g. m = 512 or 1024 with n = 4096): 128x128x64
 // ping-pong; twice the CTAs of the large tile, and a full wave where the
-// large tile would fill half the GPU (27 us vs 45 us at 512x4096x4096).
+// large tile would fill half the GPU (far faster at 512x4096x4096 in the
+// tile sweep, benchmarks/sm90_tiles).
 struct Sm90MediumConfig {
   using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
@@ -59,7 +60,7 @@ struct Sm90MediumConfig {
 };
 
 // Very few tiles (m <= 128 and moderate n): 64x64x64 ping-pong, twice the
-// CTAs of the small-m tile (12 us vs 15 us at 128x4096x4096).
+// CTAs of the small-m tile (faster at 128x4096x4096 in the tile sweep).
 struct Sm90TinyConfig {
   using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
@@ -98,10 +99,10 @@ Stride MakeStride(int64_t ld, int64_t layer = 0) {
   return s;
 }
 
-// Tile order (benchmarks/sm90_tiles, H200): one wave or less wants no
-// swizzle (2048^3: 26.7 us vs 27.9 with 8); several waves want 4 (4096^3)
-// to 8 (8192^3: 1.65 ms vs 1.72 with 1) so that CTAs running together share
-// A and B tiles in L2.  Raster along M measured best or tied.
+// Tile order (the tile sweep, benchmarks/sm90_tiles; docs/design.md): one
+// wave or less wants no swizzle (there it only costs); several waves want 4
+// (4096^3) to 8 (8192^3) so that CTAs running together share A and B tiles
+// in L2.  Raster along M measured best or tied.
 template <typename TileShape, typename Arguments>
 void SetTileOrder(Arguments& args, int64_t m, int64_t n, int64_t batch,
                   int sm_count) {

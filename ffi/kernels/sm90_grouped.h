@@ -39,17 +39,15 @@ namespace kernels {
 // cluster along M would round them up to two tiles, so clusters span N.
 //   medium: 128x128 ping-pong: every dtype and transpose built.
 //   wide:   128x256 cooperative, no cluster (bfloat16 NN, planned where
-//           built).  On an H200 (benchmarks/moe_tile_ab.py, bf16 forward)
-//           E = 64 experts over 16384 skewed tokens, 2048 -> 2048: 381 us
-//           against 438 for 256x128 cooperative (whose 256-row granule
-//           pads 56% more rows where 128 pads 21%) and 456 for 64x256
-//           ping-pong (11%, but a slower tile); E = 8, 8192 tokens, 4096 ->
-//           4096: 527 against 553 and 683.  Without the 1x2 cluster
-//           (benchmarks/sm90_tiles/grouped_sweep, the kernel alone, the
-//           bench's moe sizes): 1.1-3.2% faster on the three skewed cases
-//           and 6.5% on 64 uniform groups; the pair's A multicast saves
-//           little where the weights are the traffic, and a cluster's two
-//           CTAs must start together.
+//           built).  The fastest grouped tile on the bench's moe cases
+//           (benchmarks/moe_tile_ab.py): 256x128 cooperative pads more
+//           rows (a 256-row granule: 56% more rows where 128 pads 21% on
+//           the 64-expert case), 64x256 ping-pong pads fewer but is a
+//           slower tile.  Without the 1x2 cluster it is faster on every
+//           moe case (benchmarks/sm90_tiles/grouped_sweep, the kernel
+//           alone; docs/design.md): the pair's A multicast saves little
+//           where the weights are the traffic, and a cluster's two CTAs
+//           must start together.
 using Sm90GroupedMediumConfig = Sm90MediumConfig;
 struct Sm90GroupedWideConfig {
   using KernelSchedule =

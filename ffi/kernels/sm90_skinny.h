@@ -2,8 +2,7 @@
 // rows (stacked-weight layers, decode steps), where the time is streaming B
 // and the wgmma tiles (64 rows or more) waste most of their work and launch
 // one CTA per output tile, too few to pull B at the HBM rate (the 64x64
-// direct tile streamed B at 1.8 TB/s at m = 16, n = k = 4096; XLA's Triton
-// split-K at 3.0 TB/s plus a reduction kernel, docs/notes.md).
+// direct tile at m = 16: docs/design.md, small problems).
 //
 // Each CTA (4 warps, 128 columns: 32 per warp) owns one column tile and a
 // K range; the `split` CTAs of a column tile form one thread-block cluster

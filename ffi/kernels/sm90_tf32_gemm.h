@@ -40,8 +40,8 @@ struct Sm90Tf32MediumConfig {
 // (PromotedMainloop in sm90_gemm.h): 128x128x32 cooperative, whatever tile
 // the plan chose.  The promotion keeps a second accumulator in registers:
 // the 256x128 tile's warp groups (128x128 each) spilled 984 bytes and ran
-// 3xTF32 at 8192^3 in 36.7 ms on an H200 (unpromoted: 9.6 ms); this tile's
-// (64x128 each) spill 36 bytes (ptxas -v).
+// 3xTF32 about four times slower than unpromoted (docs/design.md); this
+// tile's (64x128 each) spill 36 bytes (ptxas -v).
 struct Sm90Tf32HighestConfig {
   using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
