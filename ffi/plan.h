@@ -59,8 +59,8 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
 // neither fits one wave or a rank would get fewer than four K tiles (the
 // tiny tile is as fast there).  The rule picked the fastest candidate of
 // benchmarks/small_gemm/probe.cu (B streamed from HBM, calls in a CUDA
-// graph), or one within noise of it, at every shape the probe timed
-// (benchmarks/results/2026-12-03-h200-c3fd4ec/).  Splits of 4 and 8 were
+// graph), or one within noise of it, at every shape the probe timed (the
+// cluster-K rebuild's run, benchmarks/results/README.md).  Splits of 4 and 8 were
 // slower at every one of these shapes, and a second CTA per SM too: one
 // split, one CTA per SM.
 inline constexpr int kClusterKTileM = 64, kClusterKTileK = 64;
