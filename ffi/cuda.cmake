@@ -2,13 +2,13 @@
 #
 # Adds to the nanobind target _jax_dynoff:
 #   - ffi/cuda/ (the CUDA FFI handler, its runners, the small kernels around
-#     the GEMMs and the kernel registry) and the generic CUTLASS 2.x
+#     the GEMMs and the kernel registry) and the catalogue's CUTLASS 2.x
 #     kernels, compiled as SASS for every architecture in
 #     JAX_DYNOFF_CUDA_ARCHS (an "a" suffix is dropped for these: they use no
 #     arch-specific feature) plus PTX of the lowest one for newer GPUs;
-#   - the SM90 CUTLASS 3.x kernels, compiled only for sm_90a, and only when
-#     JAX_DYNOFF_CUDA_ARCHS lists 90a (then JAX_DYNOFF_WITH_SM90 is defined
-#     for the handler).
+#   - the catalogue's SM90 CUTLASS 3.x kernels, compiled only for sm_90a,
+#     and only when JAX_DYNOFF_CUDA_ARCHS lists 90a (then
+#     JAX_DYNOFF_WITH_SM90 is defined for the handler).
 # cudart is linked statically, so the module imports on a machine without a
 # GPU driver (the CPU handler still works there).  CUTLASS comes from the
 # nvidia-cutlass wheel; CCCL from <cuda>/include/cccl (CUDA 13 layout).
@@ -79,6 +79,7 @@ function(_jd_cuda_object_library name)
     CUDA_VISIBILITY_PRESET hidden)
   target_include_directories(${name} PRIVATE
     "${XLA_FFI_INCLUDE_DIR}" "${PROJECT_SOURCE_DIR}/ffi"
+    "${JAX_DYNOFF_GENERATED_DIR}"
     ${JAX_DYNOFF_CUTLASS_INCLUDE_DIRS} ${JAX_DYNOFF_CCCL_INCLUDE_DIRS})
   if(_jd_with_sm90)
     target_compile_definitions(${name} PRIVATE JAX_DYNOFF_WITH_SM90)
@@ -91,8 +92,8 @@ add_library(jax_dynoff_cuda_generic OBJECT
   ffi/cuda/runners.cu
   ffi/cuda/prep_kernels.cu
   ffi/cuda/registry.cu
-  ffi/kernels/generic.cu
-  ffi/kernels/tf32.cu
+  # The catalogue's kernels for every architecture (ffi/kernels/catalogue.py).
+  ${JAX_DYNOFF_EVERY_ARCH_UNITS}
   # The SM90 TF32 kernels' staging (plain CUDA: built with the handler,
   # which calls it, on every architecture).
   ffi/kernels/sm90_tf32_stage.cu)
@@ -105,31 +106,10 @@ target_sources(_jax_dynoff PRIVATE $<TARGET_OBJECTS:jax_dynoff_cuda_generic>)
 
 # --- SM90 TMA kernels: sm_90a only (wgmma / TMA need the arch-specific ISA).
 if(_jd_with_sm90)
-  add_library(jax_dynoff_cuda_sm90 OBJECT
-    # One translation unit per kernel family and tile (each file lists its
-    # kernels and why each exists): nvcc's time goes to the CUTLASS headers.
-    # The ptr-array kernels (kernels/sm90_gemm.h), one file per tile, and
-    # the split-K slices for skinny m.
-    ffi/kernels/sm90_gemm_large.cu
-    ffi/kernels/sm90_gemm_medium.cu
-    ffi/kernels/sm90_gemm_small.cu
-    ffi/kernels/sm90_gemm_tiny.cu
-    ffi/kernels/sm90_gemm_splitk.cu
-    # Direct (no pointer kernel) twins for one-item calls: the large path's
-    # large and wide tiles, the smaller tiles, split-K, cluster-K, float32.
-    ffi/kernels/sm90_direct_large_wide.cu
-    ffi/kernels/sm90_direct_medium.cu
-    ffi/kernels/sm90_direct_small.cu
-    ffi/kernels/sm90_direct_tiny.cu
-    ffi/kernels/sm90_direct_splitk.cu
-    ffi/kernels/sm90_direct_cluster_k.cu
-    ffi/kernels/sm90_direct_f32.cu
-    # The grouped kernels (ragged windows: problem shapes on the device).
-    ffi/kernels/sm90_grouped.cu
-    # The skinny kernels (m <= 16: mma.sync, K shared by a cluster).
-    ffi/kernels/sm90_skinny.cu
-    # float32 (TF32 wgmma, and 3xTF32 at HIGHEST).
-    ffi/kernels/sm90_tf32.cu)
+  # The catalogue's sm_90a kernels (ffi/kernels/catalogue.py), one
+  # translation unit per kernel family and tile: nvcc's time goes to the
+  # CUTLASS headers.
+  add_library(jax_dynoff_cuda_sm90 OBJECT ${JAX_DYNOFF_SM90A_UNITS})
   _jd_cuda_object_library(jax_dynoff_cuda_sm90)
   target_compile_options(jax_dynoff_cuda_sm90 PRIVATE
     ${_jd_cuda_flags} "-gencode=arch=compute_90a,code=sm_90a")

@@ -9,8 +9,13 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/catalogue.h"
+
 namespace jax_dynoff {
 namespace {
+
+using kernels::KernelFamily;
+using kernels::KernelQuery;
 
 constexpr int64_t kTmaAlignBytes = 16;
 constexpr int64_t kInt32Max = 0x7fffffff;
@@ -614,41 +619,32 @@ Path DirectTilePath(DirectTile t) {
   return Path::kGeneric;
 }
 
+// The availability checks are searches of the kernel catalogue
+// (kernels/catalogue.h): what the table lists, whether or not this build
+// compiles it.
 bool HasSm90Kernel(DType in, DType out, bool ta, bool tb) {
-  if (in == DType::kBF16 && out == DType::kBF16) return !(ta && tb);
-  if (in == DType::kF32) return out == DType::kF32;  // staging: any layout
-  return in == DType::kF16 && out == DType::kF16 && !ta && !tb;
+  return KernelQuery(KernelFamily::kSm90).Dtypes(in, out).Transposes(ta, tb)
+      .Any();
 }
 
 bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t) {
-  if (t == DirectTile::kNone || in != out) return false;
-  // float32 (TF32): NN only, the two float32 tiles' twins.
-  if (in == DType::kF32)
-    return !ta && !tb && (t == DirectTile::kLarge || t == DirectTile::kMedium);
-  if (in != DType::kBF16 && in != DType::kF16) return false;
-  if (!ta && !tb) return true;
-  return in == DType::kBF16 && !(ta && tb) &&
-         (t == DirectTile::kMedium || t == DirectTile::kSmall ||
-          t == DirectTile::kTiny);
+  return KernelQuery(KernelFamily::kSm90Direct).Tile(t).Dtypes(in, out)
+      .Transposes(ta, tb).Any();
 }
 
 bool HasSkinnyKernel(DType in, DType out, bool ta, bool tb) {
-  if (in != out || ta) return false;
-  return in == DType::kBF16 || (in == DType::kF16 && !tb);
+  return KernelQuery(KernelFamily::kSm90Skinny).Dtypes(in, out)
+      .Transposes(ta, tb).Any();
 }
 
 bool HasGroupedKernel(DType in, DType out, bool ta, bool tb) {
-  if (in != out) return false;
-  if (in == DType::kBF16) return !(ta && tb);
-  return in == DType::kF16 && !ta && !tb;
+  return KernelQuery(KernelFamily::kSm90Grouped).Dtypes(in, out)
+      .Transposes(ta, tb).Any();
 }
 
 bool HasGroupedTile(DType in, DType out, bool ta, bool tb, GroupedTile t) {
-  if (!HasGroupedKernel(in, out, ta, tb) ||
-      static_cast<int64_t>(t) < 0 ||
-      static_cast<int64_t>(t) >= kNumGroupedTiles)
-    return false;
-  return t == GroupedTile::kMedium || (in == DType::kBF16 && !ta && !tb);
+  return KernelQuery(KernelFamily::kSm90Grouped).Tile(t).Dtypes(in, out)
+      .Transposes(ta, tb).Any();
 }
 
 GroupedTile GroupedTileChoice(const GemmProblem& p) {
@@ -669,10 +665,7 @@ bool HasRaggedWindow(const GemmProblem& p) {
 }
 
 bool HasSm90Tile(DType in, Sm90Tile t) {
-  // Two float32 tiles keep the build small (each CUTLASS 3.x kernel costs
-  // minutes of nvcc); the wave model chooses between them.
-  if (in == DType::kF32) return t == Sm90Tile::kLarge || t == Sm90Tile::kMedium;
-  return true;
+  return KernelQuery(KernelFamily::kSm90).Tile(t).In(in).Any();
 }
 
 KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,

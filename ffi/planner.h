@@ -154,26 +154,23 @@ const char* GroupedTileName(GroupedTile t);
 Path Sm90TilePath(Sm90Tile t);
 // The planned path a direct tile stands in for.
 Path DirectTilePath(DirectTile t);
-// Whether an SM90 ptr-array kernel is built for the dtypes and transposes
-// (kernels/sm90_*.cu; float32: kernels/sm90_tf32*, every transpose through
-// the staging), and whether tile `t` is built for input dtype `in` (the
-// 16-bit dtypes: every tile; float32: large and medium).
+// Which kernels exist: searches of the kernel catalogue (the table in
+// ffi/kernels/catalogue.py, searched through kernels/catalogue.h), the
+// same answers in every build, CPU-only included.
+// Whether an SM90 ptr-array kernel serves the dtypes and transposes
+// (float32: every transpose, the runner staging MN-major operands), and
+// whether tile `t` is built for input dtype `in`.
 bool HasSm90Kernel(DType in, DType out, bool ta, bool tb);
 bool HasSm90Tile(DType in, Sm90Tile t);
-// Whether direct tile `t` is built for the dtypes and transposes
-// (kernels/sm90_direct_*.cu): every tile NN for bfloat16 and float16
-// (16-bit in and out of one dtype); NT and TN for bfloat16 on the ping-pong
-// tiles (medium, small_m, tiny).  The registry serves exactly these.  The
-// cluster-K tile (NN) stands in for the tiny tile where ClusterKTileN
-// (plan.h) gives it a width (DirectChoice) or
-// KernelOptions(direct_tile="cluster_k") forces it.
+// Whether direct tile `t` is built for the dtypes and transposes.  The
+// cluster-K tile stands in for the tiny tile where ClusterKTileN (plan.h)
+// gives it a width (DirectChoice) or KernelOptions(direct_tile="cluster_k")
+// forces it.
 bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
-// Whether a skinny kernel (kernels/sm90_skinny.cu) is built for the dtypes
-// and transposes: bfloat16 and float16 NN, bfloat16 NT.
+// Whether a skinny kernel is built for the dtypes and transposes.
 bool HasSkinnyKernel(DType in, DType out, bool ta, bool tb);
-// Whether the grouped kernel (kernels/sm90_grouped.h) is built for the
-// dtypes and transposes: bfloat16 NN, NT, TN and float16 NN, in and out of
-// one dtype (the ptr-array kernels' set).
+// Whether a grouped kernel (of any tile, or of tile `t`) is built for the
+// dtypes and transposes.
 bool HasGroupedKernel(DType in, DType out, bool ta, bool tb);
 bool HasGroupedTile(DType in, DType out, bool ta, bool tb, GroupedTile t);
 // The grouped tile the planner picks for a ragged call (GroupedReasons

@@ -1,8 +1,8 @@
-// The kernel registry: which compiled kernel (ffi/kernels/*.cu, one
-// instantiation per translation unit) serves a path, tile, dtype pair and
-// transposes, or nullptr where this build has none.  Adding a tile touches
-// this file and its instantiation only; the planner (ffi/planner.cc)
-// decides which one a call wants.
+// The kernel registry: which compiled kernel serves a path, tile, dtype
+// pair and transposes, or nullptr where this build has none.  Each lookup
+// searches the kernel catalogue (the table in ffi/kernels/catalogue.py), so
+// a kernel added there is found here; the planner (ffi/planner.cc) decides
+// which one a call wants.
 #ifndef JAX_DYNOFF_CUDA_REGISTRY_H_
 #define JAX_DYNOFF_CUDA_REGISTRY_H_
 

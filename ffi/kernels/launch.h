@@ -1,7 +1,6 @@
 // The interface between the CUDA handler (ffi/cuda/) and the CUTLASS
-// instantiations in ffi/kernels/*.cu (one instantiation per translation
-// unit, so that the build parallelises and a kernel's compile cost is paid
-// once).
+// instantiations (translation units generated from the kernel catalogue,
+// ffi/kernels/catalogue.py).
 //
 // Every kernel computes, for each batch item l < batch,
 //   D_l = cast(alpha * op(A_l) @ op(B_l) + beta * C_l)     (f32 accumulation)
@@ -230,95 +229,9 @@ struct KernelEntry {
   std::string (*run)(const GemmLaunch&);
 };
 
-// --- Generic path: CUTLASS 2.x GemmUniversal, SIMT, kArray mode, alignment
-// 1 element, AffineRank2 A and B (both strides at run time: one kernel per
-// dtype pair covers every transpose combination).
-extern const KernelEntry kGenericF32F32;
-extern const KernelEntry kGenericBf16Bf16;
-extern const KernelEntry kGenericBf16F32;
-extern const KernelEntry kGenericF16F16;
-extern const KernelEntry kGenericF16F32;
-
-// --- TF32 path: CUTLASS 2.x tensor-op (mma.sync TF32), kArray, alignment 1,
-// float32 in and out, one kernel per transpose combination; every arch.
-extern const KernelEntry kTf32NN;
-extern const KernelEntry kTf32NT;
-extern const KernelEntry kTf32TN;
-extern const KernelEntry kTf32TT;
-
-// --- SM90 paths: CUTLASS 3.x ptr-array TMA warp-specialized kernels.
-// Names: <in><out>_<layout of A><layout of B>, N = not transposed (A row-
-// major m x k, B row-major k x n), T = transposed.  Only built for sm_90a
-// (JAX_DYNOFF_WITH_SM90); nullptr-free: the handler checks availability
-// through the registry (ffi/cuda/registry.h).
-#ifdef JAX_DYNOFF_WITH_SM90
-extern const KernelEntry kSm90LargeBf16Bf16NN;
-extern const KernelEntry kSm90SmallBf16Bf16NN;
-extern const KernelEntry kSm90LargeBf16Bf16NT;
-extern const KernelEntry kSm90SmallBf16Bf16NT;
-extern const KernelEntry kSm90LargeBf16Bf16TN;
-extern const KernelEntry kSm90SmallBf16Bf16TN;
-extern const KernelEntry kSm90LargeF16F16NN;
-extern const KernelEntry kSm90SmallF16F16NN;
-extern const KernelEntry kSm90MediumBf16Bf16NN;
-extern const KernelEntry kSm90MediumBf16Bf16NT;
-extern const KernelEntry kSm90MediumBf16Bf16TN;
-extern const KernelEntry kSm90MediumF16F16NN;
-extern const KernelEntry kSm90TinyBf16Bf16NN;
-extern const KernelEntry kSm90TinyBf16Bf16NT;
-extern const KernelEntry kSm90TinyBf16Bf16TN;
-extern const KernelEntry kSm90TinyF16F16NN;
-// Split-K slices (path kSm90SplitK): <in>_NN, float32 partials, sourceless
-// epilogue (beta must be 0); the handler's reduction applies alpha, beta * C
-// and the cast to the output dtype.
-extern const KernelEntry kSm90SplitKBf16NN;
-extern const KernelEntry kSm90SplitKF16NN;
-// Direct kernels (no pointer kernel, no pointer arrays), NN, for one-item
-// calls whose windows suit them (ffi/planner.cc, DirectChoice): the large and
-// the wide tile for the large path, one per smaller ptr-array tile.
-extern const DirectKernelEntry kSm90DirectLargeBf16NN;
-extern const DirectKernelEntry kSm90DirectLargeF16NN;
-extern const DirectKernelEntry kSm90DirectWideBf16NN;
-extern const DirectKernelEntry kSm90DirectWideF16NN;
-extern const DirectKernelEntry kSm90DirectMediumBf16NN;
-extern const DirectKernelEntry kSm90DirectMediumF16NN;
-extern const DirectKernelEntry kSm90DirectSmallBf16NN;
-extern const DirectKernelEntry kSm90DirectSmallF16NN;
-extern const DirectKernelEntry kSm90DirectTinyBf16NN;
-extern const DirectKernelEntry kSm90DirectTinyF16NN;
-// bfloat16 with A or B transposed, the ping-pong tiles.
-extern const DirectKernelEntry kSm90DirectMediumBf16NT;
-extern const DirectKernelEntry kSm90DirectMediumBf16TN;
-extern const DirectKernelEntry kSm90DirectSmallBf16NT;
-extern const DirectKernelEntry kSm90DirectSmallBf16TN;
-extern const DirectKernelEntry kSm90DirectTinyBf16NT;
-extern const DirectKernelEntry kSm90DirectTinyBf16TN;
-extern const DirectKernelEntry kSm90DirectSplitKBf16NN;
-extern const DirectKernelEntry kSm90DirectSplitKF16NN;
-// float32 NN at default precision (TF32 wgmma, B read through registers:
-// no staging; kernels/sm90_direct_tf32.h): the large (256 x 128) and
-// medium (128 x 128) tiles of D.
-extern const DirectKernelEntry kSm90DirectLargeF32NN;
-extern const DirectKernelEntry kSm90DirectMediumF32NN;
-// The cluster-K tile (kernels/sm90_cluster_k.h): 64x32 or 64x64 output
-// tiles (DirectLaunch::tile_n), each one's K split across the CTAs of a
-// cluster, reduced in distributed shared memory.
-extern const DirectKernelEntry kSm90DirectClusterKBf16NN;
-extern const DirectKernelEntry kSm90DirectClusterKF16NN;
-// The grouped kernel (ragged windows: path kSm90Grouped), 128x128
-// ping-pong tiles, no C: bf16 NN, NT, TN and f16 NN (the planner's
-// HasGroupedKernel).
-extern const GroupedKernelEntry kSm90GroupedBf16NN;
-extern const GroupedKernelEntry kSm90GroupedBf16NT;
-extern const GroupedKernelEntry kSm90GroupedBf16TN;
-extern const GroupedKernelEntry kSm90GroupedF16NN;
-// ... and bf16 NN's wide tile (128x256 cooperative, cluster 1x2).
-extern const GroupedKernelEntry kSm90GroupedWideBf16NN;
-// Skinny kernels (m <= 16), bf16 / f16 NN and bf16 NT, sm_90 clusters.
-extern const SkinnyKernelEntry kSm90Skinny16Bf16NN;
-extern const SkinnyKernelEntry kSm90Skinny16F16NN;
-extern const SkinnyKernelEntry kSm90Skinny16Bf16NT;
-#endif
+// The kernels, entries of the types above, are the lines of the kernel
+// catalogue (ffi/kernels/catalogue.py); kernels/catalogue_entries.h,
+// generated from it, declares them for the registry.
 
 }  // namespace kernels
 }  // namespace jax_dynoff

@@ -1,7 +1,8 @@
 // The SM90 TF32 kernels (float32 in, out and C; float32 accumulation) and
-// the staging kernel in front of them: the declarations the registry and
-// the runners need, without CUTLASS (the configurations are in
-// sm90_tf32_gemm.h).
+// the staging kernel in front of them: why they are built as they are, and
+// the staging kernel's declarations, without CUTLASS (the configurations
+// are in sm90_tf32_gemm.h, the kernels in the kernel catalogue,
+// ffi/kernels/catalogue.py).
 //
 // Why the staging: wgmma reads 32-bit operands from shared memory K-major
 // only.  CUTLASS 4.2's SM90 builder serves MN-major 32-bit operands only
@@ -41,25 +42,6 @@
 
 namespace jax_dynoff {
 namespace kernels {
-
-#ifdef JAX_DYNOFF_WITH_SM90
-// Ptr-array TMA warp-specialized TF32 GEMMs, A K-major (row-major m x k),
-// B K-major (stored n x k): large 256x128x32 cooperative, cluster 1x2;
-// medium 128x128x32 ping-pong.
-extern const KernelEntry kSm90Tf32LargeNT;
-extern const KernelEntry kSm90Tf32MediumNT;
-// precision=HIGHEST (3xTF32 on the staged parts), for either tile path:
-// 128x128x32 cooperative with its accumulators promoted to CUDA-core
-// float32 every k-tile.  Measured on an H200 (256 x k x 192, uniform
-// [-1, 1], max error over the exact product's largest value): the wgmma
-// accumulation alone left 3xTF32 at 2.7e-5 (k = 2048) and 7.0e-5
-// (k = 8192); promoted, on the same design at 256x128 (which spilled 984
-// bytes of registers and ran at 0.58-0.74x of XLA's HIGHEST, hence this
-// tile, which passes the same accuracy tests), 7.2e-7 and 1.6e-6
-// (the exact SIMT kernel 1.5e-6 and 3.5e-6, XLA's HIGHEST 2.5e-7 and
-// 3.2e-7).
-extern const KernelEntry kSm90Tf32HighestNT;
-#endif
 
 // One operand's staging: for every batch item t, the rows x k matrix whose
 // element (r, p) sits at src[t] + r * row_stride + p * k_stride (elements)
