@@ -43,11 +43,9 @@ constexpr int64_t kMaxStagingBytes = int64_t{1} << 32;
 // The float32 direct kernel (B read in place through registers) against the
 // staged ptr-array kernel: the staging copy of B costs in proportion to
 // k * n, the register-sourced mainloop ~5% of the GEMM's m * n * k, so the
-// direct kernel wins below some m.  Measured on an H200, square NN
-// (benchmarks/results/2026-12-02-h200-1c34efb/, 3 mainloop stages): 2048:
-// 67 against 77 us; 4096: 453 against 463; 8192: 3520 against 3342; with
-// 4 stages under a sustained load (2026-12-03-h200-c737e31/): 8192: 3315
-// against 3267.
+// direct kernel wins below some m.  On an H200, square NN, it was faster at
+// 2048^3 and 4096^3 and slower at 8192^3, with 3 mainloop stages and with 4
+// under a sustained load (docs/design.md, float32 and TF32).
 constexpr int64_t kTf32DirectMaxM = 4096;
 
 const char* DTypeName(DType t) {

@@ -294,7 +294,8 @@ struct Sm90DirectGemm {
 }  // namespace kernels
 }  // namespace jax_dynoff
 
-// One line per kernel, in its family's translation unit (ffi/kernels/*.cu):
+// One line per kernel, which the build generates from its line in the
+// kernel catalogue (ffi/kernels/catalogue.py):
 //   JAX_DYNOFF_SM90_DIRECT_KERNEL(kSm90DirectLargeBf16NN,
 //                                 Sm90DirectLargeConfig, cutlass::bfloat16_t)
 // (..._T: the same with A and / or B transposed.)

@@ -71,7 +71,8 @@ struct Tf32Gemm {
 }  // namespace kernels
 }  // namespace jax_dynoff
 
-// One line per kernel, in its family's translation unit (ffi/kernels/*.cu):
+// One line per kernel, which the build generates from its line in the
+// kernel catalogue (ffi/kernels/catalogue.py):
 //   JAX_DYNOFF_TF32_KERNEL(kTf32NN, cutlass::layout::RowMajor,
 //                          cutlass::layout::RowMajor)
 #define JAX_DYNOFF_TF32_KERNEL(NAME, LA, LB)                                 \
