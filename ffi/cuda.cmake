@@ -4,7 +4,8 @@
 #   - ffi/cuda/ (the CUDA FFI handler, its runners, the small kernels around
 #     the GEMMs and the kernel registry) and the catalogue's CUTLASS 2.x
 #     kernels, compiled as SASS for every architecture in
-#     JAX_DYNOFF_CUDA_ARCHS (an "a" suffix is dropped for these: they use no
+#     JAX_DYNOFF_CUDA_ARCHS (by default the GPUs present, else 90a;80; an
+#     "a" suffix is dropped for these: they use no
 #     arch-specific feature) plus PTX of the lowest one for newer GPUs;
 #   - the catalogue's SM90 CUTLASS 3.x kernels, compiled only for sm_90a,
 #     and only when JAX_DYNOFF_CUDA_ARCHS lists 90a (then
@@ -13,11 +14,61 @@
 # GPU driver (the CPU handler still works there).  CUTLASS comes from the
 # nvidia-cutlass wheel; CCCL from <cuda>/include/cccl (CUDA 13 layout).
 
-set(JAX_DYNOFF_CUDA_ARCHS "90a;80" CACHE STRING
-    "CUDA architectures: 90a builds the SM90 TMA kernels; every entry gets the generic kernels")
+set(JAX_DYNOFF_CUDA_ARCHS "auto" CACHE STRING
+    "CUDA architectures (e.g. 90a;80: 90a builds the SM90 TMA kernels, every entry the generic ones); auto: the GPUs this machine has, else portable; portable: 90a;80")
 
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
+
+# --- auto: the architectures of the GPUs present (nvidia-smi), where nvcc
+# can build them all; else (no GPU, no driver, an architecture this nvcc
+# does not know) the portable set.  A build for the machine it runs on
+# skips the architectures it will never load.
+set(_jd_portable "90a;80")
+set(_jd_archs "${JAX_DYNOFF_CUDA_ARCHS}")
+if(_jd_archs STREQUAL "portable")
+  set(_jd_archs "${_jd_portable}")
+elseif(_jd_archs STREQUAL "auto")
+  set(_jd_archs "${_jd_portable}")
+  set(_jd_why "no GPU found by nvidia-smi")
+  execute_process(
+    COMMAND nvidia-smi --query-gpu=compute_cap --format=csv,noheader
+    OUTPUT_VARIABLE _jd_caps RESULT_VARIABLE _jd_rc ERROR_QUIET
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  execute_process(
+    COMMAND "${CMAKE_CUDA_COMPILER}" --list-gpu-arch
+    OUTPUT_VARIABLE _jd_known RESULT_VARIABLE _jd_rc2 ERROR_QUIET)
+  if(_jd_rc EQUAL 0 AND NOT _jd_caps STREQUAL "")
+    string(REPLACE "\n" ";" _jd_caps "${_jd_caps}")
+    set(_jd_found)
+    set(_jd_ok ON)
+    foreach(cap IN LISTS _jd_caps)
+      string(STRIP "${cap}" cap)
+      if(NOT cap MATCHES "^([0-9]+)\\.([0-9]+)$")
+        set(_jd_ok OFF)
+        set(_jd_why "nvidia-smi said '${cap}'")
+        break()
+      endif()
+      set(_num "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+      if(NOT _jd_rc2 EQUAL 0 OR NOT _jd_known MATCHES "compute_${_num}")
+        set(_jd_ok OFF)
+        set(_jd_why "nvcc cannot build sm_${_num}")
+        break()
+      endif()
+      # sm_90's TMA kernels need the arch-specific target.
+      if(_num STREQUAL "90")
+        set(_num "90a")
+      endif()
+      list(APPEND _jd_found "${_num}")
+    endforeach()
+    if(_jd_ok AND _jd_found)
+      list(REMOVE_DUPLICATES _jd_found)
+      set(_jd_archs "${_jd_found}")
+      set(_jd_why "the GPUs present")
+    endif()
+  endif()
+  message(STATUS "jax_dynoff: JAX_DYNOFF_CUDA_ARCHS=auto -> ${_jd_archs} (${_jd_why})")
+endif()
 
 execute_process(
   COMMAND "${Python_EXECUTABLE}" -c
@@ -43,7 +94,7 @@ endforeach()
 set(_jd_generic_gencode)
 set(_jd_with_sm90 OFF)
 set(_jd_lowest "")
-foreach(arch IN LISTS JAX_DYNOFF_CUDA_ARCHS)
+foreach(arch IN LISTS _jd_archs)
   if(arch MATCHES "^([0-9]+)a?$")
     set(_num "${CMAKE_MATCH_1}")
   else()
@@ -63,7 +114,7 @@ endif()
 list(APPEND _jd_generic_gencode
      "-gencode=arch=compute_${_jd_lowest},code=compute_${_jd_lowest}")
 list(REMOVE_DUPLICATES _jd_generic_gencode)
-string(REPLACE ";" "," _jd_archs_str "${JAX_DYNOFF_CUDA_ARCHS}")
+string(REPLACE ";" "," _jd_archs_str "${_jd_archs}")
 
 set(_jd_cuda_flags
     --expt-relaxed-constexpr
@@ -120,5 +171,5 @@ endif()
 set_target_properties(_jax_dynoff PROPERTIES CUDA_ARCHITECTURES OFF)
 target_compile_definitions(_jax_dynoff PRIVATE JAX_DYNOFF_WITH_CUDA)
 target_link_libraries(_jax_dynoff PRIVATE CUDA::cudart_static)
-message(STATUS "jax_dynoff: CUDA archs ${JAX_DYNOFF_CUDA_ARCHS} "
+message(STATUS "jax_dynoff: CUDA archs ${_jd_archs} "
                "(generic: ${_jd_generic_gencode}; sm90 kernels: ${_jd_with_sm90})")
