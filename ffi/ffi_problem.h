@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "desc_decode.h"
 #include "gemm_problem.h"
 #include "xla/ffi/api/ffi.h"
 

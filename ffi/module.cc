@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "desc_decode.h"
 #include "gemm_problem.h"
 #include "handlers.h"
 #include "plan.h"
