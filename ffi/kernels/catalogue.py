@@ -14,19 +14,14 @@ struct in the family's header).  CMake runs this file at configure time
 
   python ffi/kernels/catalogue.py OUT_DIR
 
-and it writes, under OUT_DIR:
-
-  kernels/<unit>.cu               one instantiation unit per UNITS entry
-  kernels/catalogue_table.h       the table as constexpr C++ (plain C++: the
-                                  planner searches it in every build, the
-                                  registry too; kernels/catalogue.h)
-  kernels/catalogue_entries.h     the entries' declarations and the entry
-                                  each line has in this build (the registry)
-  kernels/catalogue_build_info.h  the kernels as BuildInfo lists them
-  catalogue.cmake                 the units' source lists (ffi/cuda.cmake)
-
-A file whose text is unchanged is left alone, so that a reconfigure does
-not rebuild the units.
+and it writes, under OUT_DIR: kernels/<unit>.cu (one instantiation unit
+per UNITS entry); kernels/catalogue_table.h (the table as constexpr plain
+C++, which the planner searches in every build and the registry too:
+kernels/catalogue.h); kernels/catalogue_entries.h (the entries'
+declarations, and the entry each line has in this build: the registry);
+kernels/catalogue_build_info.h (the kernels as BuildInfo lists them); and
+catalogue.cmake (the units' source lists: ffi/cuda.cmake).  A file whose
+text is unchanged is left alone, so a reconfigure rebuilds no unit.
 """
 
 import collections
