@@ -156,6 +156,29 @@ bool Check(int m, int n, int k, int split, float beta, bool tb = false) {
 // scheduling policy and the dynamic shared memory (at least the kernel's)
 // given: whether the placement of its clusters costs.
 int g_policy = 0, g_smem = 0;
+
+// A launch of `grid` CTAs of `threads` in clusters of `cluster` along x,
+// placed by g_policy; `attr` holds the attributes the config points to.
+cudaLaunchConfig_t ClusterConfig(int grid, int threads, int smem,
+                                 cudaStream_t st, int cluster,
+                                 cudaLaunchAttribute (&attr)[2]) {
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
+  attr[1].val.clusterSchedulingPolicyPreference =
+      g_policy ? cudaClusterSchedulingPolicyLoadBalancing
+               : cudaClusterSchedulingPolicySpread;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = st;
+  config.attrs = attr;
+  config.numAttrs = 2;
+  return config;
+}
+
 template <bool TB>
 std::string RunPlaced(const SkinnyLaunch& l) {
   namespace sk = jax_dynoff::kernels::skinny;
@@ -165,20 +188,8 @@ std::string RunPlaced(const SkinnyLaunch& l) {
   CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = l.split_k;
-  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-  attr[1].val.clusterSchedulingPolicyPreference =
-      g_policy ? cudaClusterSchedulingPolicyLoadBalancing
-               : cudaClusterSchedulingPolicySpread;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((l.n + 127) / 128 * l.split_k);
-  config.blockDim = dim3(128);
-  config.dynamicSmemBytes = smem;
-  config.stream = l.stream;
-  config.attrs = attr;
-  config.numAttrs = 2;
+  const cudaLaunchConfig_t config = ClusterConfig(
+      (l.n + 127) / 128 * l.split_k, 128, smem, l.stream, l.split_k, attr);
   const cudaError_t e = cudaLaunchKernelEx(&config, fn, l);
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
@@ -375,8 +386,36 @@ __global__ void Stream(const uint4* p, size_t n, uint32_t* out) {
   if (acc == 0x12345678u) out[blockIdx.x] = acc;
 }
 
-// us per GEMM: `L` GEMMs captured in one CUDA graph (JAX's loops run as
-// graphs), each reading layer i % L of B (cold: B streams from HBM) or
+// us per launch of enqueue(i), i < `launches`, captured in one CUDA graph
+// on `st` (JAX's loops run as graphs), replayed 3 times to warm up, then
+// `reps` times between two events.
+template <typename Enqueue>
+double GraphUsPerLaunch(cudaStream_t st, int launches, int reps,
+                        Enqueue enqueue) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < launches; ++i) enqueue(i);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  for (int w = 0; w < 3; ++w) CK(cudaGraphLaunch(ge, st));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventRecord(e0, st));
+  for (int r = 0; r < reps; ++r) CK(cudaGraphLaunch(ge, st));
+  CK(cudaEventRecord(e1, st));
+  CK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return ms * 1e3 / (double(reps) * launches);
+}
+
+// us per GEMM: `L` GEMMs captured in one CUDA graph (GraphUsPerLaunch), each reading layer i % L of B (cold: B streams from HBM) or
 // layer 0 every time (hot: B stays in L2), replayed `reps` times.
 // dyn_a: A's rows start at table[i] * m, read on the device (as in a loop
 // over rows at table offsets: two dependent reads before A's address).
@@ -391,13 +430,10 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
   CK(cudaMalloc(&a, size_t(4 * m) * k * 2));
   CK(cudaMalloc(&b, size_t(L) * k * n * 2));
   CK(cudaMalloc(&d, size_t(m) * n * 2));
-  Fill<<<1024, 256>>>(a, size_t(m) * k, 5);
+  Fill<<<1024, 256>>>(a, size_t(4 * m) * k, 5);
   Fill<<<1024, 256>>>(b, size_t(L) * k * n, 6);
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
   if (split == 0) split = SkinnySplit(n, k, sms);
   SkinnyLaunch l;
   l.m = m; l.n = n; l.k = k; l.alpha = 1.f; l.beta = 0.f;
@@ -416,30 +452,16 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
   l.split_k = split;
   l.sm_count = sms;
   l.stream = st;
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < L; ++i) {
+  const double us = GraphUsPerLaunch(st, L, reps, [&](int i) {
     SkinnyLaunch li = l;
     li.b = Op(b + size_t(hot ? 0 : i) * k * n, tb ? k : n);
     std::string r = run(li);
     if (!r.empty()) { std::printf("%s\n", r.c_str()); std::exit(1); }
-  }
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  for (int w = 0; w < 3; ++w) CK(cudaGraphLaunch(ge, st));
-  CK(cudaEventRecord(e0, st));
-  for (int r = 0; r < reps; ++r) CK(cudaGraphLaunch(ge, st));
-  CK(cudaEventRecord(e1, st));
-  CK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
-  const double us = ms * 1e3 / (reps * L), bytes = double(k) * n * 2;
+  });
+  const double bytes = double(k) * n * 2;
   std::printf("time %-12s %s %s%s m=%3d n=%5d k=%5d split=%d: %7.2f us  %5.2f TB/s\n",
               label, tb ? "NT" : "NN", hot ? "hot " : "cold", dyn_a ? " dynA" : "",
               m, n, k, split, us, bytes / us / 1e6);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
   cudaFree(a); cudaFree(b); cudaFree(d); cudaFree(idx);
   cudaStreamDestroy(st);
 }
@@ -457,49 +479,20 @@ void TimeStream(int n, int k, int ctas, int threads, bool hot, int cluster = 1,
   CK(cudaMemset(b, 1, L * elems * 16));
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
   if (smem > 48 * 1024)
     CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&Stream),
                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  for (int i = 0; i < L; ++i) {
+  const double us = GraphUsPerLaunch(st, L, reps, [&](int i) {
     cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster;
-    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-    attr[1].val.clusterSchedulingPolicyPreference =
-        g_policy ? cudaClusterSchedulingPolicyLoadBalancing
-                 : cudaClusterSchedulingPolicySpread;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(ctas);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = smem;
-    config.stream = st;
-    config.attrs = attr;
-    config.numAttrs = 2;
+    const cudaLaunchConfig_t config =
+        ClusterConfig(ctas, threads, smem, st, cluster, attr);
     const uint4* bi = b + (hot ? 0 : i) * elems;
     CK(cudaLaunchKernelEx(&config, &Stream, bi, elems, out));
-  }
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  for (int w = 0; w < 3; ++w) CK(cudaGraphLaunch(ge, st));
-  CK(cudaEventRecord(e0, st));
-  for (int r = 0; r < reps; ++r) CK(cudaGraphLaunch(ge, st));
-  CK(cudaEventRecord(e1, st));
-  CK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
-  const double us = ms * 1e3 / (reps * L), bytes = double(k) * n * 2;
+  });
+  const double bytes = double(k) * n * 2;
   std::printf("time stream %4dx%-4d c%d s%-3d %s      n=%5d k=%5d:         %7.2f us  "
               "%5.2f TB/s\n", ctas, threads, cluster, smem / 1024,
               hot ? "hot " : "cold", n, k, us, bytes / us / 1e6);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
   cudaFree(b); cudaFree(out);
   cudaStreamDestroy(st);
 }
