@@ -312,14 +312,14 @@ const float* ColsOf(const float* b, int64_t ldb, bool trans, int64_t lo) {
 }
 
 ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
-                   ffi::RemainingRets rets, ffi::Span<const int64_t> desc,
-                   double alpha, double beta) {
+                   ffi::RemainingRets rets, ffi::Dictionary attrs) {
   GemmProblem p;
-  if (ffi::Error e = DecodeCall(args, rets, desc, alpha, beta, &p);
+  if (ffi::Error e = DecodeCall(args, rets, attrs, &p);
       e.failure())
     return e;
   const ffi::AnyBuffer d_buf = **rets.get<ffi::AnyBuffer>(0);
   const int64_t m = p.m, n = p.n, k = p.k;
+  const double alpha = p.alpha, beta = p.beta;
   auto base = [&](const OperandDesc& op) -> void* {
     return op.arg < 0 ? d_buf.untyped_data()
                       : (*args.get<ffi::AnyBuffer>(op.arg)).untyped_data();
@@ -500,9 +500,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kCpuGemm, CpuGemm,
                                   .Ctx<ffi::ThreadPool>()
                                   .RemainingArgs()
                                   .RemainingRets()
-                                  .Attr<ffi::Span<const int64_t>>("desc")
-                                  .Attr<double>("alpha")
-                                  .Attr<double>("beta"));
+                                  .Attrs<ffi::Dictionary>());
 
 XLA_FFI_Handler* CpuGemmHandler() { return kCpuGemm; }
 

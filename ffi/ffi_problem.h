@@ -4,9 +4,11 @@
 #define JAX_DYNOFF_FFI_PROBLEM_H_
 
 #include <cstdint>
-#include <string>
+#include <memory>
+#include <string_view>
+#include <vector>
 
-#include "desc_decode.h"
+#include "call_attrs.h"
 #include "gemm_problem.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -23,6 +25,55 @@ inline int64_t DTypeCode(ffi::DataType t) {
   }
 }
 
+// The call's attributes as XLA's FFI hands them (a dictionary, nested
+// dictionaries for the operands, options, plan and slots), for
+// DecodeCallAttrs.
+class FfiAttrs : public AttrReader {
+ public:
+  explicit FfiAttrs(ffi::Dictionary d) : d_(d) {}
+  bool Has(std::string_view name) const override { return d_.contains(name); }
+  std::string Int(std::string_view name, int64_t* v) const override {
+    return Get(name, v);
+  }
+  std::string Bool(std::string_view name, bool* v) const override {
+    return Get(name, v);
+  }
+  std::string Float(std::string_view name, double* v) const override {
+    return Get(name, v);
+  }
+  std::string Str(std::string_view name, std::string* v) const override {
+    std::string_view s;
+    std::string why = Get(name, &s);
+    if (why.empty()) *v = std::string(s);
+    return why;
+  }
+  std::string Ints(std::string_view name,
+                   std::vector<int64_t>* v) const override {
+    ffi::Span<const int64_t> s;
+    std::string why = Get(name, &s);
+    if (why.empty()) v->assign(s.begin(), s.end());
+    return why;
+  }
+  std::string Dict(std::string_view name,
+                   std::unique_ptr<AttrReader>* v) const override {
+    ffi::Dictionary d(nullptr);
+    std::string why = Get(name, &d);
+    if (why.empty()) *v = std::make_unique<FfiAttrs>(d);
+    return why;
+  }
+
+ private:
+  template <typename T>
+  std::string Get(std::string_view name, T* v) const {
+    if (!d_.contains(name)) return "missing";
+    ffi::ErrorOr<T> got = d_.get<T>(name);
+    if (!got.has_value()) return got.error().message();
+    *v = *got;
+    return "";
+  }
+  ffi::Dictionary d_;
+};
+
 inline BufferInfo Info(const ffi::AnyBuffer& b) {
   BufferInfo info;
   info.dtype_code = DTypeCode(b.element_type());
@@ -33,7 +84,7 @@ inline BufferInfo Info(const ffi::AnyBuffer& b) {
   return info;
 }
 
-// Checks a decoded problem (DecodeDesc) against one call's buffers and sets
+// Checks a decoded problem (DecodeCallAttrs) against one call's buffers and sets
 // what depends on them (p->offsets_batched).  After success, ret 0 is D and
 // every arg is a buffer, so `*rets.get<ffi::AnyBuffer>(0)` and
 // `*args.get<...>(i)` hold.
@@ -56,14 +107,12 @@ inline ffi::Error CheckCall(const ffi::RemainingArgs& args,
   return ffi::Error::Success();
 }
 
-// Decodes `desc` and validates one call against it (the CPU handler, which
-// keeps no state between calls).
+// Decodes the call's attributes and validates one call against them (the
+// CPU handler, which keeps no state between calls).
 inline ffi::Error DecodeCall(const ffi::RemainingArgs& args,
                              const ffi::RemainingRets& rets,
-                             ffi::Span<const int64_t> desc, double alpha,
-                             double beta, GemmProblem* p) {
-  std::string msg = DecodeDesc(desc.begin(), static_cast<int64_t>(desc.size()),
-                               alpha, beta, p);
+                             ffi::Dictionary attrs, GemmProblem* p) {
+  std::string msg = DecodeCallAttrs(FfiAttrs(attrs), p);
   if (!msg.empty()) return ffi::Error::InvalidArgument(msg);
   return CheckCall(args, rets, p);
 }

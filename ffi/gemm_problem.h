@@ -1,9 +1,9 @@
 // The GEMM problem as both FFI handlers see it.
 //
-// Python (jax_dynoff/lowering.py) encodes everything static about one call
-// into a flat int64 attribute `desc`; this header decodes and validates it
-// against the buffers XLA hands the handler, and defines the one clamping
-// rule every backend uses.  Plain C++17: no CUTLASS, no CUDA runtime, so the
+// Python (jax_dynoff/lowering.py) passes everything static about one call
+// as named attributes, which call_attrs.h decodes into a GemmProblem and
+// validates against the buffers XLA hands the handler; this header defines
+// the problem and the one clamping rule every backend uses.  Plain C++17: no CUTLASS, no CUDA runtime, so the
 // CPU handler, the CUDA handler and device code all share it
 // (JAX_DYNOFF_HD marks the functions device code calls).
 //
@@ -20,7 +20,7 @@
 //          kOwn, the caller's `out` when there is one: only there for the
 //          input/output alias, never read), then the integer operands the
 //          dynamic starts come from.  Each dynamic start is a slot, and
-//          desc's slot section says where its value comes from
+//          the `slots` attribute says where its value comes from
 //          (SlotSource): an element of the offsets vector (one S32 or S64
 //          vector made by one XLA fusion: V vector slots; unbatched: V
 //          elements, vector slot v at v; batched: V x batch, item t of
@@ -35,7 +35,12 @@
 //   rets:  ret 0 is D (aliased to `out` when the call has one, so it already
 //          holds out's contents); on CUDA, ret 1 is a U8 workspace whose size
 //          the Python side fixed at trace time.
-//   attrs: desc (int64 array, below), alpha and beta (f64).
+//   attrs: named and typed (call_attrs.h reads them; jax_dynoff/spec.py's
+//          call_attrs writes them): the product (m, n, k, dtypes,
+//          transposes, c_mode, precision, alpha, beta, batch_shape), one
+//          dictionary per operand (a, b, c, d: its array, window, starts
+//          and their slots), the slots' sources, the caller's options and
+//          the planner's answer (plan).
 #ifndef JAX_DYNOFF_GEMM_PROBLEM_H_
 #define JAX_DYNOFF_GEMM_PROBLEM_H_
 
@@ -50,7 +55,6 @@
 
 namespace jax_dynoff {
 
-inline constexpr int64_t kDescVersion = 5;
 inline constexpr int kMaxRank = 8;       // rank of one operand's array
 inline constexpr int kMaxBatchRank = 4;  // nested vmaps
 inline constexpr int kNumOperands = 4;   // A, B, C, D
@@ -81,37 +85,10 @@ enum class Path : int64_t {
 };
 inline constexpr int64_t kNumPaths = 9;
 
-// Offsets into `desc`.
-namespace desc {
-inline constexpr int kVersion = 0, kM = 1, kN = 2, kK = 3, kInDType = 4,
-                     kOutDType = 5, kTransA = 6, kTransB = 7, kCMode = 8,
-                     kPrecision = 9, kPath = 10, kSplitK = 11, kBatchRank = 12,
-                     kBatchShape = 13,  // kMaxBatchRank entries
-                     kOffsetsArg = 17,  // FFI arg of the offsets, or -1
-                     kOptions = 18,     // switch bits (namespace opt)
-                     kDirectTile = 19,  // forced direct tile, 0: none
-                     kKernel = 20;      // the planned kernel (planner.h)
-inline constexpr int kHeaderSize = 21;
-// One block per operand, in the order A, B, C, D.
-inline constexpr int kPresent = 0, kArg = 1, kRank = 2, kBatchedMask = 3,
-                     kDims = 4, kWin = kDims + kMaxRank,
-                     kStart = kWin + kMaxRank, kStartArg = kStart + kMaxRank,
-                     // A ragged window: the flag, its valid extents (rows,
-                     // cols; static, already clamped) and their slots (-1:
-                     // static).  A plain window: 0, its extents, -1, -1.
-                     kRagged = kStartArg + kMaxRank, kValid = kRagged + 1,
-                     kValidArg = kValid + 2;
-inline constexpr int kBlockSize = kValidArg + 2;  // 41
-// After the blocks, one entry per possible slot: kind, arg, table, mul,
-// add, bits (SlotSource).
-inline constexpr int kSlots = kHeaderSize + kNumOperands * kBlockSize;
-inline constexpr int kSlotEntry = 6;
-inline constexpr int kSize = kSlots + kMaxSlots * kSlotEntry;
-}  // namespace desc
 
 // Where one dynamic start (a slot) comes from.
 enum class SlotKind : int64_t {
-  kVector = 0,  // element `arg` of the offsets vector (desc kOffsetsArg)
+  kVector = 0,  // element `arg` of the offsets vector (offsets_arg)
   kScalar = 1,  // FFI arg `arg`: an S32 / S64 scalar, the start itself
   kLookup = 2,  // FFI arg `table` (an S32 / S64 vector of L >= 1 entries) at
                 // index ClampStart(FFI arg `arg`, L, 1): lax.dynamic_slice's
@@ -130,22 +107,50 @@ struct SlotSource {
   int64_t mul = 1, add = 0, bits = 64;
 };
 
-// The caller's kernel options (jax_dynoff.KernelOptions) that the CUDA
-// handler applies itself; the planner applied the rest before the path was
-// chosen.  Bits of desc[kOptions]:
-namespace opt {
-inline constexpr int64_t kNoSm90 = 1,  // generic kernel for 16-bit inputs
-    kNoTf32 = 2,                       // exact SIMT kernel for float32
-    kNoDirect = 4,                     // ptr-array kernel, never a direct one
-    kNoSkinny = 8,                     // the tiny tile for the skinny path
-    kNondeterministic = 16,            // split-K partials added as they come
-    kAll = 31;
-// desc[kDirectTile]: 0, or 1 + the index of the tile in
-// jax_dynoff/options.py's DIRECT_TILES (large, wide, medium, small_m,
-// tiny, split_k, cluster_k); planner.h's DirectTile names them and checks
-// this count.
-inline constexpr int64_t kNumDirectTiles = 7;
-}  // namespace opt
+// The SM90 ptr-array tiles, in KernelOptions.tile's order
+// (jax_dynoff/options.py SM90_TILES; bigger first: ties go to the first).
+enum class Sm90Tile : int { kLarge = 0, kMedium, kSmallM, kTiny };
+inline constexpr int kNumSm90Tiles = 4;
+
+// The direct tiles (kernels/sm90_direct.h) in options.py DIRECT_TILES'
+// order after kNone (the ptr-array kernel).
+enum class DirectTile : int64_t {
+  kNone = 0, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK, kClusterK
+};
+inline constexpr int kNumDirectTiles = 7;  // kNone aside
+
+// The grouped kernel's tiles (kernels/sm90_grouped.h says why each exists).
+enum class GroupedTile : int64_t { kMedium = 0, kWide };
+inline constexpr int kNumGroupedTiles = 2;
+
+// The caller's KernelOptions (jax_dynoff/options.py) that reach C++, all
+// of them by one channel (the call's `options` attribute): the planner
+// reads the ones that choose the plan, the CUDA handler the switches.
+struct CallOptions {
+  bool sm90 = true;           // False: the generic kernel for 16-bit inputs
+  bool tf32 = true;           // False: the exact SIMT kernel for float32
+  bool direct = true;         // False: ptr-array kernels, never a direct one
+  bool skinny = true;         // False: the tiny tile for the skinny path
+  bool deterministic = true;  // False: split-K partials added as they come
+  bool split_k = false;       // plan split-K where it can run
+  int64_t split_k_slices = 0;              // forced slice count, 0: none
+  int tile = -1;                           // forced Sm90Tile, -1: none
+  int grouped_tile = -1;                   // forced GroupedTile, -1: none
+  DirectTile direct_tile = DirectTile::kNone;  // forced direct tile
+};
+
+// The planner's answer within its path (the call's `plan` attribute,
+// beside path and split_k; planner.h PlanGemm makes it).
+struct PlannedKernel {
+  // The direct tile standing in for the planned path's ptr-array kernel
+  // (the skinny path: for its fallback, the tiny tile); kNone: none.
+  DirectTile direct = DirectTile::kNone;
+  int skinny_split = 0;  // the skinny path: CTAs per column tile, else 0
+  // The cluster-K direct tile (direct == kClusterK, as the path's tile or
+  // the skinny path's fallback): its width (32 or 64), else 0.
+  int cluster_k_tile_n = 0;
+  GroupedTile grouped_tile = GroupedTile::kMedium;  // sm90_grouped's tile
+};
 
 // lax.dynamic_slice's rule for one start: negative starts count from the end,
 // then the window is moved inside the array.  Total for every int64 value.
@@ -204,9 +209,8 @@ struct GemmProblem {
   int64_t offsets_arg = -1;
   int64_t num_vector_slots = 0;
   bool offsets_batched = false;
-  int64_t options = 0;       // namespace opt bits
-  int64_t direct_tile = 0;   // desc[kDirectTile]
-  int64_t kernel = 0;        // desc[kKernel]: EncodeKernel (planner.h)
+  CallOptions opts;
+  PlannedKernel planned;  // with path and split_k: the planner's answer
 
   // Multi-index of flat batch item t along batch dim j (row-major).
   JAX_DYNOFF_HD int64_t BatchIndex(int64_t t, int j) const {
@@ -296,7 +300,7 @@ void ResolveSlots(const GemmProblem& p, ArgFn arg, SlotRef* out) {
       const ArgData v = arg(s.arg);
       r.value = v.data;
       r.value64 = v.is64;
-      r.mul = static_cast<int32_t>(s.mul);  // DecodeDesc: int32 range
+      r.mul = static_cast<int32_t>(s.mul);  // DecodeCallAttrs: int32 range
       r.add = static_cast<int32_t>(s.add);
       r.wrap32 = s.bits == 32;
       if (s.kind == SlotKind::kLookup) {

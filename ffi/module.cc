@@ -4,13 +4,16 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
+#include <string_view>
 #include <string>
 #include <vector>
 
-#include "desc_decode.h"
+#include "call_attrs.h"
 #include "gemm_problem.h"
 #include "handlers.h"
+#include "launch_choice.h"
 #include "plan.h"
 #include "planner.h"
 
@@ -22,11 +25,74 @@ nb::capsule Capsule(XLA_FFI_Handler* handler) {
   return nb::capsule(reinterpret_cast<void*>(handler));
 }
 
-jax_dynoff::GemmProblem DecodeOrThrow(const std::vector<int64_t>& desc,
-                                      double alpha, double beta) {
+// A call's attributes as a Python dict (jax_dynoff/spec.py call_attrs,
+// before the lowering turns them into MLIR attributes): ints, bools,
+// floats, strs, sequences of ints and nested dicts.
+class PyAttrs : public jax_dynoff::AttrReader {
+ public:
+  explicit PyAttrs(nb::dict d) : d_(std::move(d)) {}
+  bool Has(std::string_view name) const override {
+    return d_.contains(Key(name));
+  }
+  std::string Int(std::string_view name, int64_t* v) const override {
+    nb::object o;
+    if (!Find(name, &o)) return "missing";
+    if (nb::isinstance<nb::bool_>(o) || !nb::try_cast(o, *v))
+      return "not an integer";
+    return "";
+  }
+  std::string Bool(std::string_view name, bool* v) const override {
+    nb::object o;
+    if (!Find(name, &o)) return "missing";
+    if (!nb::isinstance<nb::bool_>(o)) return "not a bool";
+    *v = nb::cast<bool>(o);
+    return "";
+  }
+  std::string Float(std::string_view name, double* v) const override {
+    nb::object o;
+    if (!Find(name, &o)) return "missing";
+    if (!nb::try_cast(o, *v)) return "not a number";
+    return "";
+  }
+  std::string Str(std::string_view name, std::string* v) const override {
+    nb::object o;
+    if (!Find(name, &o)) return "missing";
+    if (!nb::isinstance<nb::str>(o)) return "not a str";
+    *v = nb::cast<std::string>(o);
+    return "";
+  }
+  std::string Ints(std::string_view name,
+                   std::vector<int64_t>* v) const override {
+    nb::object o;
+    if (!Find(name, &o)) return "missing";
+    if (!nb::try_cast(o, *v)) return "not a sequence of integers";
+    return "";
+  }
+  std::string Dict(std::string_view name,
+                   std::unique_ptr<jax_dynoff::AttrReader>* v) const override {
+    nb::object o;
+    if (!Find(name, &o)) return "missing";
+    if (!nb::isinstance<nb::dict>(o)) return "not a dict";
+    *v = std::make_unique<PyAttrs>(nb::borrow<nb::dict>(o));
+    return "";
+  }
+
+ private:
+  static nb::str Key(std::string_view name) {
+    return nb::str(name.data(), name.size());
+  }
+  bool Find(std::string_view name, nb::object* o) const {
+    const nb::str key = Key(name);
+    if (!d_.contains(key)) return false;
+    *o = d_[key];
+    return true;
+  }
+  nb::dict d_;
+};
+
+jax_dynoff::GemmProblem DecodeOrThrow(const nb::dict& attrs) {
   jax_dynoff::GemmProblem p;
-  const std::string msg = jax_dynoff::DecodeDesc(
-      desc.data(), static_cast<int64_t>(desc.size()), alpha, beta, &p);
+  const std::string msg = jax_dynoff::DecodeCallAttrs(PyAttrs(attrs), &p);
   if (!msg.empty()) throw std::invalid_argument(msg);
   return p;
 }
@@ -64,7 +130,15 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   d["error"] = k.error;
   d["path"] = PathName(k.path);
   d["split_k"] = k.split_k;
-  d["kernel"] = KernelCode(k);
+  // The planned kernel within the path: what the call's `plan` attribute
+  // carries beside path and split_k.
+  nb::dict kernel;
+  kernel["direct_tile"] = k.kernel.direct == DirectTile::kNone
+                              ? "" : DirectTileName(k.kernel.direct);
+  kernel["skinny_split"] = k.kernel.skinny_split;
+  kernel["cluster_k_tile_n"] = k.kernel.cluster_k_tile_n;
+  kernel["grouped_tile"] = GroupedTileName(k.kernel.grouped_tile);
+  d["kernel"] = kernel;
   d["direct_tile"] = k.direct == DirectTile::kNone
                          ? nb::object(nb::none())
                          : nb::object(nb::str(DirectTileName(k.direct)));
@@ -78,7 +152,7 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   d["split_k_direct_reasons"] = List(k.split_k_direct_reasons);
   d["grouped_reasons"] = List(k.grouped_reasons);
   d["grouped_tile"] = k.path == Path::kSm90Grouped
-                          ? nb::object(nb::str(GroupedTileName(k.grouped_tile)))
+                          ? nb::object(nb::str(GroupedTileName(k.kernel.grouped_tile)))
                           : nb::object(nb::none());
   nb::dict align;  // insertion order: a, b, d, c
   for (const auto& [name, why] : k.alignment) align[name.c_str()] = List(why);
@@ -97,83 +171,24 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   return d;
 }
 
-// The desc's layout and every code in it (gemm_problem.h), for
-// jax_dynoff/spec.py, which encodes the desc: the numbers live here only.
-nb::dict DescCodes() {
-  namespace d = jax_dynoff::desc;
-  using jax_dynoff::DType;
+// The contract's limits and the one code it carries (a slot's kind, in
+// an integer array), for jax_dynoff/spec.py: the numbers live here only;
+// everything else in the call's attributes is a name.
+nb::dict CallCodes() {
+  using jax_dynoff::SlotKind;
   nb::dict c;
-  c["version"] = jax_dynoff::kDescVersion;
   c["max_rank"] = jax_dynoff::kMaxRank;
   c["max_batch_rank"] = jax_dynoff::kMaxBatchRank;
   c["max_slots"] = jax_dynoff::kMaxSlots;
-  nb::dict header;  // field -> index of the header
-  header["version"] = d::kVersion;
-  header["m"] = d::kM;
-  header["n"] = d::kN;
-  header["k"] = d::kK;
-  header["in_dtype"] = d::kInDType;
-  header["out_dtype"] = d::kOutDType;
-  header["trans_a"] = d::kTransA;
-  header["trans_b"] = d::kTransB;
-  header["c_mode"] = d::kCMode;
-  header["precision"] = d::kPrecision;
-  header["path"] = d::kPath;
-  header["split_k"] = d::kSplitK;
-  header["batch_rank"] = d::kBatchRank;
-  header["batch_shape"] = d::kBatchShape;
-  header["offsets_arg"] = d::kOffsetsArg;
-  header["options"] = d::kOptions;
-  header["direct_tile"] = d::kDirectTile;
-  header["kernel"] = d::kKernel;
-  c["header"] = header;
-  c["header_size"] = d::kHeaderSize;
-  nb::dict block;  // field -> index within an operand's block
-  block["present"] = d::kPresent;
-  block["arg"] = d::kArg;
-  block["rank"] = d::kRank;
-  block["batched_mask"] = d::kBatchedMask;
-  block["dims"] = d::kDims;
-  block["win"] = d::kWin;
-  block["start"] = d::kStart;
-  block["start_arg"] = d::kStartArg;
-  block["ragged"] = d::kRagged;
-  block["valid"] = d::kValid;
-  block["valid_arg"] = d::kValidArg;
-  c["block"] = block;
-  c["block_size"] = d::kBlockSize;
-  c["slots_at"] = d::kSlots;
-  c["slot_entry"] = d::kSlotEntry;
-  c["size"] = d::kSize;
-  nb::dict dtypes;  // numpy dtype name -> DType
-  dtypes["float32"] = static_cast<int64_t>(DType::kF32);
-  dtypes["float16"] = static_cast<int64_t>(DType::kF16);
-  dtypes["bfloat16"] = static_cast<int64_t>(DType::kBF16);
+  nb::list dtypes;  // numpy's names of the dtypes a call takes
+  for (int t = 0; t < 3; ++t)
+    dtypes.append(jax_dynoff::DTypeName(static_cast<jax_dynoff::DType>(t)));
   c["dtypes"] = dtypes;
-  nb::dict c_modes;
-  c_modes["none"] = static_cast<int64_t>(jax_dynoff::CMode::kNone);
-  c_modes["own"] = static_cast<int64_t>(jax_dynoff::CMode::kOwn);
-  c_modes["from_d"] = static_cast<int64_t>(jax_dynoff::CMode::kFromD);
-  c["c_modes"] = c_modes;
-  nb::dict precisions;
-  precisions["default"] =
-      static_cast<int64_t>(jax_dynoff::Precision::kDefault);
-  precisions["highest"] =
-      static_cast<int64_t>(jax_dynoff::Precision::kHighest);
-  c["precisions"] = precisions;
   nb::dict slot_kinds;
-  slot_kinds["vector"] = static_cast<int64_t>(jax_dynoff::SlotKind::kVector);
-  slot_kinds["scalar"] = static_cast<int64_t>(jax_dynoff::SlotKind::kScalar);
-  slot_kinds["lookup"] = static_cast<int64_t>(jax_dynoff::SlotKind::kLookup);
+  slot_kinds["vector"] = static_cast<int64_t>(SlotKind::kVector);
+  slot_kinds["scalar"] = static_cast<int64_t>(SlotKind::kScalar);
+  slot_kinds["lookup"] = static_cast<int64_t>(SlotKind::kLookup);
   c["slot_kinds"] = slot_kinds;
-  nb::dict options;  // the handler's switch bits (namespace opt)
-  options["no_sm90"] = jax_dynoff::opt::kNoSm90;
-  options["no_tf32"] = jax_dynoff::opt::kNoTf32;
-  options["no_direct"] = jax_dynoff::opt::kNoDirect;
-  options["no_skinny"] = jax_dynoff::opt::kNoSkinny;
-  options["nondeterministic"] = jax_dynoff::opt::kNondeterministic;
-  c["options"] = options;
-  c["num_direct_tiles"] = jax_dynoff::opt::kNumDirectTiles;
   return c;
 }
 
@@ -262,48 +277,63 @@ NB_MODULE(_jax_dynoff, m) {
 #endif
     return platforms;
   });
-  // The CUDA handler's workspace layout for a desc (jax_dynoff/plan.py
-  // sizes the workspace result with it): the formula lives in plan.h.
-  m.def("workspace_layout", [](const std::vector<int64_t>& desc, double alpha,
-                               double beta) {
-    return LayoutDict(jax_dynoff::Layout(DecodeOrThrow(desc, alpha, beta)));
+  // The CUDA handler's workspace layout for a call's attributes (plan
+  // included; jax_dynoff/plan.py sizes the workspace result with it): the
+  // formula lives in plan.h.
+  m.def("workspace_layout", [](const nb::dict& attrs) {
+    return LayoutDict(jax_dynoff::Layout(DecodeOrThrow(attrs)));
   });
-  // The planner (planner.h): the whole plan of the call a desc describes
-  // (its path, split_k and kernel fields are ignored: they are the answer)
-  // on a device of `sms` SMs and compute capability cc_major.cc_minor,
-  // with the KernelOptions the desc does not carry: a forced SM90 `tile`
-  // and a forced `grouped_tile` ("" for none), `split_k`, and forced
-  // `split_k_slices` (0 for none).
-  m.def("plan", [](const std::vector<int64_t>& desc, double alpha, double beta,
-                   int sms, int cc_major, int cc_minor,
-                   const std::string& tile, const std::string& grouped_tile,
-                   bool split_k, int64_t split_k_slices) {
+  // The planner (planner.h): the whole plan of the call the attributes
+  // describe (their `plan`, if any, is ignored: it is the answer), their
+  // `options` included, on a device of `sms` SMs and compute capability
+  // cc_major.cc_minor.
+  m.def("plan", [](const nb::dict& attrs, int sms, int cc_major,
+                   int cc_minor) {
     using namespace jax_dynoff;
-    const GemmProblem p = DecodeOrThrow(desc, alpha, beta);
-    PlanOptions o;
-    for (int t = 0; t < kNumSm90Tiles; ++t)
-      if (tile == Sm90TileName(static_cast<Sm90Tile>(t))) o.tile = t;
-    if (!tile.empty() && o.tile < 0)
-      throw std::invalid_argument("unknown SM90 tile " + tile);
-    for (int t = 0; t < kNumGroupedTiles; ++t)
-      if (grouped_tile == GroupedTileName(static_cast<GroupedTile>(t)))
-        o.grouped_tile = t;
-    if (!grouped_tile.empty() && o.grouped_tile < 0)
-      throw std::invalid_argument("unknown grouped tile " + grouped_tile);
     if (sms < 1) throw std::invalid_argument("sms must be >= 1");
-    o.split_k = split_k;
-    o.split_k_slices = split_k_slices;
-    return PlanDict(PlanGemm(p, o, DeviceFacts{sms, cc_major, cc_minor}));
+    GemmProblem p = DecodeOrThrow(attrs);
+    p.path = Path::kGeneric;
+    p.split_k = 1;
+    p.planned = PlannedKernel{};
+    return PlanDict(PlanGemm(p, DeviceFacts{sms, cc_major, cc_minor}));
   });
-  // Checks a desc's planned kernel field as the CUDA handler does ("" or
-  // why it would refuse the desc).
-  m.def("check_planned", [](const std::vector<int64_t>& desc, double alpha,
-                            double beta) {
-    jax_dynoff::PlannedKernel k;
-    return jax_dynoff::DecodeKernel(DecodeOrThrow(desc, alpha, beta), &k);
+  // Checks a call's plan as the CUDA handler does ("" or why it would
+  // refuse the call).
+  m.def("check_planned", [](const nb::dict& attrs) {
+    return jax_dynoff::CheckPlanned(DecodeOrThrow(attrs));
+  });
+  // The choice function (launch_choice.h) for a call's attributes (plan
+  // included) under the run's facts: the kernel the CUDA handler would
+  // launch.
+  m.def("launch_choice", [](const nb::dict& attrs, bool sm90_device,
+                            bool sm90_built, bool bases_aligned,
+                            bool ab_ws_aligned) {
+    using namespace jax_dynoff;
+    const GemmProblem p = DecodeOrThrow(attrs);
+    if (const std::string why = CheckPlanned(p); !why.empty())
+      throw std::invalid_argument(why);
+    RunFacts f;
+    f.sm90_device = sm90_device;
+    f.sm90_built = sm90_built;
+    f.bases_aligned = bases_aligned;
+    f.ab_ws_aligned = ab_ws_aligned || bases_aligned;
+    const LaunchChoice c = ChooseLaunch(p, f);
+    static const char* const kKinds[] = {"ptr_array", "direct", "skinny",
+                                         "grouped"};
+    nb::dict d;
+    d["error"] = c.error;
+    d["kind"] = kKinds[static_cast<int>(c.kind)];
+    d["kernel"] = LineName(c.line);
+    d["split"] = c.split;
+    d["slices"] = c.slices;
+    d["staged"] = c.staged;
+    d["grid_z_batch"] = c.grid_z_batch;
+    d["cluster_k_tile_n"] = c.cluster_k_tile_n;
+    d["deterministic"] = c.deterministic;
+    return d;
   });
   m.def("planner_tables", &PlannerTables);
-  m.def("desc_codes", &DescCodes);
+  m.def("call_codes", &CallCodes);
   m.def("skinny_split", [](int64_t n, int64_t k, int sms) {
     return jax_dynoff::kernels::SkinnySplit(n, k, sms);
   });

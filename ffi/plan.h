@@ -109,25 +109,16 @@ inline bool IsSm90Path(Path p) {
   return p != Path::kGeneric && p != Path::kTf32;
 }
 
-// desc[kKernel], the planned kernel within the path (planner.h
-// EncodeKernel): direct tile code + kSkinnySplitUnit x skinny split.
-inline constexpr int64_t kSkinnySplitUnit = 8;
-static_assert(opt::kNumDirectTiles < kSkinnySplitUnit,
-              "a direct tile code must fit below the skinny split unit");
-inline int64_t PlannedDirectCode(const GemmProblem& p) {
-  return p.kernel % kSkinnySplitUnit;
-}
-
 // Whether a float32 call runs the direct TF32 kernel (kernels/
 // sm90_direct_tf32.h: NN at default precision, B read in place through
-// registers) as planned: a direct tile in desc[kKernel] (the planner put
-// it there only where the kernel's rules hold) and KernelOptions(direct=
-// False) not set.  Such a call has nothing staged (StagingOf), so its
-// workspace holds no copy of B.
+// registers) as planned: a planned direct tile (the planner plans one
+// only where the kernel's rules hold) and KernelOptions(direct=False) not
+// set.  Such a call has nothing staged (StagingOf), so its workspace holds
+// no copy of B.
 inline bool Tf32DirectPlanned(const GemmProblem& p) {
   return p.in_dtype == DType::kF32 && p.precision == Precision::kDefault &&
-         !p.trans_a && !p.trans_b && PlannedDirectCode(p) != 0 &&
-         (p.options & opt::kNoDirect) == 0;
+         !p.trans_a && !p.trans_b && p.planned.direct != DirectTile::kNone &&
+         p.opts.direct;
 }
 
 // The SM90 TF32 kernels (kernels/sm90_tf32.h) read A and B K-major only:

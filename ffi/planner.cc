@@ -1,6 +1,6 @@
 // The planner (planner.h): the path, tile, split and workspace of a call,
 // from the rules in planner_rules.h; the names of paths and tiles; the
-// catalogue's availability checks; the planned kernel's code in the desc.
+// catalogue's availability checks; the check of a call's planned kernel.
 #include "planner.h"
 
 #include <algorithm>
@@ -17,6 +17,32 @@ namespace jax_dynoff {
 using namespace planner_rules;  // NOLINT(build/namespaces): its own rules
 using kernels::KernelFamily;
 using kernels::KernelQuery;
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "float32";
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+  }
+  return "unknown";
+}
+
+const char* CModeName(CMode c) {
+  switch (c) {
+    case CMode::kNone: return "none";
+    case CMode::kOwn: return "own";
+    case CMode::kFromD: return "from_d";
+  }
+  return "unknown";
+}
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kDefault: return "default";
+    case Precision::kHighest: return "highest";
+  }
+  return "unknown";
+}
 
 const char* PathName(Path p) {
   switch (p) {
@@ -119,8 +145,8 @@ bool HasSm90Tile(DType in, Sm90Tile t) {
   return KernelQuery(KernelFamily::kSm90).Tile(t).In(in).Any();
 }
 
-KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
-                    const DeviceFacts& dev) {
+KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
+  const CallOptions& o = p.opts;
   KernelPlan k;
   const int sms = dev.sms;
   k.grouped_reasons = GroupedReasons(p, &dev);
@@ -136,12 +162,14 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
           o.grouped_tile >= 0 &&
           HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
                          static_cast<GroupedTile>(o.grouped_tile));
-      k.grouped_tile = forced ? static_cast<GroupedTile>(o.grouped_tile)
-                              : GroupedTileChoice(p);
-      const TileMN t = kGroupedTileShapes[static_cast<int>(k.grouped_tile)];
+      k.kernel.grouped_tile = forced
+                                  ? static_cast<GroupedTile>(o.grouped_tile)
+                                  : GroupedTileChoice(p);
+      const TileMN t =
+          kGroupedTileShapes[static_cast<int>(k.kernel.grouped_tile)];
       k.layout = Layout(LayoutProblem(p, k.path));
       k.explain = std::string(PathName(k.path)) + " (one grouped launch over " +
-                  items + ", " + GroupedTileName(k.grouped_tile) + " tile " +
+                  items + ", " + GroupedTileName(k.kernel.grouped_tile) + " tile " +
                   Str(t.m) + "x" + Str(t.n) +
                   (forced ? " (forced)" : "") +
                   ", problem shapes from the valid extents on the device; "
@@ -186,7 +214,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
     }
     if (k.split_k_reasons.empty() && k.split_k_slices_error.empty())
       k.split_k_choice =
-          ChooseSplitK(p, o, k.split_k_candidates,
+          ChooseSplitK(p, k.split_k_candidates,
                        k.split_k_direct_reasons.empty(), sms);
   }
 
@@ -241,9 +269,9 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
         kernels::ClusterKForcedTileN(p.m, p.n, p.k, sms);
   // The workspace of the path and the kernel (a float32 call planned for
   // its direct kernel stages nothing: plan.h StagingOf), as the handler
-  // computes it from the desc this plan goes into.
+  // computes it from the attributes this plan goes into.
   GemmProblem planned = LayoutProblem(p, k.path, k.split_k);
-  planned.kernel = EncodeKernel(k.kernel);
+  planned.planned = k.kernel;
   k.layout = Layout(planned);
   // explain names the cluster-K tile's shape wherever that tile runs.
   const auto direct_name = [&](DirectTile t) {
@@ -312,40 +340,39 @@ KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
   return k;
 }
 
-int64_t KernelCode(const KernelPlan& k) {
-  return k.path == Path::kSm90Grouped ? static_cast<int64_t>(k.grouped_tile)
-                                      : EncodeKernel(k.kernel);
-}
-
-std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
-  const int64_t code = p.kernel % kSkinnySplitUnit;
-  const int64_t split = p.kernel % kClusterKUnit / kSkinnySplitUnit;
-  const int64_t ck_width = p.kernel / kClusterKUnit * 32;
-  const std::string who = "jax_dynoff_gemm: planned kernel " +
-                          Str(p.kernel) + " for path " + PathName(p.path);
-  if (p.path == Path::kSm90Grouped) {  // desc[kKernel]: the GroupedTile
-    *out = PlannedKernel{};
+std::string CheckPlanned(const GemmProblem& p) {
+  const PlannedKernel& k = p.planned;
+  const std::string who =
+      std::string("jax_dynoff_gemm: the plan (path ") + PathName(p.path) +
+      ", direct tile " + DirectTileName(k.direct) + ", skinny split " +
+      Str(k.skinny_split) + ", cluster-K width " + Str(k.cluster_k_tile_n) +
+      ")";
+  if (p.path == Path::kSm90Grouped) {
     Reasons why = GroupedReasons(p, nullptr);
     if (!HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
-                        static_cast<GroupedTile>(p.kernel)))
-      why.push_back("grouped tile " + Str(p.kernel) + " is not built for "
-                    "these dtypes and transposes");
+                        k.grouped_tile))
+      why.push_back(std::string("grouped tile ") +
+                    GroupedTileName(k.grouped_tile) +
+                    " is not built for these dtypes and transposes");
+    if (k.direct != DirectTile::kNone || k.skinny_split != 0 ||
+        k.cluster_k_tile_n != 0)
+      why.push_back("a grouped call plans no other kernel");
     return why.empty() ? "" : who + ": its rules do not hold: " + Join(why);
   }
-  if (code > opt::kNumDirectTiles) return who + ": bad direct tile";
-  out->direct = static_cast<DirectTile>(code);
-  out->skinny_split = static_cast<int>(split);
+  if (p.path != Path::kSm90SplitK && p.split_k != 1)
+    return who + ": split_k " + Str(p.split_k) + " outside the split-K path";
   const bool skinny = p.path == Path::kSm90Skinny;
-  if (skinny ? split < 1 || split > kernels::kSkinnyMaxSplit : split != 0)
+  if (skinny ? k.skinny_split < 1 || k.skinny_split > kernels::kSkinnyMaxSplit
+             : k.skinny_split != 0)
     return who + ": bad skinny split";
   // The cluster-K tile's width: one of its two (the kernel handles any
   // problem at either); none for other tiles.
-  if (out->direct == DirectTile::kClusterK ? ck_width != 32 && ck_width != 64
-                                           : ck_width != 0)
+  if (k.direct == DirectTile::kClusterK
+          ? k.cluster_k_tile_n != 32 && k.cluster_k_tile_n != 64
+          : k.cluster_k_tile_n != 0)
     return who + ": bad cluster-K width";
-  out->cluster_k_tile_n = static_cast<int>(ck_width);
   // The static rules that chose the path and the tile must hold (only a
-  // desc not made by plan.py can fail them).
+  // plan not made by plan.py can fail them).
   Reasons why;
   if (p.path == Path::kSm90SplitK) {
     why = SplitKStaticReasons(p, nullptr);
@@ -355,16 +382,15 @@ std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out) {
   } else if (IsSm90Path(p.path)) {
     why = Sm90Reasons(p, nullptr);
   }
-  if (out->direct != DirectTile::kNone) {
+  if (k.direct != DirectTile::kNone) {
     const Path tile_path = skinny ? Path::kSm90Tiny : p.path;
-    if (DirectTilePath(out->direct) != tile_path) {
-      why.push_back(std::string("direct tile ") +
-                    DirectTileName(out->direct) + " is not a tile of " +
-                    PathName(tile_path));
+    if (DirectTilePath(k.direct) != tile_path) {
+      why.push_back(std::string("direct tile ") + DirectTileName(k.direct) +
+                    " is not a tile of " + PathName(tile_path));
     } else {
       // The tile's rules, with the planned tile forced.
       GemmProblem q = p;
-      q.direct_tile = static_cast<int64_t>(out->direct);
+      q.opts.direct_tile = k.direct;
       for (std::string& r : DirectChoice(q, tile_path, 1).second)
         why.push_back(std::move(r));
     }

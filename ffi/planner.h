@@ -2,15 +2,16 @@
 // (the decoded problem, the planning options, the device's SM count and
 // compute capability), with the reasons for every option it rejects.
 // Plain C++17, no CUDA: jax_dynoff/plan.py asks it through the module
-// (module.cc) at lowering time and writes the answer into the call's desc
-// (path, split_k, and the kernel field); the CUDA handler reads that answer
-// (DecodeKernel) and itself decides only what depends on the run: the
-// device, the buffer addresses and the options' switches.
+// (module.cc) at lowering time and writes the answer into the call's `plan`
+// attribute (path, split_k and the PlannedKernel); the CUDA handler checks
+// that answer (CheckPlanned) and itself decides only what depends on the
+// run: the device, the buffer addresses and the options' switches.
 #ifndef JAX_DYNOFF_PLANNER_H_
 #define JAX_DYNOFF_PLANNER_H_
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,11 +27,6 @@ struct DeviceFacts {
   int cc_major = 9, cc_minor = 0;
 };
 
-// The SM90 ptr-array tiles, in KernelOptions.tile's order
-// (jax_dynoff/options.py SM90_TILES; bigger first: ties go to the first).
-enum class Sm90Tile : int { kLarge = 0, kMedium, kSmallM, kTiny };
-inline constexpr int kNumSm90Tiles = 4;
-
 // (tile m, tile n, TFLOP/s of one full wave of that tile on an H200, bf16,
 // measured by benchmarks/sm90_tiles at 2048^3 .. 8192^3 and 128/512 x 4096
 // x 4096: the rate at which each SM works through its tile), by Sm90Tile.
@@ -41,18 +37,13 @@ struct Sm90TileShape {
 inline constexpr Sm90TileShape kSm90TileShapes[kNumSm90Tiles] = {
     {256, 128, 650.0}, {128, 128, 630.0}, {64, 128, 550.0}, {64, 64, 420.0}};
 
-// The direct tiles (kernels/sm90_direct.h); the codes are desc[kDirectTile]'s
-// (1 + the index in options.py DIRECT_TILES), kNone: the ptr-array kernel.
-enum class DirectTile : int64_t {
-  kNone = 0, kLarge, kWide, kMedium, kSmall, kTiny, kSplitK, kClusterK
-};
 inline constexpr DirectTile kAllDirectTiles[] = {
     DirectTile::kLarge, DirectTile::kWide,  DirectTile::kMedium,
     DirectTile::kSmall, DirectTile::kTiny,  DirectTile::kSplitK,
     DirectTile::kClusterK};
 static_assert(sizeof(kAllDirectTiles) / sizeof(kAllDirectTiles[0]) ==
-                  opt::kNumDirectTiles,
-              "opt::kNumDirectTiles (gemm_problem.h) counts the direct tiles");
+                  kNumDirectTiles,
+              "kNumDirectTiles (gemm_problem.h) counts the direct tiles");
 // (tile m, tile n): the Sm90Direct*Config of each, by DirectTile code.
 struct TileMN {
   int64_t m, n;
@@ -64,60 +55,27 @@ inline constexpr TileMN kDirectTileShapes[] = {
     // cluster_k: its wider tile (the store rule holds for both widths).
     {kernels::kClusterKTileM, 64}};
 
-// The grouped kernel's tiles (desc[kKernel] of the sm90_grouped path;
-// kernels/sm90_grouped.h says why each exists): medium for every
-// HasGroupedKernel combination, wide for bfloat16 NN, planned where built
-// (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one where it
-// is built.
-enum class GroupedTile : int64_t { kMedium = 0, kWide };
-inline constexpr int kNumGroupedTiles = 2;
-// (tile m, tile n) by GroupedTile: m is the granule a ragged item's rows
+// The grouped kernel's tiles (GroupedTile, gemm_problem.h): medium for
+// every HasGroupedKernel combination, wide for bfloat16 NN, planned where
+// built (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one
+// where it is built.  (tile m, tile n) by GroupedTile: m is the granule a ragged item's rows
 // are padded to.
 inline constexpr TileMN kGroupedTileShapes[kNumGroupedTiles] = {
     {128, 128}, {128, 256}};
 
-// KernelOptions the planner applies that the desc does not carry (the
-// handler needs only their outcome).
-struct PlanOptions {
-  int tile = -1;               // forced Sm90Tile, -1: the wave model's
-  int grouped_tile = -1;       // forced GroupedTile, -1: the planner's
-  bool split_k = false;        // plan split-K where it can run
-  int64_t split_k_slices = 0;  // forced slice count, 0: the planner's
-};
-
 using Reasons = std::vector<std::string>;
 
-// What the handler needs beyond path and split_k: desc[kKernel].
-struct PlannedKernel {
-  // The direct tile standing in for the planned path's ptr-array kernel
-  // (the skinny path: for its fallback, the tiny tile); kNone: none.
-  DirectTile direct = DirectTile::kNone;
-  int skinny_split = 0;  // the skinny path: CTAs per column tile, else 0
-  // The cluster-K direct tile (direct == kClusterK, as the path's tile or
-  // the skinny path's fallback): its width (32 or 64), else 0.
-  int cluster_k_tile_n = 0;
-};
-// desc[kKernel] = direct tile code + kSkinnySplitUnit x skinny split
-// (plan.h, which decodes the direct tile for the workspace layout)
-//               + kClusterKUnit x cluster-K width / 32.
-inline constexpr int64_t kClusterKUnit = 16 * kSkinnySplitUnit;
-static_assert(kernels::kSkinnyMaxSplit < kClusterKUnit / kSkinnySplitUnit,
-              "a skinny split must fit below the cluster-K unit");
-inline int64_t EncodeKernel(const PlannedKernel& k) {
-  return static_cast<int64_t>(k.direct) + kSkinnySplitUnit * k.skinny_split +
-         kClusterKUnit * (k.cluster_k_tile_n / 32);
-}
-// Decodes p.kernel and checks the planned decision against the static rules
-// (the ones that chose it), so that a desc can never send the handler to a
+// Checks a call's planned path, split and kernel against the static rules
+// that chose them, so that no attribute set can send the handler to a
 // kernel its windows do not suit.  Returns "" or why not.
-std::string DecodeKernel(const GemmProblem& p, PlannedKernel* out);
+std::string CheckPlanned(const GemmProblem& p);
 
 // The whole plan of one call.
 struct KernelPlan {
   std::string error;  // non-empty: no plan (forced slices do not split K)
   Path path = Path::kGeneric;
   int64_t split_k = 1;
-  PlannedKernel kernel;
+  PlannedKernel kernel;  // grouped_tile: sm90_grouped's tile
   DirectTile direct = DirectTile::kNone;  // the planned path's direct tile
   WorkspaceLayout layout;                 // for path and split_k
   std::string explain;                    // one line: path and why
@@ -129,7 +87,6 @@ struct KernelPlan {
   // (kSm90Grouped; empty: it can, and does).  A plain call: "no ragged
   // window".
   Reasons grouped_reasons;
-  GroupedTile grouped_tile = GroupedTile::kMedium;  // sm90_grouped's tile
   std::vector<std::pair<std::string, Reasons>> alignment;  // per operand
   // Inputs of the choices, for tests and tuning.
   double tile_times[kNumSm90Tiles] = {};  // predicted us per Sm90Tile
@@ -140,17 +97,28 @@ struct KernelPlan {
   int cluster_k_tile_n = 0;    // ClusterKTileN on the device (any path)
 };
 
-KernelPlan PlanGemm(const GemmProblem& p, const PlanOptions& o,
-                    const DeviceFacts& dev);
-// desc[kKernel] of a plan: EncodeKernel(k.kernel), or the GroupedTile of
-// the sm90_grouped path.
-int64_t KernelCode(const KernelPlan& k);
+// The plan of `p` (its planned fields ignored: they are the answer), with
+// the options p.opts carries.
+KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev);
 
-// Names, as jax_dynoff/plan.py spells them.
+// Names, as the call's attributes and jax_dynoff spell them (numpy's dtype
+// names; options.py's tile names); FromName reads one back.
+const char* DTypeName(DType t);
+const char* CModeName(CMode c);
+const char* PrecisionName(Precision p);
 const char* PathName(Path p);
 const char* Sm90TileName(Sm90Tile t);
 const char* DirectTileName(DirectTile t);
 const char* GroupedTileName(GroupedTile t);
+template <typename E, int N>
+bool FromName(const char* (*name)(E), std::string_view s, E* out) {
+  for (int i = 0; i < N; ++i)
+    if (s == name(static_cast<E>(i))) {
+      *out = static_cast<E>(i);
+      return true;
+    }
+  return false;
+}
 Path Sm90TilePath(Sm90Tile t);
 // The planned path a direct tile stands in for.
 Path DirectTilePath(DirectTile t);

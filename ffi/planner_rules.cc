@@ -48,15 +48,6 @@ constexpr int64_t kMaxStagingBytes = int64_t{1} << 32;
 // under a sustained load (docs/design.md, float32 and TF32).
 constexpr int64_t kTf32DirectMaxM = 4096;
 
-const char* DTypeName(DType t) {
-  switch (t) {
-    case DType::kF32: return "float32";
-    case DType::kF16: return "float16";
-    case DType::kBF16: return "bfloat16";
-  }
-  return "unknown";
-}
-
 bool Is16Bit(DType t) { return t == DType::kBF16 || t == DType::kF16; }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -290,7 +281,7 @@ Reasons GroupedReasons(const GemmProblem& p, const DeviceFacts* dev) {
   if (CRead(p)) why.push_back("C is read (the grouped epilogue has no source)");
   if (EmptyProblem(p)) why.push_back("empty problem");
   if (HugeExtent(p)) why.push_back("extent >= 2^31");
-  if ((p.options & opt::kNoSm90) != 0)
+  if (!p.opts.sm90)
     why.push_back("KernelOptions(sm90=False)");
   for (const auto& [name, bad] : AlignmentProof(p))
     why.push_back(name + ": " + Join(bad));
@@ -348,7 +339,7 @@ Reasons StoreReasons(const OperandDesc& d, DirectTile tile) {
 // several waves the large tile was as fast or faster), else the large one;
 // either one where only its store rule holds.  The tiny path has two as
 // well: its own tile, and the cluster-K tile (below).
-// KernelOptions.direct_tile (p.direct_tile) forces one of the path's tiles
+// KernelOptions.direct_tile (p.opts.direct_tile) forces one of the path's tiles
 // where its rules hold.
 std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
                                             Path planned, int sms) {
@@ -385,7 +376,7 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
                     "operands)");
     const Reasons bad = WindowAlignment(p, p.op[kB], p.in_dtype);
     if (!bad.empty()) why.push_back("b: " + Join(bad));
-    if (p.m > kTf32DirectMaxM && p.direct_tile == 0)
+    if (p.m > kTf32DirectMaxM && p.opts.direct_tile == DirectTile::kNone)
       why.push_back("m = " + Str(p.m) + " > " + Str(kTf32DirectMaxM) +
                     ": staging B costs less than the register-sourced "
                     "mainloop");
@@ -419,7 +410,7 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p,
       why.push_back(std::string(k.name) + ": k = " + Str(k.win) +
                     " neither a multiple of " + Str(tile_k) +
                     " nor the array's " + k.edge);
-  const DirectTile forced = static_cast<DirectTile>(p.direct_tile);
+  const DirectTile forced = p.opts.direct_tile;
   const bool has_forced = forced != DirectTile::kNone;
   const bool forced_ok =
       has_forced && std::find(candidates.begin(), candidates.end(), forced) !=
@@ -536,10 +527,10 @@ std::string SlicesError(const GemmProblem& p, int64_t s) {
 // n = k = 4096: 32 tiles of 128x128 -> 4.  The ptr-array slices: the
 // fewest that bring the slice tiles to SplitKTargetCtas (fewer slices =
 // less partial traffic), else the most allowed.
-int64_t ChooseSplitK(const GemmProblem& p, const PlanOptions& o,
+int64_t ChooseSplitK(const GemmProblem& p,
                      const std::vector<int64_t>& cands, bool direct,
                      int sms) {
-  if (o.split_k_slices > 0) return o.split_k_slices;
+  if (p.opts.split_k_slices > 0) return p.opts.split_k_slices;
   if (direct) {
     const int64_t tiles =
         Tiles(p, {kernels::kDirectSplitKTileM, kernels::kDirectSplitKTileN}) *

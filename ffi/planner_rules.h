@@ -35,9 +35,10 @@ int64_t CeilDiv(int64_t a, int64_t b);
 // CTAs (output tiles x slices) fit one wave of SMs, e.g. m = 16,
 // n = k = 4096: 32 tiles of 128x128 -> 4.  The ptr-array slices: the
 // fewest that bring the slice tiles to SplitKTargetCtas (fewer slices =
-// less partial traffic), else the most allowed.
-int64_t ChooseSplitK(const GemmProblem& p, const PlanOptions& o,
-                     const std::vector<int64_t>& cands, bool direct, int sms);
+// less partial traffic), else the most allowed; KernelOptions'
+// split_k_slices where it forces a count.
+int64_t ChooseSplitK(const GemmProblem& p, const std::vector<int64_t>& cands,
+                     bool direct, int sms);
 
 // (the direct tile for a call planned for `planned`, kNone for the
 // ptr-array kernel; the reasons for kNone).  Each ptr-array tile has its
@@ -46,8 +47,8 @@ int64_t ChooseSplitK(const GemmProblem& p, const PlanOptions& o,
 // several waves the large tile was as fast or faster), else the large one;
 // either one where only its store rule holds.  The tiny path has two as
 // well: its own tile, and the cluster-K tile (below).
-// KernelOptions.direct_tile (p.direct_tile) forces one of the path's tiles
-// where its rules hold.
+// KernelOptions.direct_tile (p.opts.direct_tile) forces one of the path's
+// tiles where its rules hold.
 std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p, Path planned,
                                             int sms);
 

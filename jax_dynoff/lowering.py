@@ -3,8 +3,8 @@
 Every call lowers to one custom call of the target "jax_dynoff_gemm"
 (typed FFI, API version 4): the arrays, then the integer operands its
 dynamic starts come from (never attributes, never read on the host;
-`starts.start_operands`), `desc` / `alpha` / `beta` as attributes, and `out`
-aliased to result 0.  On CUDA the call has a second result, the kernel's
+`starts.start_operands`), its named attributes (`spec.call_attrs`, the
+plan included), and `out` aliased to result 0.  On CUDA the call has a second result, the kernel's
 workspace, sized here at trace time so the handler never allocates.
 """
 
@@ -83,9 +83,23 @@ def _aliases(spec: GemmSpec):
   return {spec_lib.num_arrays(spec) - 1: 0}  # out: the last array
 
 
+def _mlir_value(v):
+  """A call attribute's Python value as the FFI decodes it: int64 and
+  float64 scalars, int64 arrays (dense, as the FFI's array attributes
+  are), bools, strs and nested dicts."""
+  if isinstance(v, dict):
+    return {k: _mlir_value(x) for k, x in v.items()}
+  if isinstance(v, tuple):
+    return np.asarray(v, np.int64)
+  if isinstance(v, bool) or isinstance(v, str):
+    return v
+  if isinstance(v, int):
+    return np.int64(v)
+  return np.float64(v)
+
+
 def _attrs(spec: GemmSpec, plan: plan_lib.Plan, sources):
-  return dict(desc=plan_lib.desc(spec, plan, sources),
-              alpha=np.float64(spec.alpha), beta=np.float64(spec.beta))
+  return _mlir_value(plan_lib.attrs(spec, plan, sources))
 
 
 def _operands(ctx, args, spec: GemmSpec):

@@ -134,10 +134,10 @@ One planner (ffi/planner.cc): every rule above lives there, in C++.  Each
 function here asks it through the extension (`answer`: one call per spec
 and device, cached) with this process's GPU (the first CUDA device's SM
 count and compute capability; an H100 / H200's, 132 SMs and 9.0, where
-none is visible), and the lowering writes its answer into the call's desc
-(path, split_k, and the kernel within the path: the direct tile, the
-skinny split, the cluster-K split), which the CUDA handler reads instead
-of deciding again.
+none is visible), and the lowering writes its answer into the call's
+`plan` attribute (path, split_k, and the kernel within the path: the
+direct tile, the skinny split, the cluster-K width, the grouped tile),
+which the CUDA handler checks and follows instead of deciding again.
 
 Fallback rule (the handler, ffi/cuda/handler.cu): a planned SM90 path is a
 request.  The CUDA handler runs the generic kernel instead when the device
@@ -156,7 +156,7 @@ import functools
 from typing import Optional
 
 from jax_dynoff.extension import ext as _ext
-from jax_dynoff.spec import GemmSpec, encode_desc
+from jax_dynoff.spec import GemmSpec, call_attrs
 
 _TABLES = _ext.planner_tables()
 # The kernel paths (enum class Path, ffi/gemm_problem.h), as the extension
@@ -215,12 +215,8 @@ def sm_count() -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _answer(spec: GemmSpec, dev: tuple[int, int, int]) -> dict:
-  asked = encode_desc(spec, 0, 1)  # the call; path and kernel: the answer
-  o = spec.opts
-  return _ext.plan([int(v) for v in asked], float(spec.alpha),
-                   float(spec.beta), *dev, o.tile or "",
-                   o.grouped_tile or "", bool(o.split_k),
-                   int(o.split_k_slices or 0))
+  # The call's attributes, options included, without a plan: the answer.
+  return _ext.plan(call_attrs(spec), *dev)
 
 
 def answer(spec: GemmSpec) -> dict:
@@ -230,13 +226,30 @@ def answer(spec: GemmSpec) -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
+class PlannedKernel:
+  """The kernel within the path (gemm_problem.h PlannedKernel): the direct
+  tile standing in for the path's ptr-array kernel ("" none; the skinny
+  path: its fallback's), the skinny split (CTAs per column tile, skinny
+  path only), the cluster-K tile's width (where it is the direct tile) and
+  the grouped tile (sm90_grouped only)."""
+  direct_tile: str = ""
+  skinny_split: int = 0
+  cluster_k_tile_n: int = 0
+  grouped_tile: str = "medium"
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
   path: str              # a key of PATHS
   split_k: int           # K slices (1: no split)
   workspace_bytes: int   # the CUDA handler's scratch (ret 1), fixed now
-  # The kernel within the path (desc[20], ffi/planner.h EncodeKernel): the
-  # direct tile and the skinny split the handler runs.
-  kernel: int = dataclasses.field(default=0, compare=False)
+  kernel: PlannedKernel = dataclasses.field(default=PlannedKernel(),
+                                            compare=False)
+
+  def attrs(self) -> dict:
+    """The call's `plan` attribute."""
+    return dict(path=self.path, split_k=int(self.split_k),
+                **dataclasses.asdict(self.kernel))
 
 
 def _planned(spec: GemmSpec) -> dict:
@@ -251,15 +264,16 @@ def _planned(spec: GemmSpec) -> dict:
 def plan(spec: GemmSpec) -> Plan:
   """The CUDA plan for `spec` (see the module docstring for the rules)."""
   a = _planned(spec)
-  return Plan(a["path"], a["split_k"], a["workspace"]["total"], a["kernel"])
+  return Plan(a["path"], a["split_k"], a["workspace"]["total"],
+              PlannedKernel(**a["kernel"]))
 
 
-def desc(spec: GemmSpec, p: Optional[Plan] = None, sources=None):
-  """The desc the CUDA lowering emits for `spec`: the call (its starts from
-  `sources`, spec.StartSources; default: one offsets vector), with the
-  planner's answer `p` (default: `plan(spec)`) in it."""
+def attrs(spec: GemmSpec, p: Optional[Plan] = None, sources=None) -> dict:
+  """The attributes the CUDA lowering gives the call `spec`: the call (its
+  starts from `sources`, spec.StartSources; default: one offsets vector),
+  with the planner's answer `p` (default: `plan(spec)`) as its plan."""
   p = plan(spec) if p is None else p
-  return encode_desc(spec, PATHS[p.path], p.split_k, sources, p.kernel)
+  return call_attrs(spec, sources, p.attrs())
 
 
 def alignment_proof(spec: GemmSpec) -> dict[str, list[str]]:
@@ -424,7 +438,8 @@ class WorkspaceLayout:
 
 
 def workspace_layout(spec: GemmSpec, path: str, split_k: int = 1,
-                     kernel: int = 0) -> WorkspaceLayout:
+                     kernel: PlannedKernel = PlannedKernel()
+                     ) -> WorkspaceLayout:
   """The handler's workspace layout for `spec` planned for `path` (and the
   planned kernel within it, `Plan.kernel`), as the extension computes it
   (ffi/plan.h, Layout; the one formula).
@@ -438,9 +453,24 @@ def workspace_layout(spec: GemmSpec, path: str, split_k: int = 1,
   """
   if path == "sm90_split_k" and split_k < 1:
     raise ValueError(f"split_k must be >= 1, got {split_k}")
-  d = encode_desc(spec, PATHS[path], split_k, kernel=kernel)
+  p = Plan(path, split_k, 0, kernel)
   return WorkspaceLayout(**_ext.workspace_layout(
-      [int(v) for v in d], float(spec.alpha), float(spec.beta)))
+      call_attrs(spec, plan=p.attrs())))
+
+
+def launch_choice(spec: GemmSpec, *, sm90_device: bool = True,
+                  sm90_built: bool = True, bases_aligned: bool = True,
+                  ab_ws_aligned: bool = True) -> dict:
+  """The kernel the CUDA handler launches for `spec` as planned, on a
+  device of compute capability 9.0 or not, in a build with or without its
+  sm_90a kernels, with every buffer base 16-byte aligned, or only A's, B's
+  and the workspace's (ffi/launch_choice.h, the one choice function, which
+  the handler runs at its instantiate stage): {"kind": "ptr_array",
+  "direct", "skinny" or "grouped", "kernel": its catalogue name, "split":
+  CTAs or slices along K, ...; "error": why the call cannot run, or ""}."""
+  return dict(_ext.launch_choice(
+      attrs(spec), bool(sm90_device), bool(sm90_built), bool(bases_aligned),
+      bool(ab_ws_aligned)))
 
 
 def explain(spec: GemmSpec) -> str:

@@ -1,9 +1,10 @@
-"""The static description of one GEMM call, and its encoding for the FFI.
+"""The static description of one GEMM call, and its FFI attributes.
 
 Everything here is known at trace time.  `GemmSpec` is the primitive's
-parameter; `encode_desc` turns it into the int64 `desc` attribute that
-ffi/gemm_problem.h decodes.  The desc's layout and its codes are the
-extension's (`desc_codes`, from gemm_problem.h): nothing here repeats them.
+parameter; `call_attrs` turns it into the call's named attributes, which
+ffi/call_attrs.h decodes (the contract: ffi/gemm_problem.h's header).
+Enumerations travel as names; the contract's limits and its one integer
+code (a slot's kind) are the extension's (`call_codes`).
 """
 
 from __future__ import annotations
@@ -11,56 +12,34 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-import ml_dtypes  # ships with jax: the bfloat16 numpy dtype
 import numpy as np
 
 from jax_dynoff.extension import ext as _ext
 from jax_dynoff.options import DEFAULT as DEFAULT_OPTS
-from jax_dynoff.options import DIRECT_TILES, KernelOptions
+from jax_dynoff.options import KernelOptions
 
-_CODES = _ext.desc_codes()
-DESC_VERSION = _CODES["version"]
+_CODES = _ext.call_codes()
 MAX_RANK = _CODES["max_rank"]
 MAX_BATCH_RANK = _CODES["max_batch_rank"]
 MAX_SLOTS = _CODES["max_slots"]   # every start and valid extent dynamic
-HEADER = dict(_CODES["header"])   # header field -> index
-HEADER_SIZE = _CODES["header_size"]
-BLOCK = dict(_CODES["block"])     # operand block field -> index in a block
-BLOCK_SIZE = _CODES["block_size"]
-SLOTS_AT = _CODES["slots_at"]
-SLOT_ENTRY = _CODES["slot_entry"]  # kind, arg, table, mul, add, bits
-DESC_SIZE = _CODES["size"]
+# numpy's names of the dtypes a call takes, as the extension spells them.
+DTYPES = tuple(_CODES["dtypes"])
 
 # Where a dynamic start comes from (SlotKind).
 SLOT_VECTOR, SLOT_SCALAR, SLOT_LOOKUP = (
     _CODES["slot_kinds"][k] for k in ("vector", "scalar", "lookup"))
 
-DTYPE_CODES = {np.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name):
-               code for name, code in _CODES["dtypes"].items()}
-C_MODES = dict(_CODES["c_modes"])
-PRECISIONS = dict(_CODES["precisions"])
-# The handler's switches (namespace opt).
-OPTION_BITS = dict(_CODES["options"])
-# desc[direct_tile] is 1 + a tile's index in options.DIRECT_TILES, which
-# must name the extension's DirectTile values in their order.
-_EXT_TILES = tuple(_ext.planner_tables()["direct_tiles"])
-if _EXT_TILES != DIRECT_TILES or _CODES["num_direct_tiles"] != len(
-    DIRECT_TILES):
-  raise ImportError(f"the extension's direct tiles {_EXT_TILES} are not "
-                    f"jax_dynoff.options' {DIRECT_TILES}: rebuild it")
 
-
-def encode_opts(o: KernelOptions) -> tuple[int, int]:
-  """(switch bits, forced direct tile: 0 none, else 1 + its DIRECT_TILES
-  index) of the desc's header: what the handler itself decides."""
-  off = {"no_sm90": not o.sm90, "no_tf32": not o.tf32,
-         "no_direct": not o.direct, "no_skinny": not o.skinny,
-         "nondeterministic": not o.deterministic}
-  bits = 0
-  for name, on in off.items():
-    bits |= OPTION_BITS[name] if on else 0
-  tile = 0 if o.direct_tile is None else 1 + DIRECT_TILES.index(o.direct_tile)
-  return int(bits), tile
+def options_attrs(o: KernelOptions) -> dict:
+  """The call's `options` attribute: every KernelOptions field the planner
+  or the handler reads (xla_cotangent_dot acts in Python only); "" and 0
+  for a tile or a slice count not forced."""
+  return dict(sm90=bool(o.sm90), tf32=bool(o.tf32), direct=bool(o.direct),
+              skinny=bool(o.skinny), deterministic=bool(o.deterministic),
+              split_k=bool(o.split_k),
+              split_k_slices=int(o.split_k_slices or 0),
+              tile=o.tile or "", grouped_tile=o.grouped_tile or "",
+              direct_tile=o.direct_tile or "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,11 +173,21 @@ def vector_sources(spec: GemmSpec) -> StartSources:
                             for j in range(n)))
 
 
-def encode_desc(spec: GemmSpec, path: int, split_k: int,
-                sources: Optional[StartSources] = None,
-                kernel: int = 0) -> np.ndarray:
-  """The int64 `desc` attribute (layout: ffi/gemm_problem.h, namespace desc).
-  `path`, `split_k` and `kernel` are the planner's answer (jax_dynoff/plan.py).
+def _dtype_name(dtype) -> str:
+  name = np.dtype(dtype).name
+  if name not in DTYPES:
+    raise TypeError(f"jax_dynoff takes {', '.join(DTYPES)}, not {name}")
+  return name
+
+
+def call_attrs(spec: GemmSpec, sources: Optional[StartSources] = None,
+               plan: Optional[dict] = None) -> dict:
+  """The call's named attributes (ffi/gemm_problem.h's header lists
+  them), as plain Python values: ints, bools, floats, strs, tuples of
+  ints and dicts.  `plan` is the planner's answer (path, split_k and the
+  kernel within the path: jax_dynoff/plan.py), absent where the planner is
+  being asked.  An empty array attribute is left out (batch_shape, an
+  operand's valid extents, slots).
 
   FFI args are laid out as: a, b, [c if c_mode == "own"], [out if has_out],
   then the operands the dynamic starts come from (`sources`; default: one
@@ -209,22 +198,19 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
     sources = vector_sources(spec)
   if len(spec.batch_shape) > MAX_BATCH_RANK:
     raise ValueError(f"at most {MAX_BATCH_RANK} nested vmaps are supported")
-  d = np.zeros(DESC_SIZE, np.int64)
-  h = HEADER
-  for field, value in (
-      ("version", DESC_VERSION), ("m", spec.m), ("n", spec.n), ("k", spec.k),
-      ("in_dtype", DTYPE_CODES[np.dtype(spec.in_dtype)]),
-      ("out_dtype", DTYPE_CODES[np.dtype(spec.out_dtype)]),
-      ("trans_a", int(spec.trans_a)), ("trans_b", int(spec.trans_b)),
-      ("c_mode", C_MODES[spec.c_mode]),
-      ("precision", PRECISIONS[spec.precision]), ("path", path),
-      ("split_k", split_k), ("batch_rank", len(spec.batch_shape)),
-      ("offsets_arg", sources.offsets_arg), ("kernel", kernel)):
-    d[h[field]] = value
-  d[h["batch_shape"]:h["batch_shape"] + len(spec.batch_shape)] = (
-      spec.batch_shape)
-  d[h["options"]], d[h["direct_tile"]] = encode_opts(spec.opts)
-  slots = num_slots(spec)
+  attrs = dict(
+      m=int(spec.m), n=int(spec.n), k=int(spec.k),
+      in_dtype=_dtype_name(spec.in_dtype),
+      out_dtype=_dtype_name(spec.out_dtype),
+      trans_a=bool(spec.trans_a), trans_b=bool(spec.trans_b),
+      c_mode=spec.c_mode, precision=spec.precision,
+      alpha=float(spec.alpha), beta=float(spec.beta),
+      offsets_arg=int(sources.offsets_arg),
+      options=options_attrs(spec.opts))
+  if spec.batch_shape:
+    attrs["batch_shape"] = tuple(int(b) for b in spec.batch_shape)
+  if plan is not None:
+    attrs["plan"] = dict(plan)
 
   array_args = {"a": 0, "b": 1}
   next_arg = 2
@@ -237,49 +223,42 @@ def encode_desc(spec: GemmSpec, path: int, split_k: int,
   if spec.c_mode == "from_d":
     array_args["c"] = -1
 
+  slots = num_slots(spec)
   if len(sources.slots) != slots:
     raise ValueError(f"{len(sources.slots)} start sources for {slots} "
                      "dynamic starts")
-  for j in range(MAX_SLOTS):
-    d[SLOTS_AT + SLOT_ENTRY * j:SLOTS_AT + SLOT_ENTRY * (j + 1)] = (
-        sources.slots[j] if j < slots
-        else (SLOT_VECTOR, -1, -1) + IDENTITY_MAP)
+  if slots:
+    fields = ("kind", "arg", "table", "mul", "add", "bits")
+    attrs["slots"] = {f: tuple(int(src[i]) for src in sources.slots)
+                      for i, f in enumerate(fields)}
   slot = 0
-  blocks = {"a": spec.a, "b": spec.b, "c": spec.c, "d": spec.d}
-  for i, name in enumerate("abcd"):
-    w = blocks[name]
-    base = HEADER_SIZE + i * BLOCK_SIZE
-    if w is None:
-      continue
-    r = len(w.dims)
-    if r > MAX_RANK:
+  for name, w in spec.operands():
+    if len(w.dims) > MAX_RANK:
       raise ValueError(f"arrays of rank > {MAX_RANK} are not supported")
-
-    def at(field, j=0):
-      return base + BLOCK[field] + j
-
-    mask = sum(1 << j for j, bt in enumerate(w.batched) if bt)
-    d[at("present")], d[at("arg")], d[at("rank")] = 1, array_args[name], r
-    d[at("batched_mask")] = mask
-    d[at("dims"):at("dims", r)] = w.dims
-    d[at("win"):at("win", r)] = w.win
-    d[at("start_arg"):at("start_arg", MAX_RANK)] = -1
-    for j, s in enumerate(w.starts):
+    starts, start_slots = [], []
+    for s in w.starts:
       if s is None:
-        d[at("start", j)], d[at("start_arg", j)] = 0, slot
+        starts.append(0)
+        start_slots.append(slot)
         slot += 1
       else:
-        d[at("start", j)] = s
-    if w.valid is None:
-      d[at("ragged")] = 0
-      d[at("valid"):at("valid", 2)] = (w.rows, w.cols)
-      d[at("valid_arg"):at("valid_arg", 2)] = -1
-    else:
-      d[at("ragged")] = 1
-      for j, v in enumerate(w.valid):
+        starts.append(int(s))
+        start_slots.append(-1)
+    op = dict(arg=array_args[name],
+              batched_mask=sum(1 << j for j, bt in enumerate(w.batched) if bt),
+              dims=tuple(int(x) for x in w.dims),
+              win=tuple(int(x) for x in w.win),
+              starts=tuple(starts), start_slots=tuple(start_slots))
+    if w.valid is not None:
+      valid, valid_slots = [], []
+      for v in w.valid:
         if v is None:
-          d[at("valid", j)], d[at("valid_arg", j)] = 0, slot
+          valid.append(0)
+          valid_slots.append(slot)
           slot += 1
         else:
-          d[at("valid", j)], d[at("valid_arg", j)] = v, -1
-  return d
+          valid.append(int(v))
+          valid_slots.append(-1)
+      op["valid"], op["valid_slots"] = tuple(valid), tuple(valid_slots)
+    attrs[name] = op
+  return attrs

@@ -367,8 +367,9 @@ def test_split_k_workspace_layout():
 
 
 def test_split_k_lowering_for_cuda():
-  """Lowered for CUDA (on any machine): the desc carries path 3 and the
-  slice count, and the workspace result has the planned size."""
+  """Lowered for CUDA (on any machine): the call's plan attribute carries
+  the split-K path and the slice count, and the workspace result has the
+  planned size."""
   import re
   m, n, k = 16, 4096, 4096
   x = np.zeros((m, k), BF16)
@@ -382,14 +383,12 @@ def test_split_k_lowering_for_cuda():
     return jax.jit(f).trace(*args).lower(
         lowering_platforms=("cuda",)).as_text()
 
-  def desc_of(text):
-    # An int64 array attribute prints as hex (little-endian) or as a list.
-    found = re.search(r'desc = dense<"0x([0-9A-Fa-f]+)">', text)
-    if found:
-      return np.frombuffer(bytes.fromhex(found.group(1)), "<i8").tolist()
-    found = re.search(r"desc = (?:dense<\[?|array<i64: )([-0-9, ]*)", text)
+  def plan_of(text):
+    # The plan dictionary attribute: path = "...", split_k = 4 : i64, ...
+    found = re.search(r"plan = \{([^}]*)\}", text)
     assert found, text
-    return [int(v) for v in found.group(1).split(",")]
+    fields = dict(re.findall(r'(\w+) = ("[^"]*"|-?\d+)', found.group(1)))
+    return fields["path"].strip('"'), int(fields["split_k"])
 
   args = (x, w, np.int32(1))
   (s,) = plan_lib.traced_specs(call(SPLITK), *args)
@@ -398,8 +397,7 @@ def test_split_k_lowering_for_cuda():
   assert (p.path, p.split_k) == ("sm90_split_k", 4)   # the direct kernel's
   text = lower_cuda(call(SPLITK))
   assert f"tensor<{p.workspace_bytes}xui8>" in text, text
-  d = desc_of(text)
-  assert (d[10], d[11]) == (plan_lib.PATHS["sm90_split_k"], 4), d
+  assert plan_of(text) == ("sm90_split_k", 4), text
   # With split_k=False the same call plans the unsplit kernel.
   unsplit_opts = KernelOptions(split_k=False)
   (s0,) = plan_lib.traced_specs(call(unsplit_opts), *args)
@@ -408,8 +406,7 @@ def test_split_k_lowering_for_cuda():
   assert _unsplit_sm90(unsplit.path)
   text = lower_cuda(call(unsplit_opts))
   assert f"tensor<{p.workspace_bytes}xui8>" not in text
-  d = desc_of(text)
-  assert (d[10], d[11]) == (plan_lib.PATHS[unsplit.path], 1), d
+  assert plan_of(text) == (unsplit.path, 1), text
 
 
 # ---------------------------------------------------------------------------
@@ -1343,7 +1340,7 @@ def test_direct_kernel_matches_reference(case, dt, tile):
 def _force_direct(tile):
   """Options that plan the path `tile` stands in for (the wave model would
   pick another at these small shapes) and force `tile` (the handler takes
-  it from the call's desc).  The split-K tile: split-K, K in two slices
+  it from the call's plan).  The split-K tile: split-K, K in two slices
   (no SM90 tile forced)."""
   if tile == "split_k":
     return _split_k(2, direct_tile=tile)
@@ -1569,7 +1566,9 @@ def test_direct_phantom_cases_plan():
 # tiles would leave SMs idle (plan.h ClusterKTileN), or forced.
 
 CLUSTER_K = KernelOptions(tile="tiny", direct_tile="cluster_k")
-_CK_CODE = 1 + list(plan_lib.DIRECT_TILES).index("cluster_k")
+def _ck(width, skinny_split=0):
+  """The planned kernel of the cluster-K tile at `width`."""
+  return plan_lib.PlannedKernel("cluster_k", skinny_split, width)
 
 
 @pytest.mark.parametrize("m,n,k,planned,forced", [
@@ -1584,7 +1583,7 @@ _CK_CODE = 1 + list(plan_lib.DIRECT_TILES).index("cluster_k")
 ])
 def test_cluster_k_plan(m, n, k, planned, forced):
   """Not forced, the tiny path runs the cluster-K tile where ClusterKTileN
-  gives it a width (the desc's kernel field carries it, explain names it),
+  gives it a width (the call's plan carries it, explain names it),
   else the tiny tile; forced, the cluster-K tile at that width, or 64."""
   s = _spec(m=m, n=n, k=k, opts=CLUSTER_K)
   p = plan_lib.plan(s)
@@ -1593,17 +1592,16 @@ def test_cluster_k_plan(m, n, k, planned, forced):
   assert plan_lib.direct_kernel(s) == "cluster_k"
   assert plan_lib.cluster_k_tile_n(s) == planned
   assert plan_lib.cluster_k_tile_n(s, 132) == planned
-  assert p.kernel == _CK_CODE + 128 * (forced // 32)
+  assert p.kernel == _ck(forced)
   assert (f"cluster_k tile: 64x{forced} output tiles, each one's K split "
           f"across a cluster of 2 CTAs") in plan_lib.explain(s)
   free = _opts(s, tile="tiny")
   if planned:
     assert plan_lib.direct_kernel(free) == "cluster_k"
-    assert plan_lib.plan(free).kernel == _CK_CODE + 128 * (planned // 32)
+    assert plan_lib.plan(free).kernel == _ck(planned)
   else:
     assert plan_lib.direct_kernel(free) == "tiny"
-    assert plan_lib.plan(free).kernel == \
-        1 + list(plan_lib.DIRECT_TILES).index("tiny")
+    assert plan_lib.plan(free).kernel == plan_lib.PlannedKernel("tiny")
 
 
 def test_cluster_k_plan_elsewhere():
@@ -1627,7 +1625,7 @@ def test_cluster_k_plan_elsewhere():
   sk = _spec(m=16, opts=KernelOptions(direct_tile="cluster_k"))
   p = plan_lib.plan(sk)
   assert p.path == "sm90_skinny"
-  assert p.kernel == _CK_CODE + 8 * 4 + 128 * 2
+  assert p.kernel == _ck(64, skinny_split=4)
   assert "fallback the cluster_k tile: 64x64 output tiles, each one's K " \
       "split across a cluster of 2 CTAs" in plan_lib.explain(sk)
   # K inside a wider A that is no multiple of 64: the K rule holds here too.
@@ -1734,8 +1732,7 @@ def test_cluster_k_cases_plan():
     assert plan_lib.plan(spec).path == "sm90_tiny", case[0]
     assert plan_lib.direct_kernel(spec) == "cluster_k", (
         case[0], plan_lib.direct_reasons(spec))
-    assert plan_lib.plan(spec).kernel == \
-        _CK_CODE + 128 * (case[-1] // 32), case[0]
+    assert plan_lib.plan(spec).kernel == _ck(case[-1]), case[0]
 
 
 @pytest.mark.parametrize("case", CLUSTER_K_CASES,

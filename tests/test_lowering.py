@@ -104,7 +104,7 @@ def test_lowering_custom_call_with_offset_operands_and_alias(platform):
   idx_out, operand = al[0]
   assert ins[operand] == "tensor<2x8x7xf32>", (operand, ins)
   assert outs[int(idx_out or 0)] == "tensor<2x8x7xf32>", outs
-  # The offsets are never attributes: the desc carries no traced value, and
+  # The offsets are never attributes: they carry no traced value, and
   # nothing about the windows is sliced out before the call.
   for op in ("stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice",
              "stablehlo.slice", "stablehlo.gather", "stablehlo.dot_general",

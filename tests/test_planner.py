@@ -1,6 +1,6 @@
 """The one planner (ffi/planner.cc) through the extension: it reproduces
 the decisions the Python planner made before it moved to C++, and the
-desc the CUDA lowering emits carries its answer.  No GPU needed."""
+attributes the CUDA lowering emits carry its answer.  No GPU needed."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from jax_dynoff import plan as plan_lib
 from jax_dynoff.extension import ext
 from jax_dynoff.options import KernelOptions
-from jax_dynoff.spec import GemmSpec, WinSpec, encode_desc
+from jax_dynoff.spec import GemmSpec, WinSpec, call_attrs
 import planner_cases
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -53,11 +53,14 @@ def _spec(m=512, n=4096, k=4096, opts=KernelOptions(), d=None, c=None,
 
 
 def _ask(spec, sms=132, cc=(9, 0)):
-  o = spec.opts
-  return ext.plan([int(v) for v in encode_desc(spec, 0, 1)], spec.alpha,
-                  spec.beta, sms, *cc, o.tile or "", o.grouped_tile or "",
-                  o.split_k,
-                  o.split_k_slices or 0)
+  return ext.plan(call_attrs(spec), sms, *cc)
+
+
+def _check(spec, path, split_k=1, **kernel):
+  """The CUDA handler's check of a call planned for `path` with the
+  planned kernel `kernel` (PlannedKernel fields)."""
+  p = plan_lib.Plan(path, split_k, 0, plan_lib.PlannedKernel(**kernel))
+  return ext.check_planned(call_attrs(spec, plan=p.attrs()))
 
 
 def test_module_plan_answers_everything():
@@ -72,8 +75,9 @@ def test_module_plan_answers_everything():
   assert a["explain"].startswith("sm90_medium (direct kernel, medium tile")
   assert set(a["tile_times"]) == set(plan_lib.SM90_TILES)
   assert min(a["tile_times"], key=a["tile_times"].get) == "medium"
-  # The planned kernel field: the direct tile's code (1 + its index).
-  assert a["kernel"] == 1 + list(plan_lib.DIRECT_TILES).index("medium")
+  # The planned kernel: the direct tile, no skinny split or cluster-K width.
+  assert a["kernel"] == dict(direct_tile="medium", skinny_split=0,
+                             cluster_k_tile_n=0, grouped_tile="medium")
 
 
 def test_module_plan_takes_the_device():
@@ -97,104 +101,111 @@ def test_module_plan_forced_slices_error():
   assert a["error"].startswith("split_k_slices=3: k = 4096")
   with pytest.raises(ValueError, match="split_k_slices=3"):
     plan_lib.plan(s)
-  desc = [int(v) for v in encode_desc(s, 0, 1)]
-  with pytest.raises(ValueError, match="unknown SM90 tile"):
-    ext.plan(desc, 1.0, 0.0, 132, 9, 0, "huge", "", False, 0)
-  with pytest.raises(ValueError, match="unknown grouped tile"):
-    ext.plan(desc, 1.0, 0.0, 132, 9, 0, "", "huge", False, 0)
+  attrs = call_attrs(s)
+  for option in ("tile", "grouped_tile", "direct_tile"):
+    bad = dict(attrs, options=dict(attrs["options"], **{option: "huge"}))
+    with pytest.raises(ValueError,
+                       match=f"attribute options.{option}: unknown tile"):
+      ext.plan(bad, 132, 9, 0)
 
 
 def test_skinny_plan_carries_split_and_fallback_tile():
-  """The skinny path's kernel field: its split on the device's SMs, and
+  """The skinny path's planned kernel: its split on the device's SMs, and
   the direct tile of its fallback: the tiny path's, here the cluster-K
   tile 64 wide on 132 SMs (64 tiles, 128 CTAs), the tiny tile on 78."""
   s = _spec(m=16)
   p = plan_lib.plan(s)
   assert p.path == "sm90_skinny"
-  tiny = 1 + list(plan_lib.DIRECT_TILES).index("tiny")
-  ck = 1 + list(plan_lib.DIRECT_TILES).index("cluster_k")
-  assert p.kernel == ck + 8 * 4 + 128 * 2
-  assert _ask(s, sms=78)["kernel"] == tiny + 8 * plan_lib.skinny_split(s, 78)
+  ck = plan_lib.PlannedKernel("cluster_k", 4, 64)
+  assert p.kernel == ck
+  assert _ask(s, sms=78)["kernel"] == dict(
+      direct_tile="tiny", skinny_split=plan_lib.skinny_split(s, 78),
+      cluster_k_tile_n=0, grouped_tile="medium")
   # D inside a taller buffer of 16 rows: the tiny tile cannot store it,
   # the cluster-K tile (stores predicated on the window) can, on 78 SMs too.
   d = WinSpec((48, 4096), (16, 4096), (None, 0))
-  assert plan_lib.plan(_spec(m=16, d=d)).kernel == ck + 8 * 4 + 128 * 2
-  assert _ask(_spec(m=16, d=d), sms=78)["kernel"] == (
-      ck + 8 * plan_lib.skinny_split(s, 78) + 128 * 2)
+  assert plan_lib.plan(_spec(m=16, d=d)).kernel == ck
+  assert _ask(_spec(m=16, d=d), sms=78)["kernel"] == dict(
+      direct_tile="cluster_k", skinny_split=plan_lib.skinny_split(s, 78),
+      cluster_k_tile_n=64, grouped_tile="medium")
 
 
-def test_lowered_desc_carries_the_plan():
+def test_lowered_attributes_carry_the_plan():
   for s in (_spec(), _spec(m=16), _spec(m=16, opts=KernelOptions(
       split_k=True)), _spec(m=2048, n=2048, k=2048), _spec(dt=np.dtype(
           np.float32))):
     p = plan_lib.plan(s)
-    d = plan_lib.desc(s)
-    assert (d[10], d[11], d[20]) == (plan_lib.PATHS[p.path], p.split_k,
-                                     p.kernel), s
-    assert ext.check_planned([int(v) for v in d], s.alpha, s.beta) == ""
+    a = plan_lib.attrs(s)
+    assert a["plan"] == dict(path=p.path, split_k=p.split_k,
+                             **dataclasses.asdict(p.kernel)), s
+    assert ext.check_planned(a) == ""
 
 
 def test_handler_refuses_a_plan_the_rules_reject():
-  """The CUDA handler's instantiate stage checks the desc's decision with
+  """The CUDA handler's instantiate stage checks the call's plan with
   the planner's own rules (ext.check_planned runs that check)."""
-  def check(spec, path, split_k=1, kernel=0):
-    d = encode_desc(spec, plan_lib.PATHS[path], split_k, kernel=kernel)
-    return ext.check_planned([int(v) for v in d], spec.alpha, spec.beta)
-  tile = {t: 1 + i for i, t in enumerate(plan_lib.DIRECT_TILES)}
   s = _spec()
-  assert check(s, "sm90_medium", kernel=tile["medium"]) == ""
-  assert check(s, "sm90_medium") == ""          # the ptr-array kernel
-  assert "not a tile of sm90_medium" in check(s, "sm90_medium",
-                                              kernel=tile["large"])
-  assert "bad skinny split" in check(s, "sm90_medium", kernel=8)
-  assert "not a tile of generic" in check(s, "generic", kernel=tile["tiny"])
+  assert _check(s, "sm90_medium", direct_tile="medium") == ""
+  assert _check(s, "sm90_medium") == ""          # the ptr-array kernel
+  assert "not a tile of sm90_medium" in _check(s, "sm90_medium",
+                                               direct_tile="large")
+  assert "bad skinny split" in _check(s, "sm90_medium", skinny_split=1)
+  assert "not a tile of generic" in _check(s, "generic", direct_tile="tiny")
+  assert "outside the split-K path" in _check(s, "sm90_medium", split_k=2)
   # An unaligned window planned for SM90.
   a = WinSpec((512, 4100), (512, 4096), (0, 3))
   bad = dataclasses.replace(s, a=a)
-  assert "a: " in check(bad, "sm90_medium")
-  assert check(bad, "generic") == ""
+  assert "a: " in _check(bad, "sm90_medium")
+  assert _check(bad, "generic") == ""
   # The skinny path: m <= 16 and a split of 1..8.
-  assert "m = 512 > 16" in check(s, "sm90_skinny", kernel=8)
-  assert "bad skinny split" in check(_spec(m=16), "sm90_skinny")
-  assert check(_spec(m=16), "sm90_skinny", kernel=8 * 4 + tile["tiny"]) == ""
+  assert "m = 512 > 16" in _check(s, "sm90_skinny", skinny_split=1)
+  assert "bad skinny split" in _check(_spec(m=16), "sm90_skinny")
+  assert _check(_spec(m=16), "sm90_skinny", skinny_split=4,
+                direct_tile="tiny") == ""
   # Split-K: the slices must split K into equal 16-byte slices.
   s16 = _spec(m=16)
-  assert check(s16, "sm90_split_k", split_k=4) == ""
-  assert "split_k_slices=3" in check(s16, "sm90_split_k", split_k=3)
+  assert _check(s16, "sm90_split_k", split_k=4) == ""
+  assert "split_k_slices=3" in _check(s16, "sm90_split_k", split_k=3)
   # D inside a taller buffer: no direct store of 16 rows in 128-row tiles.
   d = WinSpec((48, 4096), (16, 4096), (None, 0))
-  assert "out: m = 16" in check(_spec(m=16, d=d), "sm90_split_k", split_k=4,
-                                kernel=tile["split_k"])
-  # The cluster-K tile: a width of 32 or 64 (kernel field + 128 x the
-  # width / 32), on the tiny path only; no width for another tile.
-  ck = tile["cluster_k"]
+  assert "out: m = 16" in _check(_spec(m=16, d=d), "sm90_split_k", split_k=4,
+                                 direct_tile="split_k")
+  # The cluster-K tile: a width of 32 or 64, on the tiny path only; no
+  # width for another tile.
   s128 = _spec(m=128, n=1024, k=1024)
-  for units in (1, 2):
-    assert check(s128, "sm90_tiny", kernel=ck + 128 * units) == ""
-  for units in (0, 3, 4):
-    assert "bad cluster-K width" in check(s128, "sm90_tiny",
-                                          kernel=ck + 128 * units)
-  assert "bad cluster-K width" in check(s128, "sm90_tiny",
-                                        kernel=tile["tiny"] + 128 * 1)
-  assert "not a tile of sm90_small_m" in check(s128, "sm90_small_m",
-                                               kernel=ck + 128 * 1)
-  assert check(_spec(m=16), "sm90_skinny",
-               kernel=ck + 8 * 4 + 128 * 2) == ""
+  for width in (32, 64):
+    assert _check(s128, "sm90_tiny", direct_tile="cluster_k",
+                  cluster_k_tile_n=width) == ""
+  for width in (0, 96, 128):
+    assert "bad cluster-K width" in _check(
+        s128, "sm90_tiny", direct_tile="cluster_k", cluster_k_tile_n=width)
+  assert "bad cluster-K width" in _check(s128, "sm90_tiny", direct_tile="tiny",
+                                         cluster_k_tile_n=32)
+  assert "not a tile of sm90_small_m" in _check(
+      s128, "sm90_small_m", direct_tile="cluster_k", cluster_k_tile_n=32)
+  assert _check(_spec(m=16), "sm90_skinny", direct_tile="cluster_k",
+                skinny_split=4, cluster_k_tile_n=64) == ""
+  # Unknown names are refused by the decoder, naming the attribute.
+  with pytest.raises(ValueError, match="attribute plan.path: unknown value"):
+    _check(s, "sm90_huge")
+  with pytest.raises(ValueError, match="attribute plan.direct_tile: unknown"):
+    _check(s, "sm90_medium", direct_tile="huge")
 
 
-def test_cluster_k_plan_in_the_desc():
-  """The cluster-K tile's width reaches the lowered desc's kernel field
-  (64x32 at 128x1024x1024 on 132 SMs, 64x64 on 78), and the handler's
-  check accepts it."""
+def test_cluster_k_plan_in_the_attributes():
+  """The cluster-K tile's width reaches the lowered call's plan (64x32 at
+  128x1024x1024 on 132 SMs, 64x64 on 78), and the handler's check accepts
+  it."""
   s = _spec(m=128, n=1024, k=1024,
             opts=KernelOptions(tile="tiny", direct_tile="cluster_k"))
   p = plan_lib.plan(s)
-  d = plan_lib.desc(s)
-  assert d[20] == p.kernel == 1 + list(plan_lib.DIRECT_TILES).index(
-      "cluster_k") + 128 * 1
-  assert ext.check_planned([int(v) for v in d], s.alpha, s.beta) == ""
+  a = plan_lib.attrs(s)
+  assert p.kernel == plan_lib.PlannedKernel("cluster_k", 0, 32)
+  assert a["plan"]["direct_tile"] == "cluster_k"
+  assert a["plan"]["cluster_k_tile_n"] == 32
+  assert ext.check_planned(a) == ""
   assert _ask(s)["cluster_k_tile_n"] == 32
-  assert _ask(s, sms=78)["kernel"] == p.kernel + 128
+  assert _ask(s, sms=78)["kernel"]["cluster_k_tile_n"] == 64
 
 
 def test_tables_come_from_the_planner():
@@ -293,8 +304,7 @@ def test_f32_nn_runs_the_direct_tf32_kernel():
     # The ptr-array layout of the same path stages B.
     staged = plan_lib.workspace_layout(s, p.path)
     assert staged.stage_b_item == n * k * 4 and staged.total > w.total
-    assert ext.check_planned([int(v) for v in plan_lib.desc(s)], s.alpha,
-                             s.beta) == ""
+    assert ext.check_planned(plan_lib.attrs(s)) == ""
   # m above 4096: the staged ptr-array kernel (B's copy costs less than
   # the register-sourced mainloop); a forced direct tile still runs.
   s = _f32(4104, 2048, 2048)
@@ -329,11 +339,9 @@ def test_f32_nn_runs_the_direct_tf32_kernel():
   s = _f32(1024, 768, 512, b=odd_b)
   assert plan_lib.plan(s).path in ("sm90_large", "sm90_medium")
   assert [r[:3] for r in plan_lib.direct_reasons(s)] == ["b: "]
-  # ... and a desc that claims the direct tile for it is refused.
-  d = encode_desc(s, plan_lib.PATHS[plan_lib.plan(s).path], 1, kernel=(
-      1 + list(plan_lib.DIRECT_TILES).index(
-          plan_lib.plan(s).path[len("sm90_"):])))
-  assert "b: " in ext.check_planned([int(v) for v in d], s.alpha, s.beta)
+  # ... and a plan that claims the direct tile for it is refused.
+  path = plan_lib.plan(s).path
+  assert "b: " in _check(s, path, direct_tile=path[len("sm90_"):])
   # D no tile multiple inside a taller buffer; HIGHEST; batches; a tile
   # float32 has no direct twin of.
   d = WinSpec((1100, 1024), (1000, 1024), (None, 0))
@@ -421,14 +429,12 @@ def test_f32_batched_and_staging_bound():
                             batch_shape=(80,))).path.startswith("sm90_")
 
 
-def test_f32_lowered_desc_passes_the_handler_check():
+def test_f32_lowered_attributes_pass_the_handler_check():
   for s in (_f32(), _f32(ta=True, tb=True), _f32(precision="highest"),
             _f32(batch_shape=(3,))):
-    d = plan_lib.desc(s)
-    assert ext.check_planned([int(v) for v in d], s.alpha, s.beta) == ""
+    assert ext.check_planned(plan_lib.attrs(s)) == ""
   # An MN-major float32 operand in place is never refused (it is staged),
   # but an unaligned D planned for an SM90 tile is.
   odd_d = WinSpec((1024, 1027), (1024, 1024), (0, 3))
   s = _f32(d=odd_d)
-  d = encode_desc(s, plan_lib.PATHS["sm90_large"], 1)
-  assert "d: " in ext.check_planned([int(v) for v in d], s.alpha, s.beta)
+  assert "d: " in _check(s, "sm90_large")

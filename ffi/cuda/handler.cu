@@ -1,70 +1,36 @@
 // The CUDA FFI handler of target "jax_dynoff_gemm": two stages.  The
-// runners (ffi/cuda/runners.h, one per kernel family), the small kernels
+// runners (ffi/cuda/runners.h, one per launch kind), the small kernels
 // around the GEMMs (ffi/cuda/prep.h) and the kernel registry
 // (ffi/cuda/registry.h) are beside it.
 //
 // Instantiate (once per op instance, GemmInstantiate): decodes and
-// validates the attributes (desc, alpha, beta) into a GemmState with the
-// planner's decision (path, split_k and the kernel within the path, which
-// jax_dynoff/plan.py asked the planner, ffi/planner.h, for and wrote into
-// the desc; refused where the planner's rules reject it) and the workspace
-// layout.  Execute (GemmExecute): checks the buffers against the state's
-// problem, keeps or drops the planned kernel by what only the run can
-// tell (the device, the buffer addresses' alignment, the options'
-// switches), and launches.
+// validates the call's named attributes (ffi/call_attrs.h) into a
+// GemmState: the problem, the planner's decision (the `plan` attribute
+// jax_dynoff/plan.py asked ffi/planner.h for; refused where the planner's
+// rules reject it), the workspace layout, and the kernel each case a run
+// can present launches: the choice function (ffi/launch_choice.h, where
+// the fallback rule is written) for a device of compute capability 9.0 or
+// not and for each alignment of the buffer bases.
 //
-// What runs: a direct SM90 kernel or the skinny kernel is one launch that
-// locates its windows on the device from the offsets operand (its launch is
-// made ready once per device and set of buffer addresses and replayed).
-// Otherwise (1) a pointer kernel turns the buffer bases plus the clamped
-// window offsets (read on the device) into per-batch-item pointer arrays in
-// the workspace (ret 1), (2) when C is read from D's own buffer at a window
-// that overlaps D's without being D's, a copy of that C window goes into
-// the workspace, and (3) one CUTLASS GEMM in array / ptr-array mode reads
-// those pointer arrays.  The split-K path's ptr-array slices run K in S
-// slices as S items per batch item, writing float32 partials into the
-// workspace, and (4) a reduction kernel sums them, applies alpha and beta *
-// C and writes the D window.  Nothing is allocated, no offset is read on
-// the host, nothing synchronises, nothing is read from the environment per
-// call, and the kernels launched depend only on the attributes, the device
-// and the buffer addresses: the handler is safe to capture into a CUDA
-// graph (kCmdBufferCompatible).
+// Execute (GemmExecute): checks the buffers against the problem, picks the
+// case (the device's kind, the bases' alignment), fills in the addresses
+// and launches.  A direct SM90 kernel or the skinny kernel is one launch
+// that locates its windows on the device from the start operands (its
+// launch is made ready once per device and set of buffer addresses and
+// replayed).  Otherwise (1) a pointer kernel turns the buffer bases plus
+// the clamped window offsets (read on the device) into per-batch-item
+// pointer arrays in the workspace (ret 1), (2) when C is read from D's own
+// buffer at a window that overlaps D's without being D's, a copy of that C
+// window goes into the workspace, and (3) one CUTLASS GEMM in array /
+// ptr-array mode reads those pointer arrays.  The split-K path's ptr-array
+// slices run K in S slices as S items per batch item, writing float32
+// partials into the workspace, and (4) a reduction kernel sums them,
+// applies alpha and beta * C and writes the D window.  Nothing is
+// allocated, no offset is read on the host, nothing synchronises, nothing
+// is read from the environment per call, and the kernels launched depend
+// only on the attributes, the device and the buffer addresses: the handler
+// is safe to capture into a CUDA graph (kCmdBufferCompatible).
 //
-// Fallback rule (documented in jax_dynoff/plan.py as well): the path
-// planned at trace time is a request, made by the planner's static rules
-// (kernels for the dtypes and transposes, the alignment proof, split-K's
-// slices, the direct and skinny kernels' window rules).  An SM90 path runs
-// its SM90 kernel only when the build has sm_90a kernels, the current
-// device is compute capability 9.0, the buffer bases are 16-byte aligned,
-// k > 0 and the call's options allow SM90 kernels (KernelOptions.sm90);
-// otherwise the generic kernel runs (same result, slower).  The workspace
-// layout always follows the planned path, so the fallback always fits.
-// The split-K path runs its planned direct kernel where the options allow
-// it (KernelOptions.direct) and every base is aligned, else its ptr-array
-// slices (A, B and workspace bases aligned: C and D are only touched by
-// the reduction kernel, which takes any alignment), else the generic
-// kernel, unsplit.  The other SM90 tiles run their planned direct kernel
-// (kernels/sm90_direct.h: one launch, no pointer kernel) instead of the
-// ptr-array one where the options allow it; the tiny path's cluster-K tile
-// (kernels/sm90_cluster_k.h, planned where ClusterKTileN gives it a width,
-// or forced) at the planner's width, from the desc
-// (PlannedKernel::cluster_k_tile_n).  The
-// skinny path runs one launch of the skinny kernel (kernels/sm90_skinny.h)
-// at its planned split; where KernelOptions.skinny is False or a base is
-// not aligned it runs the tiny tile as if planned for it, direct twin
-// (planned too) included.
-// The TF32 path (float32 in and out, default precision; any alignment)
-// runs on every GPU the build has code for; KernelOptions.tf32 = False
-// sends it to the exact generic kernel instead.  A float32 SM90 tile runs
-// its planned direct TF32 kernel (NN: B read in place, nothing staged)
-// where the options allow it, else the ptr-array TF32 kernel after the
-// staging of its MN-major operands (the plan reserved their copies where
-// KernelOptions(direct=False) asks for it), else, having no staged copy,
-// the CUTLASS 2.x TF32 kernel.
-// The grouped path (ragged windows: jax_dynoff.ragged_dot, vmapped calls
-// with valid extents) runs its grouped kernel (kernels/sm90_grouped.h)
-// after one pointer kernel, or fails with an error: no other kernel takes
-// valid extents.
 // JAX_DYNOFF_LOG=1 (the one debug switch, read once) prints, per call, the
 // planned path and the kernel run.
 #include <cuda_runtime_api.h>
@@ -85,6 +51,7 @@
 #include "gemm_problem.h"
 #include "handlers.h"
 #include "kernels/launch.h"
+#include "launch_choice.h"
 #include "plan.h"
 #include "planner.h"
 #include "xla/ffi/api/ffi.h"
@@ -95,7 +62,7 @@ namespace jax_dynoff {
 namespace cuda {
 namespace {
 
-constexpr int64_t kMaxSplitK = 1024;  // a sanity bound on desc's split_k
+constexpr int64_t kMaxSplitK = 1024;  // a sanity bound on the plan's split_k
 
 struct DeviceInfo {
   int major = 0, minor = 0, sms = 0;
@@ -129,11 +96,9 @@ bool EnvFlag(const char* name) {
   return v != nullptr && v[0] != '\0' && !(v[0] == '0' && v[1] == '\0');
 }
 
-bool Opt(const GemmProblem& p, int64_t bit) { return (p.options & bit) != 0; }
-
 // JAX_DYNOFF_LOG=1: one line per call on stderr, the planned path and the
 // kernel run (a debug switch, read once per process; every other choice
-// comes from the call's desc).
+// comes from the call's attributes).
 bool LogEnabled() {
   static const bool on = EnvFlag("JAX_DYNOFF_LOG");
   return on;
@@ -168,7 +133,9 @@ struct GemmState {
   static ffi::TypeId id;
   GemmProblem p;  // offsets_batched is per call (CheckCall)
   WorkspaceLayout w;
-  PlannedKernel kernel;  // desc[kKernel], checked against the rules
+  // The kernel each case runs (ChooseLaunch), by [compute capability 9.0]
+  // [AlignmentCase].
+  LaunchChoice choice[2][kNumAlignmentCases];
 
   PreparedLaunchCache cache;  // the direct kernels' launches
 
@@ -210,15 +177,15 @@ ffi::TypeId GemmState::id = {};
 
 // Instantiate stage: decode and validate the attributes once.
 ffi::ErrorOr<std::unique_ptr<GemmState>> GemmInstantiate(
-    ffi::Span<const int64_t> desc, double alpha, double beta) {
+    ffi::Dictionary attrs) {
   auto Refuse = [](const std::string& m) {
     return ffi::Unexpected<ffi::Error>(ffi::Error::InvalidArgument(m));
   };
   auto state = std::make_unique<GemmState>();
-  const std::string msg =
-      DecodeDesc(desc.begin(), static_cast<int64_t>(desc.size()), alpha, beta,
-                 &state->p);
+  const std::string msg = DecodeCallAttrs(FfiAttrs(attrs), &state->p);
   if (!msg.empty()) return Refuse(msg);
+  if (!attrs.contains("plan"))
+    return Refuse("jax_dynoff_gemm: the CUDA handler needs the call's plan");
   const GemmProblem& p = state->p;
   // Ragged windows run only as one grouped launch (jax_dynoff/lowering.py
   // composes the others from XLA window ops and a plain call), and the
@@ -235,14 +202,32 @@ ffi::ErrorOr<std::unique_ptr<GemmState>> GemmInstantiate(
     return Refuse(
         "jax_dynoff_gemm: split_k " + std::to_string(p.split_k) + " > " +
         std::to_string(kMaxSplitK));
-  if (GenericKernel(p.in_dtype, p.out_dtype) == nullptr)
-    return Refuse(
-        "jax_dynoff_gemm: no CUDA kernel for this input/output dtype pair");
-  // The planner's decision (jax_dynoff/plan.py wrote it into the desc),
-  // refused where its own rules reject it.
-  if (const std::string why = DecodeKernel(p, &state->kernel); !why.empty())
+  // The planner's decision (jax_dynoff/plan.py wrote it into the call's
+  // plan), refused where its own rules reject it.
+  if (const std::string why = CheckPlanned(p); !why.empty())
     return Refuse(why);
   state->w = Layout(p);
+  // Which kernel runs, for every case a run can present: the device's kind
+  // and the bases' alignment (the execute stage picks one).
+  for (int sm90 = 0; sm90 < 2; ++sm90)
+    for (int a = 0; a < kNumAlignmentCases; ++a) {
+      RunFacts f;
+      f.sm90_device = sm90 == 1;
+      f.sm90_built = Sm90Built();
+      LaunchChoice& c = state->choice[sm90][a] =
+          ChooseLaunch(p, WithAlignmentCase(f, a));
+      if (!c.error.empty()) continue;  // refused where a run presents it
+      const kernels::BuiltKernel& b = BuiltLine(c.line);
+      const bool built =
+          c.kind == LaunchKind::kGrouped  ? b.grouped != nullptr
+          : c.kind == LaunchKind::kSkinny ? b.skinny != nullptr
+          : c.kind == LaunchKind::kDirect ? b.direct != nullptr
+                                          : b.gemm != nullptr;
+      if (!built)
+        return Refuse(std::string("jax_dynoff_gemm: this build has no ") +
+                      (c.line < 0 ? "CUDA kernel for these dtypes"
+                                  : LineName(c.line)));
+    }
   return std::move(state);  // a conversion: no implicit move
 }
 
@@ -289,7 +274,6 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
                 " bytes, this call needs " + std::to_string(w.total) +
                 " (plan.py and the handler disagree)");
   if (p.batch == 0 || p.m == 0 || p.n == 0) return ffi::Error::Success();
-  const KernelEntry* generic = GenericKernel(p.in_dtype, p.out_dtype);
   DeviceInfo dev;
   if ((e = GetDeviceInfo(device, &dev)) != cudaSuccess)
     return CudaError("cudaDeviceGetAttribute", e);
@@ -327,150 +311,47 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
   common.sm_count = std::min(dev.sms, kernels::kSm90MaxSms);
   common.stream = stream;
 
-  // --- Ragged windows: the grouped kernel, which nothing stands in for
-  // (the planner chose it for this device's kind, so only a program moved
-  // to another GPU or unaligned buffers land here without it).
-  if (p.path == Path::kSm90Grouped) {
-    const GroupedKernelEntry* grouped =
-        Sm90GroupedKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
-                          static_cast<GroupedTile>(p.kernel));
-    if (grouped == nullptr || dev.major != 9 || dev.minor != 0)
-      return fail("ragged windows need the grouped SM90 kernel: a build "
-                  "with sm_90a kernels and a compute capability 9.0 GPU");
-    if (!Ptr16(P.base[kA]) || !Ptr16(P.base[kB]) || !Ptr16(P.base[kD]) ||
-        !Ptr16(ws))
-      return fail("ragged windows need 16-byte aligned buffers");
-    LogCall(p, grouped->name, 1, stream);
-    return RunGrouped(grouped, common, P, &state->cache);
-  }
-
-  // --- Which kernel (host-only facts: attributes, device, addresses).
-  // The planner chose path, split_k and the kernel within the path (the
-  // direct tile, the skinny split) at lowering time; what is left here is
-  // what only the run can tell: the device, the build's kernels, the
-  // buffer addresses, and the options' switches.
-  const PlannedKernel& planned = state->kernel;
-  const KernelEntry* kernel = generic;
-  bool split = false;  // run the split-K kernel + reduction
-  // A direct kernel stands in for the planned ptr-array kernel where the
-  // call got that far (SM90 device, alignment) and the planner chose one.
-  const DirectKernelEntry* direct = nullptr;
-  DirectTile direct_tile = DirectTile::kNone;
-  // The skinny kernel (one launch, nothing before it) for its path.
-  const SkinnyKernelEntry* skinny = nullptr;
-  // float32 at default precision: the CUTLASS 2.x TF32 kernel (any
-  // alignment) for its path, and as the fallback of an SM90 tile (the SM90
-  // TF32 kernels); KernelOptions(tf32=False) runs the exact generic kernel.
-  // At HIGHEST an SM90 tile's fallback is the generic kernel.
-  const bool f32_default = p.in_dtype == DType::kF32 &&
-                           p.out_dtype == DType::kF32 &&
-                           p.precision == Precision::kDefault;
-  const bool no_tf32 = f32_default && Opt(p, opt::kNoTf32);
-  const KernelEntry* const tf32 =
-      Tf32Kernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b);
-  if ((p.path == Path::kTf32 || IsSm90Path(p.path)) && f32_default &&
-      !no_tf32 && tf32 != nullptr)
-    kernel = tf32;
-  // The SM90 TF32 kernels' staging, where one runs (plan.h StagingOf).
-  const Tf32Staging staging = StagingOf(p);
-  bool staged = false;
-  if (IsSm90Path(p.path) && !Opt(p, opt::kNoSm90) && !no_tf32 &&
-      dev.major == 9 && dev.minor == 0 && p.k > 0) {
-    const bool bases_ok = Ptr16(P.base[kA]) && Ptr16(P.base[kB]) &&
-                          Ptr16(P.base[kC]) && Ptr16(P.base[kD]) && Ptr16(ws);
-    const bool direct_ok = !Opt(p, opt::kNoDirect) && bases_ok;
-    // The skinny path's fallback is the tiny tile (its workspace is the
-    // tiny tile's, its direct twin the planned direct tile): where the
-    // bases are not aligned or the options disable the skinny kernel.
-    Path tile_path = p.path;
-    if (p.path == Path::kSm90Skinny) {
-      const SkinnyKernelEntry* ks = SkinnyKernel(p.in_dtype, p.trans_b);
-      if (ks != nullptr && !Opt(p, opt::kNoSkinny) && bases_ok)
-        skinny = ks;
-      else
-        tile_path = Path::kSm90Tiny;
+  // --- The kernel: the instantiate stage's choice for this device's kind
+  // and these bases' alignment.
+  const bool ab_ws_aligned =
+      Ptr16(P.base[kA]) && Ptr16(P.base[kB]) && Ptr16(ws);
+  const bool bases_aligned =
+      ab_ws_aligned && Ptr16(P.base[kC]) && Ptr16(P.base[kD]);
+  const LaunchChoice& c =
+      state->choice[dev.major == 9 && dev.minor == 0]
+                   [AlignmentCase(bases_aligned, ab_ws_aligned)];
+  if (!c.error.empty()) return fail(c.error);
+  const kernels::BuiltKernel& built = BuiltLine(c.line);
+  switch (c.kind) {
+    case LaunchKind::kGrouped:
+      LogCall(p, built.grouped->name, 1, stream);
+      return RunGrouped(built.grouped, common, P, &state->cache);
+    case LaunchKind::kSkinny:
+      LogCall(p, built.skinny->name, c.split, stream);
+      return RunSkinny(built.skinny, common, P, c.split);
+    case LaunchKind::kDirect: {
+      LogCall(p, built.direct->name, c.split, stream);
+      kernels::PreparedLaunch launched;
+      ffi::Error err = RunDirect(built.direct, common, P, c.split,
+                                 c.cluster_k_tile_n, c.deterministic,
+                                 &state->cache, &launched);
+      if (!err.failure() && launched.fn != nullptr && keyed)
+        state->repeat.Store(repeat_key, launched);
+      return err;
     }
-    if (skinny != nullptr) {
-      // (one launch below)
-    } else if (p.path == Path::kSm90SplitK) {
-      // First choice: the direct split-K kernel, one launch, K reduced in
-      // the workspace.  Else the ptr-array slices and the reduction kernel,
-      // where C and D are only touched by the reduction (no alignment).
-      if (direct_ok) {
-        direct_tile = planned.direct;
-        direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
-                                  p.trans_b, direct_tile);
-      }
-      const KernelEntry* ks =
-          Sm90SplitKKernel(p.in_dtype, p.trans_a, p.trans_b);
-      if (direct == nullptr && ks != nullptr && Ptr16(P.base[kA]) &&
-          Ptr16(P.base[kB]) && Ptr16(ws)) {
-        kernel = ks;
-        split = true;
-      }
-    } else if (const KernelEntry* k90 =
-                   p.in_dtype == DType::kF32 &&
-                           p.precision == Precision::kHighest
-                       ? Sm90Tf32HighestKernel(tile_path)
-                       : Sm90Kernel(tile_path, p.in_dtype, p.out_dtype,
-                                    p.trans_a, p.trans_b);
-               k90 != nullptr && bases_ok) {
-      kernel = k90;
-      staged = p.in_dtype == DType::kF32;
-      if (direct_ok) {
-        direct_tile = planned.direct;
-        direct = Sm90DirectKernel(p.in_dtype, p.out_dtype, p.trans_a,
-                                  p.trans_b, direct_tile);
-      }
-      // A float32 call planned for the direct TF32 kernel has no staged
-      // copy of its MN-major B in the workspace (plan.h StagingOf), which
-      // the ptr-array TF32 kernel would need: where the direct kernel does
-      // not run after all, the CUTLASS 2.x TF32 kernel (any layout, in
-      // place) does.
-      const bool k_major =
-          (!p.trans_a || staging.a) && (p.trans_b || staging.b);
-      if (direct == nullptr && staged && !k_major) {
-        kernel = tf32;
-        staged = false;
-      }
-    }
+    case LaunchKind::kPtrArray:
+      break;
   }
-  const int64_t slices = split ? p.split_k : 1;
-  const int skinny_split = skinny != nullptr ? planned.skinny_split : 1;
-  // A direct kernel's CTAs per output tile along K.
-  const int direct_split =
-      direct_tile == DirectTile::kSplitK     ? static_cast<int>(p.split_k)
-      : direct_tile == DirectTile::kClusterK ? kernels::kClusterKSplit
-                                             : 1;
-  if (split) {
-    const int64_t ks = p.k / slices;
-    P.slices = slices;
+  if (c.slices) {
+    const int64_t ks = p.k / c.split;
+    P.slices = c.split;
     P.a_slice_bytes = ks * P.elt[kA];                 // A row-major: columns
     P.b_slice_bytes = ks * p.op[kB].ld() * P.elt[kB];  // B row-major: rows
   }
-  LogCall(p,
-          p.k == 0   ? "scale(k=0)"
-          : skinny ? skinny->name
-          : direct ? direct->name
-                   : kernel->name,
-          skinny ? skinny_split : direct ? direct_split : slices, stream);
-
-  if (skinny != nullptr) return RunSkinny(skinny, common, P, skinny_split);
-  if (direct != nullptr && p.k > 0) {
-    kernels::PreparedLaunch launched;
-    ffi::Error err = RunDirect(
-        direct, common, P, direct_split,
-        direct_tile == DirectTile::kClusterK ? planned.cluster_k_tile_n : 0,
-        !Opt(p, opt::kNondeterministic), &state->cache, &launched);
-    if (!err.failure() && launched.fn != nullptr && keyed)
-      state->repeat.Store(repeat_key, launched);
-    return err;
-  }
-  // The CUTLASS 2.x kernels (generic, TF32) index batch items with grid z
-  // (<= 65535); the SM90 kernels take the whole batch.
-  const bool grid_z_batch = kernel == generic || kernel == tf32;
-  return RunPtrArray(kernel, grid_z_batch, split, common, P, w,
-                     staged ? &staging : nullptr);
+  LogCall(p, p.k == 0 ? "scale(k=0)" : built.gemm->name, c.split, stream);
+  const Tf32Staging staging = StagingOf(p);
+  return RunPtrArray(built.gemm, c.grid_z_batch, c.slices, common, P, w,
+                     c.staged ? &staging : nullptr);
 }
 
 }  // namespace
@@ -478,9 +359,7 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
 
 XLA_FFI_DEFINE_HANDLER(kCudaGemmInstantiate, cuda::GemmInstantiate,
                        ffi::Ffi::BindInstantiate()
-                           .Attr<ffi::Span<const int64_t>>("desc")
-                           .Attr<double>("alpha")
-                           .Attr<double>("beta"));
+                           .Attrs<ffi::Dictionary>());
 
 // The attributes were read by the instantiate stage: the execute stage
 // binds none (attributes it does not name are not decoded).

@@ -5,9 +5,9 @@
 //
 // Plain C++, no CUDA: the planner (ffi/planner.cc) asks it whether a kernel
 // exists in every build, the CPU-only one included, so that a plan is the
-// same wherever it is made; the registry (ffi/cuda/registry.cu) asks it
-// which line serves a call and takes that line's entry from
-// kernels/catalogue_entries.h.
+// same wherever it is made; the choice function (ffi/launch_choice.h) asks
+// it which line a call runs, and the registry (ffi/cuda/registry.h) gives
+// that line's entry from kernels/catalogue_entries.h.
 #ifndef JAX_DYNOFF_KERNELS_CATALOGUE_H_
 #define JAX_DYNOFF_KERNELS_CATALOGUE_H_
 
@@ -19,17 +19,17 @@
 namespace jax_dynoff {
 namespace kernels {
 
-// The registry lookup that finds a line (ffi/cuda/registry.h), and so its
-// entry type and which tile enum its tiles are codes of.
+// A line's kind of kernel, and so its entry type (BuiltKernel's field)
+// and which tile enum its tiles are codes of.
 enum class KernelFamily {
-  kGeneric,          // GenericKernel: KernelEntry
-  kTf32,             // Tf32Kernel: KernelEntry
-  kSm90,             // Sm90Kernel: KernelEntry, Sm90Tile
-  kSm90Tf32Highest,  // Sm90Tf32HighestKernel: KernelEntry, Sm90Tile
-  kSm90SplitK,       // Sm90SplitKKernel: KernelEntry
-  kSm90Direct,       // Sm90DirectKernel: DirectKernelEntry, DirectTile
-  kSm90Grouped,      // Sm90GroupedKernel: GroupedKernelEntry, GroupedTile
-  kSm90Skinny,       // SkinnyKernel: SkinnyKernelEntry
+  kGeneric,          // CUTLASS 2.x SIMT, every GPU: KernelEntry
+  kTf32,             // CUTLASS 2.x TF32, every GPU: KernelEntry
+  kSm90,             // SM90 ptr-array: KernelEntry, Sm90Tile
+  kSm90Tf32Highest,  // SM90 3xTF32 ptr-array: KernelEntry, Sm90Tile
+  kSm90SplitK,       // SM90 ptr-array K slices: KernelEntry
+  kSm90Direct,       // SM90 direct: DirectKernelEntry, DirectTile
+  kSm90Grouped,      // SM90 grouped: GroupedKernelEntry, GroupedTile
+  kSm90Skinny,       // the skinny kernel: SkinnyKernelEntry
 };
 
 // Bit sets of the tiles and the transposes a line serves.

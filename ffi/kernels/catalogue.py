@@ -1,8 +1,8 @@
 """The kernel catalogue: every kernel the build compiles, one line each.
 
 Each line is a kernel: its name (the entry's symbol, and what the handler's
-log prints), its kind (how it is instantiated and which registry lookup
-finds it), the tile it serves, its dtypes, the layout it is built for, its
+log prints), its kind (how it is instantiated and which family the choice
+function searches it in), the tile it serves, its dtypes, the layout it is built for, its
 configuration struct and why it exists.  Lines are grouped into
 translation units (UNITS): nvcc spends most of a unit's time parsing the
 CUTLASS headers, not on one kernel, so the kernels of one header and tile
@@ -16,7 +16,7 @@ struct in the family's header).  CMake runs this file at configure time
 
 and it writes, under OUT_DIR: kernels/<unit>.cu (one instantiation unit
 per UNITS entry); kernels/catalogue_table.h (the table as constexpr plain
-C++, which the planner searches in every build and the registry too:
+C++, which the planner and the choice function search in every build:
 kernels/catalogue.h); kernels/catalogue_entries.h (the entries'
 declarations, and the entry each line has in this build: the registry);
 kernels/catalogue_build_info.h (the kernels as BuildInfo lists them); and
@@ -31,8 +31,8 @@ import sys
 # --- The kinds of kernel ------------------------------------------------------
 #
 # A kind says how a line is instantiated (the macro of its family's header
-# and that macro's arguments) and which registry lookup (KernelFamily,
-# kernels/catalogue.h) finds it.
+# and that macro's arguments) and its family (KernelFamily,
+# kernels/catalogue.h: the entry type, which tile enum).
 
 # dtype -> (CUTLASS element type, CUDA element type, C++ DType).
 DTYPES = {
@@ -79,7 +79,7 @@ def _bool(x):
 
 
 Kind = collections.namedtuple("Kind", [
-    "family",      # FAMILIES key: the registry lookup that finds it
+    "family",      # FAMILIES key: its KernelFamily
     "entry",       # its entry type (kernels/launch.h)
     "macro",       # kernel -> (macro, arguments after the name)
     "dtypes",      # the "in->out" pairs its macro can instantiate
