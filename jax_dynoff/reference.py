@@ -32,6 +32,7 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from jax_dynoff.signature import check_call
@@ -143,8 +144,10 @@ def gemm(a: Any, b: Any, c: Any = None, *, out: Any = None,
 def check_ragged_dot(lhs: Any, rhs: Any, group_sizes: Any,
                      group_offset: Any = None):
   """(lhs, rhs, group_sizes) as arrays, checked as `ragged_dot` takes them:
-  lhs (m, k), rhs (groups, k, n) of one dtype, group_sizes (groups,) int32
-  or int64.  Every mistake is named."""
+  lhs (m, k), rhs (groups, k, n) of one dtype, group_sizes (groups,) of
+  any integer dtype, as lax.ragged_dot takes them (returned as int32 or
+  int64, with the same meaning: an unsigned size past int32's range is cut
+  at m first, as the rows cut every size).  Every mistake is named."""
   if group_offset is not None:
     raise NotImplementedError("ragged_dot: group_offset is not supported "
                               "(nor is it by lax.ragged_dot)")
@@ -165,9 +168,14 @@ def check_ragged_dot(lhs: Any, rhs: Any, group_sizes: Any,
     raise ValueError(
         f"ragged_dot: group_sizes must be ({rhs.shape[0]},) (one size per "
         f"group of rhs), got shape {sizes.shape}")
-  if sizes.dtype not in (jnp.int32, jnp.int64):
+  if not jnp.issubdtype(sizes.dtype, jnp.integer):
     raise TypeError(
-        f"ragged_dot: group_sizes must be int32 or int64, got {sizes.dtype}")
+        f"ragged_dot: group_sizes must be integers, got {sizes.dtype}")
+  if sizes.dtype not in (jnp.int32, jnp.int64):
+    if jnp.issubdtype(sizes.dtype, jnp.unsignedinteger):
+      cut = min(lhs.shape[0], int(jnp.iinfo(sizes.dtype).max))
+      sizes = jnp.minimum(sizes, np.asarray(cut, sizes.dtype))
+    sizes = sizes.astype(jnp.int32)
   return lhs, rhs, sizes
 
 

@@ -58,25 +58,72 @@ def _static_bool(arg: str, v: Any) -> bool:
   return bool(v)
 
 
-def _precision(v: Any) -> tuple[str, Any]:
-  """('highest' | 'default', the value for lax).  Accepts what jnp.dot does."""
+_F32 = jnp.dtype(jnp.float32)
+
+# The dot algorithms the kernels run, by input dtype: an algorithm preset's
+# name -> "default" (16-bit inputs, float32 accumulation; float32 inputs on
+# TF32 tensor cores) or "highest" (float32: 3xTF32 on the SM90 tiles, the
+# exact SIMT kernel elsewhere).  `jnp.dot` takes the same presets; one the
+# kernels cannot honour is refused by name, never run at another accuracy.
+_PRESETS = {
+    jnp.dtype(jnp.bfloat16): {"DEFAULT": "default",
+                              "BF16_BF16_F32": "default"},
+    jnp.dtype(jnp.float16): {"DEFAULT": "default", "F16_F16_F32": "default"},
+    _F32: {"DEFAULT": "default", "TF32_TF32_F32": "default",
+           "TF32_TF32_F32_X3": "highest", "F32_F32_F32": "highest"},
+}
+
+
+def _algorithm(v: Any, in_dtype: np.dtype) -> str:
+  """A lax.DotAlgorithmPreset or lax.DotAlgorithm as the precision mode it
+  asks of `in_dtype` inputs ("default" / "highest"), or a ValueError."""
+  runs = _PRESETS.get(jnp.dtype(in_dtype), {})
+  if isinstance(v, lax.DotAlgorithmPreset):
+    mode = runs.get(v.name)
+    what = f"lax.DotAlgorithmPreset.{v.name}"
+  else:  # lax.DotAlgorithm: inputs and accumulation as one preset names them
+    types = (jnp.dtype(v.lhs_precision_type), jnp.dtype(v.rhs_precision_type),
+             jnp.dtype(v.accumulation_type))
+    one_pass = (v.lhs_component_count, v.rhs_component_count,
+                v.num_primitive_operations) == (1, 1, 1)
+    ok = (one_pass and types == (jnp.dtype(in_dtype),) * 2 + (_F32,) and
+          not v.allow_imprecise_accumulation)
+    mode = ("highest" if in_dtype == _F32 else "default") if ok else None
+    what = f"{v!r}"
+  if mode is None:
+    raise ValueError(
+        f"precision {what} cannot be honoured for {jnp.dtype(in_dtype)} "
+        f"inputs; the kernels run: "
+        + ", ".join(f"lax.DotAlgorithmPreset.{n}" for n in runs)
+        + (" or lax.DotAlgorithm with both inputs and float32 accumulation"
+           if runs else ""))
+  return mode
+
+
+def _precision(v: Any, in_dtype: np.dtype) -> tuple[str, Any]:
+  """('highest' | 'default', the value for lax).  Accepts what jnp.dot does:
+  None, a lax.Precision (or its name), a pair of them, a
+  lax.DotAlgorithmPreset or a lax.DotAlgorithm (`_algorithm`)."""
   if v is None:
     # As jnp.dot does: honour jax.default_matmul_precision / the config.
     cfg = str(jax.config.jax_default_matmul_precision or "").lower()
     if cfg in ("highest", "float32", "fp32"):
       return "highest", lax.Precision.HIGHEST
     return "default", None
+  if isinstance(v, (lax.DotAlgorithmPreset, lax.DotAlgorithm)):
+    mode = _algorithm(v, in_dtype)
+    return mode, lax.Precision.HIGHEST if mode == "highest" else None
   vals = v if isinstance(v, (tuple, list)) else (v,)
   if len(vals) not in (1, 2):
-    raise ValueError(f"precision must be None, a lax.Precision or a pair of "
-                     f"them, got {v!r}")
+    raise ValueError(f"precision must be None, a lax.Precision, a pair of "
+                     f"them or a lax dot algorithm, got {v!r}")
   parsed = []
   for p in vals:
     try:
       parsed.append(lax.Precision(p) if p is not None else None)
     except (ValueError, KeyError, TypeError):
-      raise ValueError(f"precision must be None, a lax.Precision or a pair "
-                       f"of them, got {v!r}") from None
+      raise ValueError(f"precision must be None, a lax.Precision, a pair of "
+                       f"them or a lax dot algorithm, got {v!r}") from None
   highest = all(p == lax.Precision.HIGHEST for p in parsed)
   lp = lax.Precision.HIGHEST if highest else None
   return ("highest" if highest else "default"), lp
@@ -93,11 +140,11 @@ def check_call(a, b, c=None, *, out=None, alpha=1.0, beta=1.0,
   tb = _static_bool("transpose_b", transpose_b)
   alpha = _static_float("alpha", alpha)
   beta = _static_float("beta", beta)
-  prec, lax_prec = _precision(precision)
 
   in_dtype = jnp.dtype(a.dtype)
   if in_dtype not in INPUT_DTYPES:
     raise TypeError(f"a must be bfloat16, float16 or float32, got {in_dtype}")
+  prec, lax_prec = _precision(precision, in_dtype)
   if jnp.dtype(b.dtype) != in_dtype:
     raise TypeError(
         f"b must have a's dtype {in_dtype} (a and b share one dtype), got "

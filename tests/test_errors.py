@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
 
 import jax_dynoff as dyn
 
@@ -302,3 +303,60 @@ def test_window_built_directly_is_checked_like_window():
     dyn.Window(x, (0, 0), (5, 2))
   w = dyn.Window(x, (np.int32(1), 2), (2, 2))
   assert w.start == (1, 2) and w.shape == (2, 2)
+
+
+# --- precision: what jnp.dot takes -------------------------------------------
+
+@pytest.mark.parametrize("dtype, precision, mode", [
+    (jnp.bfloat16, lax.DotAlgorithmPreset.DEFAULT, "default"),
+    (jnp.bfloat16, lax.DotAlgorithmPreset.BF16_BF16_F32, "default"),
+    (jnp.float16, lax.DotAlgorithmPreset.F16_F16_F32, "default"),
+    (jnp.float32, lax.DotAlgorithmPreset.TF32_TF32_F32, "default"),
+    (jnp.float32, lax.DotAlgorithmPreset.TF32_TF32_F32_X3, "highest"),
+    (jnp.float32, lax.DotAlgorithmPreset.F32_F32_F32, "highest"),
+    (jnp.bfloat16, lax.DotAlgorithm(jnp.bfloat16, jnp.bfloat16, jnp.float32),
+     "default"),
+    (jnp.float32, lax.DotAlgorithm(jnp.float32, jnp.float32, jnp.float32),
+     "highest"),
+    (jnp.float32, (lax.Precision.HIGHEST, lax.Precision.HIGHEST), "highest"),
+    (jnp.float32, "highest", "highest"),
+    (jnp.float32, (lax.Precision.HIGHEST, lax.Precision.DEFAULT), "default"),
+])
+def test_precision_takes_what_jnp_dot_takes(dtype, precision, mode):
+  """A lax.Precision, its name, a pair, a lax.DotAlgorithmPreset or a
+  lax.DotAlgorithm the kernels run, for gemm and ragged_dot alike."""
+  from jax_dynoff import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  a, b = arr((8, 4), dtype), arr((4, 6), dtype)
+  spec = plan_lib.first_spec(
+      lambda a, b: dyn.gemm(a, b, precision=precision,
+                            preferred_element_type=jnp.float32), a, b)
+  assert spec.precision == mode
+  spec = plan_lib.first_spec(
+      lambda a, b: dyn.ragged_dot(a, b[None], jnp.asarray([8], jnp.uint32),
+                                  precision=precision), a, b)
+  assert spec.precision == mode
+
+
+@pytest.mark.parametrize("dtype, precision", [
+    (jnp.bfloat16, lax.DotAlgorithmPreset.BF16_BF16_BF16),
+    (jnp.bfloat16, lax.DotAlgorithmPreset.BF16_BF16_F32_X3),
+    (jnp.float16, lax.DotAlgorithmPreset.F16_F16_F16),
+    (jnp.float32, lax.DotAlgorithmPreset.BF16_BF16_F32),
+    (jnp.float32, lax.DotAlgorithmPreset.F16_F16_F32),
+    (jnp.bfloat16, lax.DotAlgorithmPreset.F32_F32_F32),
+    (jnp.float32, lax.DotAlgorithmPreset.ANY_F8_ANY_F8_F32),
+    (jnp.float32, lax.DotAlgorithm(jnp.bfloat16, jnp.bfloat16, jnp.float32)),
+])
+def test_precision_refuses_an_algorithm_it_cannot_honour(dtype, precision):
+  """An algorithm the kernels would run at another accuracy is a clear
+  error naming it, never a silent change."""
+  name = getattr(precision, "name", None) or "DotAlgorithm"
+  msg = expect_error(
+      lambda a, b: dyn.gemm(a, b, precision=precision),
+      arr((8, 4), dtype), arr((4, 6), dtype), name="precision",
+      given=(name,), exc=ValueError)
+  assert "cannot be honoured" in msg
+  with pytest.raises(ValueError, match="cannot be honoured"):
+    trace(lambda a, b: dyn.ragged_dot(a, b[None], jnp.asarray([8]),
+                                      precision=precision),
+          arr((8, 4), dtype), arr((4, 6), dtype))

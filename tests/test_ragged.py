@@ -389,3 +389,20 @@ print("OK")
   r = subprocess.run([sys.executable, "-c", script], env=env,
                      capture_output=True, text=True, timeout=300)
   assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-3000:]
+
+
+def test_ragged_dot_takes_what_lax_ragged_dot_takes():
+  """uint32 group sizes and a dot algorithm preset with a float32 result,
+  as a MoE layer written for lax.ragged_dot passes them: the same result
+  as int32 sizes at default precision."""
+  r = np.random.default_rng(7)
+  lhs = jnp.asarray(r.standard_normal((32, 16)), BF16)
+  rhs = jnp.asarray(r.standard_normal((4, 16, 8)), BF16)
+  sizes = np.asarray([9, 0, 13, 6])
+  got = jax.jit(lambda l, w, g: dyn.ragged_dot(
+      l, w, g, precision=jax.lax.DotAlgorithmPreset.BF16_BF16_F32,
+      preferred_element_type=jnp.float32))(lhs, rhs, sizes.astype(np.uint32))
+  want = dyn.reference.ragged_dot(lhs, rhs, sizes.astype(np.int32),
+                                  preferred_element_type=jnp.float32)
+  assert got.dtype == jnp.float32
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -301,8 +301,29 @@ def test_ragged_dot_checks_its_arguments():
     ref.ragged_dot(lhs, jnp.zeros((2, 5, 3)), gs)
   with pytest.raises(ValueError, match="group_sizes must be"):
     ref.ragged_dot(lhs, rhs, jnp.asarray([8], jnp.int32))
-  with pytest.raises(TypeError, match="int32 or int64"):
+  with pytest.raises(TypeError, match="group_sizes must be integers"):
     ref.ragged_dot(lhs, rhs, jnp.asarray([4.0, 4.0]))
   with pytest.raises(NotImplementedError, match="group_offset"):
     ref.ragged_dot(lhs, rhs, gs, group_offset=jnp.int32(0))
 
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint8, np.int8, np.int16,
+                                   np.uint16])
+def test_ragged_dot_takes_any_integer_group_sizes(dtype):
+  """group_sizes of any integer dtype, as lax.ragged_dot takes them, mean
+  the same sizes; an unsigned size past int32's range is cut at m like any
+  size past the rows, never wrapped negative."""
+  r = np.random.default_rng(3)
+  lhs = jnp.asarray(r.standard_normal((16, 8)), jnp.float32)
+  rhs = jnp.asarray(r.standard_normal((3, 8, 5)), jnp.float32)
+  want = ref.ragged_dot(lhs, rhs, jnp.asarray([6, 0, 7], jnp.int32))
+  got = ref.ragged_dot(lhs, rhs, jnp.asarray([6, 0, 7], dtype))
+  np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+  np.testing.assert_allclose(
+      got, jax.lax.ragged_dot(lhs, rhs, jnp.asarray([6, 0, 7], dtype)),
+      rtol=1e-5, atol=1e-5)
+  if dtype == np.uint32:  # 2^32 - 16: past every row, not -16
+    big = ref.ragged_dot(lhs, rhs, jnp.asarray([6, 2**32 - 16, 7], dtype))
+    want = ref.ragged_dot(lhs, rhs, jnp.asarray([6, 16, 7], jnp.int32))
+    np.testing.assert_array_equal(np.asarray(big), np.asarray(want))
