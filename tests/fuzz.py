@@ -1,0 +1,467 @@
+"""A seeded differential fuzzer of `jax_dynoff.gemm` and `ragged_dot`.
+
+Each problem is a random static call (dtypes, output dtype, ranks 2-4,
+transposes, alpha, beta, C absent / its own array / a window of out's
+array overlapping out's window in part, ragged valid extents, a vmap over
+A's starts, or a `ragged_dot` with empty groups), compiled once and run at
+many random start sets: in range, negative, below -dim, past dim, and the
+int32 extremes.  Every result is checked against a float64 NumPy oracle
+written here, apart from `jax_dynoff.reference` (the clamping rule of
+`lax.dynamic_slice`, the valid extents, the window write), within a bound
+derived from the dtypes and K; `out` is filled with NaN outside its window
+(and outside C's, where C is read from it) and checked there bit for bit.
+
+Every problem has its own seed; a failure prints it and
+`python tests/fuzz.py --replay SEED` runs that problem again.  The run
+reports how many problems each planned CUDA path took
+(`jax_dynoff.plan`: the path the planner chose for the call; on a GPU the
+kernel that ran is the handler's choice of it).
+
+  python tests/fuzz.py [--problems N] [--starts S] [--seed X]
+                       [--budget-s T] [--gpu-sizes] [--replay SEED]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import sys
+import time
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+
+import jax_dynoff as dyn
+from jax_dynoff import plan as plan_lib
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+I32_MIN, I32_MAX = -2**31, 2**31 - 1
+
+# Unit roundoff of each dtype (the relative error of one rounding).
+EPS = {BF16: 2.0**-8, F16: 2.0**-11, F32: 2.0**-24}
+
+
+# --- The oracle (float64 NumPy) ---------------------------------------------
+
+def clamp(start: int, dim: int, size: int) -> int:
+  """lax.dynamic_slice's rule: a negative start counts from the end, then
+  the window is moved inside the array."""
+  if start < 0:
+    start += dim
+  return max(0, min(start, dim - size))
+
+
+@dataclasses.dataclass
+class Win:
+  """A window of an array: its start per dim (ints, before clamping), its
+  (rows, cols) capacity and its valid extents (None: plain)."""
+  shape: tuple  # the array's shape
+  rows: int
+  cols: int
+  valid: Optional[tuple] = None
+
+  def placed(self, starts, valid=None):
+    """(index tuple of the window's valid part, valid rows, valid cols)
+    for these starts and valid extents."""
+    r = len(self.shape)
+    vr, vc = self.rows, self.cols
+    if self.valid is not None:
+      vr = max(0, min(int(valid[0]), self.rows))
+      vc = max(0, min(int(valid[1]), self.cols))
+    sizes = [1] * (r - 2) + [vr, vc]
+    s = [clamp(int(st), d, z) for st, d, z in zip(starts, self.shape, sizes)]
+    idx = tuple(s[:r - 2]) + (slice(s[-2], s[-2] + vr),
+                              slice(s[-1], s[-1] + vc))
+    return idx, vr, vc
+
+  def read(self, x, starts, valid=None):
+    """The (rows, cols) window of x in float64, zeros outside the valid
+    part."""
+    idx, vr, vc = self.placed(starts, valid)
+    w = np.zeros((self.rows, self.cols))
+    w[:vr, :vc] = np.asarray(x, np.float64)[idx]
+    return w
+
+
+def oracle(p, arrays, starts, valid):
+  """The call's result in float64 and the bound on its error: (want,
+  bound, index of the written part or None for a fresh result)."""
+  a = p.a.read(arrays["a"], starts["a"], valid.get("a"))
+  b = p.b.read(arrays["b"], starts["b"], valid.get("b"))
+  a = a.T if p.ta else a
+  b = b.T if p.tb else b
+  want = p.alpha * (a @ b)
+  absval = abs(p.alpha) * (np.abs(a) @ np.abs(b))
+  if p.c_mode != "none":
+    src = arrays["out"] if p.c_mode == "from_out" else arrays["c"]
+    c = p.c.read(src, starts["c"], valid.get("c"))
+    want = want + p.beta * c
+    absval = absval + abs(p.beta) * np.abs(c)
+  return want, bound(p, absval, want)
+
+
+def bound(p, absval, want):
+  """A sound error bound: input rounding (TF32 for float32 at default
+  precision on a GPU, 3xTF32 at HIGHEST), float32 accumulation over K
+  terms, and the output's rounding."""
+  gpu = jax.default_backend() == "gpu"
+  if p.in_dtype == F32 and gpu:
+    eps_in = 2.0**-18 if p.highest else 2.0**-10
+  else:
+    eps_in = 0.0  # 16-bit products are exact in float32; CPU: float32
+  acc = (p.k + 2) * 2.0**-24
+  # The output's subnormals round to a fixed absolute step.
+  tiny = float(ml_dtypes.finfo(p.out_dtype).smallest_subnormal)
+  return (4 * (eps_in + acc) * absval + 2 * EPS[p.out_dtype] * np.abs(want)
+          + tiny + 1e-30)
+
+
+# --- Problems ---------------------------------------------------------------
+
+@dataclasses.dataclass
+class Problem:
+  seed: int
+  kind: str            # "gemm", "vmap" or "ragged_dot"
+  in_dtype: np.dtype
+  out_dtype: np.dtype
+  m: int
+  n: int
+  k: int
+  ta: bool = False
+  tb: bool = False
+  alpha: float = 1.0
+  beta: float = 0.0
+  highest: bool = False
+  c_mode: str = "none"  # "none", "own", "from_out"
+  a: Optional[Win] = None
+  b: Optional[Win] = None
+  c: Optional[Win] = None
+  out: Optional[Win] = None  # None: a fresh (m, n) result
+  batch: int = 0             # vmap: items (A's starts batched)
+  groups: int = 0            # ragged_dot: experts
+
+
+def _sizes(r, gpu: bool):
+  if gpu and r.random() < 0.6:
+    return int(r.choice([8, 16, 64, 128, 136, 256, 264, 512]))
+  return int(r.integers(1, 40 if not gpu else 300))
+
+
+def _array_shape(r, rows, cols, gpu):
+  """An array holding a (rows, cols) window: rank 2-4, each dim at least
+  the window's, sometimes larger."""
+  rank = int(r.integers(2, 5))
+  lead = tuple(int(r.integers(1, 4)) for _ in range(rank - 2))
+  grow = lambda v: v + (int(r.integers(0, 9)) if r.random() < 0.6 else 0)
+  if gpu and r.random() < 0.5:  # aligned trailing dims: the TMA paths
+    grow = lambda v: v + 8 * int(r.integers(0, 3))
+  return lead + (grow(rows), grow(cols))
+
+
+def make_problem(seed: int, gpu: bool = False) -> Problem:
+  r = np.random.default_rng(seed)
+  kind = r.choice(["gemm"] * 7 + ["vmap"] * 2 + ["ragged_dot"])
+  in_dtype = [BF16, F16, F32][int(r.integers(0, 3))]
+  out_dtype = F32 if r.random() < 0.3 else in_dtype
+  m, n, k = _sizes(r, gpu), _sizes(r, gpu), _sizes(r, gpu)
+  if r.random() < 0.05:
+    k = 0
+  p = Problem(seed, str(kind), in_dtype, out_dtype, m, n, k)
+  if kind == "ragged_dot":
+    p.groups = int(r.integers(1, 6))
+    p.out_dtype = out_dtype
+    return p
+  p.ta, p.tb = bool(r.random() < 0.3), bool(r.random() < 0.3)
+  p.alpha = float(r.choice([1.0, -0.5, 2.0, float(r.uniform(-2, 2))]))
+  p.highest = bool(in_dtype == F32 and r.random() < 0.3)
+  ar, ac = (k, m) if p.ta else (m, k)
+  br, bc = (n, k) if p.tb else (k, n)
+  ragged = kind == "gemm" and r.random() < 0.2
+  p.a = Win(_array_shape(r, ar, ac, gpu), ar, ac,
+            valid=(True, True) if ragged and r.random() < 0.7 else None)
+  p.b = Win(_array_shape(r, br, bc, gpu), br, bc)
+  if kind == "vmap":
+    p.batch = int(r.integers(1, 4))
+    return p
+  if r.random() < 0.6:
+    p.out = Win(_array_shape(r, m, n, gpu), m, n,
+                valid=(True, True) if ragged and r.random() < 0.5 else None)
+  u = r.random()
+  if u < 0.3:
+    p.c_mode = "own"
+    p.c = Win(_array_shape(r, m, n, gpu), m, n)
+  elif u < 0.5 and p.out is not None and p.out.valid is None:
+    p.c_mode = "from_out"
+    p.c = Win(p.out.shape, m, n)
+  if p.c_mode != "none":
+    p.beta = float(r.choice([1.0, 0.5, -1.5]))
+  return p
+
+
+I64_MIN, I64_MAX = -2**63, 2**63 - 1
+
+
+def _x64() -> bool:
+  return bool(jax.config.jax_enable_x64)
+
+
+def random_start(r, dim: int, size: int) -> int:
+  """In range mostly; else negative, below -dim, past dim, or an int32
+  extreme (int64 ones too with --x64, where the starts are int64)."""
+  u = r.random()
+  if u < 0.55:
+    return int(r.integers(0, max(dim - size, 0) + 1))
+  if u < 0.7:
+    return int(r.integers(-dim, 0)) if dim else -1
+  if u < 0.8:
+    return int(r.integers(I32_MIN // 2, -dim)) if dim else -5
+  if u < 0.9:
+    return int(r.integers(dim, dim + 1000))
+  extremes = [I32_MIN, I32_MAX, I32_MIN + 1, I32_MAX - 1]
+  if _x64():
+    extremes += [I64_MIN, I64_MAX, I64_MIN + 1, I64_MAX - 1]
+  return int(r.choice(extremes))
+
+
+def random_valid(r, cap: int) -> int:
+  u = r.random()
+  if u < 0.7:
+    return int(r.integers(0, cap + 1))
+  return int(r.choice([-3, cap + 5, I32_MAX, I32_MIN]))
+
+
+def _rand(r, shape, dtype):
+  return r.uniform(-1, 1, shape).astype(dtype)
+
+
+# --- One problem ------------------------------------------------------------
+
+def _call(p: Problem):
+  """The jitted call of `p`: (arrays, starts, valid) -> result."""
+  prec = jax.lax.Precision.HIGHEST if p.highest else None
+
+  def win(name, x, st, vd):
+    w = getattr(p, name)
+    valid = (vd[0], vd[1]) if w.valid is not None else None
+    return dyn.window(x, tuple(st), (w.rows, w.cols), valid=valid)
+
+  def f(arrays, starts, valid):
+    a = win("a", arrays["a"], starts["a"], valid.get("a"))
+    b = win("b", arrays["b"], starts["b"], valid.get("b"))
+    out = c = None
+    if p.out is not None:
+      out = win("out", arrays["out"], starts["out"], valid.get("out"))
+    if p.c_mode == "own":
+      c = win("c", arrays["c"], starts["c"], ())
+    elif p.c_mode == "from_out":
+      c = dyn.window(arrays["out"], tuple(starts["c"]), (p.m, p.n))
+    return dyn.gemm(a, b, c, out=out, alpha=p.alpha, beta=p.beta,
+                    transpose_a=p.ta, transpose_b=p.tb, precision=prec,
+                    preferred_element_type=(p.out_dtype if p.out is None
+                                            else None))
+
+  if p.kind == "vmap":
+    def fv(arrays, starts, valid):
+      return jax.vmap(lambda sa: f(arrays, dict(starts, a=sa), valid))(
+          starts["a"])
+    return jax.jit(fv)
+  return jax.jit(f)
+
+
+def _arrays(p: Problem, r):
+  arrays = {"a": _rand(r, p.a.shape, p.in_dtype),
+            "b": _rand(r, p.b.shape, p.in_dtype)}
+  if p.c_mode == "own":
+    arrays["c"] = _rand(r, p.c.shape, p.out_dtype)
+  if p.out is not None:
+    arrays["out"] = np.full(p.out.shape, np.nan, p.out_dtype)
+  return arrays
+
+
+def _starts(p: Problem, r):
+  it = np.int64 if _x64() else np.int32
+  starts, valid = {}, {}
+  for name in ("a", "b", "c", "out"):
+    w = getattr(p, name)
+    if w is None:
+      continue
+    sizes = [1] * (len(w.shape) - 2) + [w.rows, w.cols]
+    st = [random_start(r, d, z) for d, z in zip(w.shape, sizes)]
+    if name == "a" and p.kind == "vmap":
+      st = [np.asarray([random_start(r, d, z) for _ in range(p.batch)], it)
+            for d, z in zip(w.shape, sizes)]
+    starts[name] = [np.asarray(s, it) for s in st]
+    if w.valid is not None:
+      valid[name] = [np.asarray(random_valid(r, w.rows), np.int32),
+                     np.asarray(random_valid(r, w.cols), np.int32)]
+  return starts, valid
+
+
+def _close(got, want, bnd) -> bool:
+  got = np.asarray(got, np.float64)
+  return bool(np.all(np.abs(got - want) <= bnd) and np.all(np.isfinite(got)))
+
+
+def check_gemm(p: Problem, n_starts: int) -> list[str]:
+  """Runs p at n_starts start sets; returns the failures."""
+  r = np.random.default_rng(p.seed + 1)
+  f = _call(p)
+  fails = []
+  for t in range(n_starts):
+    arrays = _arrays(p, r)
+    starts, valid = _starts(p, r)
+    if p.c_mode == "from_out":  # C's window of out holds values
+      idx, _, _ = p.c.placed(starts["c"])
+      region = arrays["out"][idx]
+      arrays["out"][idx] = _rand(r, region.shape, p.out_dtype)
+    before = {k: v.copy() for k, v in arrays.items()}
+    got = np.asarray(f(arrays, starts, valid))
+    if p.kind == "vmap":
+      for i in range(p.batch):
+        sa = [int(s[i]) for s in starts["a"]]
+        want, bnd = oracle(p, before, dict(starts, a=sa), valid)
+        if not _close(got[i], want, bnd):
+          fails.append(f"start set {t}, item {i}: values")
+      continue
+    want, bnd = oracle(p, before, starts, valid)
+    if p.out is None:
+      if got.shape != (p.m, p.n) or not _close(got, want, bnd):
+        fails.append(f"start set {t}: values")
+      continue
+    idx, vr, vc = p.out.placed(starts["out"], valid.get("out"))
+    written = np.zeros(p.out.shape, bool)
+    written[idx] = True
+    if not _close(got[idx], want[:vr, :vc], bnd[:vr, :vc]):
+      fails.append(f"start set {t}: values in the window")
+    keep = before["out"].view(np.uint8 if p.out_dtype.itemsize == 1 else
+                              {2: np.uint16, 4: np.uint32}[
+                                  p.out_dtype.itemsize])
+    gotb = got.astype(p.out_dtype).view(keep.dtype)
+    if not np.array_equal(gotb[~written], keep[~written]):
+      fails.append(f"start set {t}: an element outside the window changed")
+  return fails
+
+
+def check_ragged_dot(p: Problem, n_starts: int) -> list[str]:
+  r = np.random.default_rng(p.seed + 1)
+  f = jax.jit(lambda l, w, g: dyn.ragged_dot(
+      l, w, g, preferred_element_type=p.out_dtype))
+  fails = []
+  for t in range(n_starts):
+    lhs = _rand(r, (p.m, p.k), p.in_dtype)
+    rhs = _rand(r, (p.groups, p.k, p.n), p.in_dtype)
+    sizes = r.integers(0, max(2, 2 * p.m // p.groups), p.groups)
+    sizes[r.random(p.groups) < 0.3] = 0  # empty groups
+    got = np.asarray(f(lhs, rhs, sizes.astype(np.int32)), np.float64)
+    want = np.zeros((p.m, p.n))
+    absval = np.zeros((p.m, p.n))
+    row = 0
+    for g, s in enumerate(sizes):
+      s = int(min(s, p.m - row))
+      x = np.asarray(lhs[row:row + s], np.float64)
+      w = np.asarray(rhs[g], np.float64)
+      want[row:row + s] = x @ w
+      absval[row:row + s] = np.abs(x) @ np.abs(w)
+      row += s
+    if not _close(got, want, bound(p, absval, want)):
+      fails.append(f"group sizes {sizes.tolist()}: values")
+  return fails
+
+
+def family(p: Problem, gpu: bool) -> str:
+  """The CUDA path the planner chose for p's (first) call; on a GPU also
+  the kernel the handler launches for it with aligned buffers (the choice
+  function, jax_dynoff.plan.launch_choice)."""
+  try:
+    if p.kind == "ragged_dot":
+      r = np.random.default_rng(0)
+      args = (_rand(r, (p.m, p.k), p.in_dtype),
+              _rand(r, (p.groups, p.k, p.n), p.in_dtype),
+              np.ones(p.groups, np.int32))
+      fn = lambda l, w, g: dyn.ragged_dot(l, w, g,
+                                          preferred_element_type=p.out_dtype)
+    else:
+      r = np.random.default_rng(0)
+      arrays = _arrays(p, r)
+      starts, valid = _starts(p, r)
+      fn, args = _call(p), (arrays, starts, valid)
+    spec = plan_lib.first_spec(fn, *args)
+    if spec is None:
+      return "no call"
+    path = plan_lib.plan(spec).path
+    if gpu and jax.default_backend() == "gpu":
+      return f"{path}: {plan_lib.launch_choice(spec)['kernel']}"
+    return path
+  except Exception as e:  # pylint: disable=broad-except
+    return f"plan failed: {type(e).__name__}"
+
+
+def run_problem(seed: int, n_starts: int, gpu: bool):
+  p = make_problem(seed, gpu)
+  try:
+    fails = (check_ragged_dot if p.kind == "ragged_dot" else check_gemm)(
+        p, n_starts)
+  except Exception as e:  # pylint: disable=broad-except
+    fails = [f"raised {type(e).__name__}: {e}"[:400]]
+  return p, fails
+
+
+def run(seed: int, problems: int, n_starts: int, budget_s: float,
+        gpu: bool, out=sys.stdout) -> dict:
+  """Problems seed * 100000 + i, i < problems, within budget_s seconds."""
+  t0 = time.time()
+  families = collections.Counter()
+  failures = []
+  done = calls = 0
+  for i in range(problems):
+    if time.time() - t0 > budget_s:
+      break
+    s = seed * 100000 + i
+    p, fails = run_problem(s, n_starts, gpu)
+    fam = family(p, gpu)
+    families[fam] += 1
+    done += 1
+    calls += n_starts * max(p.batch, 1)
+    for fl in fails:
+      failures.append((s, fl))
+      print(f"FAIL seed {s} ({p.kind}, {fam}): {fl}\n  replay: python "
+            f"tests/fuzz.py --replay {s}{' --gpu-sizes' if gpu else ''}",
+            file=out, flush=True)
+  return {"problems": done, "calls": calls, "failures": failures,
+          "families": dict(families), "seconds": time.time() - t0}
+
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--problems", type=int, default=1000)
+  ap.add_argument("--starts", type=int, default=20)
+  ap.add_argument("--seed", type=int, default=1)
+  ap.add_argument("--budget-s", type=float, default=1e9)
+  ap.add_argument("--gpu-sizes", action="store_true",
+                  help="larger, often aligned shapes: the SM90 paths")
+  ap.add_argument("--replay", type=int, default=None)
+  ap.add_argument("--x64", action="store_true",
+                  help="enable int64 (jax_enable_x64) for the whole run")
+  a = ap.parse_args(argv)
+  if a.x64:
+    jax.config.update("jax_enable_x64", True)
+  if a.replay is not None:
+    p, fails = run_problem(a.replay, a.starts, a.gpu_sizes)
+    print(p)
+    print("\n".join(fails) or "ok")
+    return 1 if fails else 0
+  res = run(a.seed, a.problems, a.starts, a.budget_s, a.gpu_sizes)
+  print(f"{res['problems']} problems, {res['calls']} calls, "
+        f"{len(res['failures'])} failures in {res['seconds']:.0f} s; "
+        f"by planned path: {res['families']}")
+  return 1 if res["failures"] else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,51 @@
+"""The differential fuzzer (tests/fuzz.py) within a budget: random static
+problems at random start sets against its own float64 oracle, nothing
+written outside a window.  On the CPU the CPU handler runs them; on a GPU
+the CUDA kernels, with shapes that reach the SM90 paths."""
+
+from __future__ import annotations
+
+import io
+
+import jax
+import pytest
+
+import fuzz
+
+GPU = jax.default_backend() == "gpu"
+
+
+def _run(seed, budget_s, gpu):
+  log = io.StringIO()
+  res = fuzz.run(seed, 10**6, 8, budget_s, gpu, out=log)
+  assert not res["failures"], log.getvalue()
+  return res
+
+
+@pytest.mark.skipif(GPU, reason="on a GPU the GPU budget runs")
+def test_fuzz_cpu_budget():
+  """About 100 seconds of problems (a few thousand calls)."""
+  res = _run(11, 100.0, gpu=False)
+  assert res["problems"] >= 200, res
+  assert {"generic", "tf32"} <= set(res["families"]), res["families"]
+
+
+@pytest.mark.skipif(not GPU, reason="needs a GPU")
+def test_fuzz_gpu_budget():
+  """Two minutes of problems with shapes that reach the SM90 paths."""
+  res = _run(12, 120.0, gpu=True)
+  assert res["problems"] >= 100, res
+  assert any(f.startswith("sm90_") for f in res["families"]), res
+
+
+def test_fuzz_catches_a_wrong_clamp(monkeypatch):
+  """The oracle is not a mirror of the code under test: taught a wrong
+  clamping rule, it reports failures."""
+  monkeypatch.setattr(fuzz, "clamp", lambda s, d, z: max(0, min(s, d - z)))
+  res = fuzz.run(1, 30, 5, 60.0, False, out=io.StringIO())
+  assert res["failures"]
+
+
+def test_fuzz_replays_a_seed():
+  p, fails = fuzz.run_problem(100001, 3, False)
+  assert p == fuzz.make_problem(100001) and fails == []
