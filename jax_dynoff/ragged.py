@@ -77,27 +77,28 @@ def _weight_grad(x, g, offsets, sizes, groups, precision, opts):
   return bind(spec, Operands(x, g, None, None, starts))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
-def _ragged_dot(lhs, rhs, sizes, precision, out_dtype, opts):
-  offsets, sizes = reference.ragged_rows(sizes, lhs.shape[0])
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
+def _ragged_dot(lhs, rhs, offsets, sizes, precision, out_dtype, opts):
+  """The groups of rhs: rows [offsets[g], offsets[g] + sizes[g]) of lhs
+  (`reference.expert_rows`) times rhs[g]."""
   return _rows_call(lhs, rhs, offsets, sizes, out_dtype, False, precision,
                     opts)
 
 
-def _fwd(lhs, rhs, sizes, precision, out_dtype, opts):
-  return (_ragged_dot(lhs, rhs, sizes, precision, out_dtype, opts),
-          (lhs, rhs, sizes))
+def _fwd(lhs, rhs, offsets, sizes, precision, out_dtype, opts):
+  return (_ragged_dot(lhs, rhs, offsets, sizes, precision, out_dtype, opts),
+          (lhs, rhs, offsets, sizes))
 
 
 def _bwd(precision, out_dtype, opts, res, ct):
   del out_dtype
-  lhs, rhs, sizes = res
-  offsets, rows = reference.ragged_rows(sizes, lhs.shape[0])
+  lhs, rhs, offsets, rows = res
   g = ct.astype(lhs.dtype)  # a float32 cotangent of 16-bit inputs
   dlhs = _rows_call(g, rhs, offsets, rows, lhs.dtype, True, precision, opts)
   drhs = _weight_grad(lhs, g, offsets, rows, rhs.shape[0], precision, opts)
   return (_summed_like(dlhs, lhs), _summed_like(drhs, rhs),
-          np.zeros(sizes.shape, jax.dtypes.float0))
+          np.zeros(offsets.shape, jax.dtypes.float0),
+          np.zeros(rows.shape, jax.dtypes.float0))
 
 
 def _summed_like(ct, primal):
@@ -121,13 +122,19 @@ def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
   lhs_g @ rhs[g] and rows past the groups zero (sizes summing past m are
   cut there).  Result dtype `preferred_element_type` (default: lhs's).
   One launch on an H100 / H200 for bfloat16 (and float16 forward) inputs;
-  `jax.grad` runs two more.  `group_offset` is not supported (nor by
-  lax.ragged_dot on the GPU).  `opts` (a `jax_dynoff.KernelOptions`) is
+  `jax.grad` runs two more.  `group_offset` ((1,) integers) makes rhs the
+  rhs.shape[0] experts from that group of `group_sizes` on, as
+  lax.ragged_dot names it (one expert-parallel shard: inside `shard_map`
+  over an expert axis, each shard's offset is its first expert); rows of
+  the other groups are zeros, and so is their part of the gradient wrt
+  lhs.  `opts` (a `jax_dynoff.KernelOptions`) is
   passed to every call, as `gemm` takes it (tests and tuning)."""
-  lhs, rhs, sizes = reference.check_ragged_dot(lhs, rhs, group_sizes,
-                                               group_offset)
+  lhs, rhs, sizes, group_offset = reference.check_ragged_dot(
+      lhs, rhs, group_sizes, group_offset)
   out_dtype = jnp.dtype(preferred_element_type
                         if preferred_element_type is not None else lhs.dtype)
   if lhs.shape[0] == 0 or rhs.shape[0] == 0:
     return jnp.zeros((lhs.shape[0], rhs.shape[2]), out_dtype)
-  return _ragged_dot(lhs, rhs, sizes, precision, out_dtype, opts)
+  offsets, rows = reference.expert_rows(sizes, lhs.shape[0], rhs.shape[0],
+                                        group_offset)
+  return _ragged_dot(lhs, rhs, offsets, rows, precision, out_dtype, opts)

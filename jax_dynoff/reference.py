@@ -39,7 +39,7 @@ from jax_dynoff.signature import check_call
 from jax_dynoff.window import Window, window
 
 __all__ = ["gemm", "ragged_dot", "read_window", "write_window",
-           "check_ragged_dot", "ragged_rows"]
+           "check_ragged_dot", "ragged_rows", "expert_rows"]
 
 
 def _index_dtype(w: Window):
@@ -143,14 +143,14 @@ def gemm(a: Any, b: Any, c: Any = None, *, out: Any = None,
 
 def check_ragged_dot(lhs: Any, rhs: Any, group_sizes: Any,
                      group_offset: Any = None):
-  """(lhs, rhs, group_sizes) as arrays, checked as `ragged_dot` takes them:
-  lhs (m, k), rhs (groups, k, n) of one dtype, group_sizes (groups,) of
-  any integer dtype, as lax.ragged_dot takes them (returned as int32 or
-  int64, with the same meaning: an unsigned size past int32's range is cut
-  at m first, as the rows cut every size).  Every mistake is named."""
-  if group_offset is not None:
-    raise NotImplementedError("ragged_dot: group_offset is not supported "
-                              "(nor is it by lax.ragged_dot)")
+  """(lhs, rhs, group_sizes, group_offset) as arrays, checked as
+  `ragged_dot` takes them: lhs (m, k), rhs (experts, k, n) of one dtype,
+  group_sizes (groups,) of any integer dtype, as lax.ragged_dot takes them
+  (returned as int32 or int64, with the same meaning: an unsigned size past
+  int32's range is cut at m first, as the rows cut every size), and
+  group_offset None (then groups == experts) or a (1,) integer array (then
+  rhs holds experts groups of the groups, from that one on).  Every
+  mistake is named."""
   lhs, rhs, sizes = (jnp.asarray(v) for v in (lhs, rhs, group_sizes))
   if lhs.ndim != 2:
     raise ValueError(f"ragged_dot: lhs must be (m, k), got shape {lhs.shape}")
@@ -164,10 +164,24 @@ def check_ragged_dot(lhs: Any, rhs: Any, group_sizes: Any,
   if lhs.dtype != rhs.dtype:
     raise TypeError(f"ragged_dot: lhs ({lhs.dtype}) and rhs ({rhs.dtype}) "
                     "must have one dtype")
-  if sizes.shape != (rhs.shape[0],):
-    raise ValueError(
-        f"ragged_dot: group_sizes must be ({rhs.shape[0]},) (one size per "
-        f"group of rhs), got shape {sizes.shape}")
+  if group_offset is None:
+    if sizes.shape != (rhs.shape[0],):
+      raise ValueError(
+          f"ragged_dot: group_sizes must be ({rhs.shape[0]},) (one size per "
+          f"group of rhs), got shape {sizes.shape}")
+  else:
+    group_offset = jnp.asarray(group_offset)
+    if group_offset.shape != (1,) or not jnp.issubdtype(group_offset.dtype,
+                                                        jnp.integer):
+      raise ValueError(
+          "ragged_dot: group_offset must be a (1,) integer array, got "
+          f"{group_offset.dtype}{list(group_offset.shape)}")
+    if sizes.ndim != 1 or sizes.shape[0] < rhs.shape[0]:
+      raise ValueError(
+          f"ragged_dot: group_sizes must be (groups,) with groups >= rhs's "
+          f"{rhs.shape[0]} experts (group_offset picks theirs), got shape "
+          f"{sizes.shape}")
+    group_offset = group_offset.astype(jnp.int32)
   if not jnp.issubdtype(sizes.dtype, jnp.integer):
     raise TypeError(
         f"ragged_dot: group_sizes must be integers, got {sizes.dtype}")
@@ -176,7 +190,21 @@ def check_ragged_dot(lhs: Any, rhs: Any, group_sizes: Any,
       cut = min(lhs.shape[0], int(jnp.iinfo(sizes.dtype).max))
       sizes = jnp.minimum(sizes, np.asarray(cut, sizes.dtype))
     sizes = sizes.astype(jnp.int32)
-  return lhs, rhs, sizes
+  return lhs, rhs, sizes, group_offset
+
+
+def expert_rows(group_sizes: Any, m: int, experts: int,
+                group_offset: Any = None):
+  """(offsets, sizes) of the rows of rhs's `experts` groups among m:
+  `ragged_rows` of every group, then, with a group_offset, the `experts`
+  groups from that one on (the offset clamped as lax.dynamic_slice clamps
+  a start); rows of the other groups belong to no expert here."""
+  offsets, sizes = ragged_rows(group_sizes, m)
+  if group_offset is None:
+    return offsets, sizes
+  o = (group_offset[0],)
+  return (lax.dynamic_slice(offsets, o, (experts,)),
+          lax.dynamic_slice(sizes, o, (experts,)))
 
 
 def ragged_rows(group_sizes: Any, m: int):
@@ -198,12 +226,16 @@ def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
   in order) times `rhs[g]`, each group one `gemm` whose A and out are
   ragged windows of capacity m at offset_g; rows past the groups are zeros.
   Group sizes are expected to sum to at most m, as for lax.ragged_dot;
-  past m the rows are cut."""
-  lhs, rhs, sizes = check_ragged_dot(lhs, rhs, group_sizes, group_offset)
+  past m the rows are cut.  With `group_offset` ((1,) integers) rhs holds
+  the rhs.shape[0] experts from that group of group_sizes on (one
+  expert-parallel shard): rows of other groups are zeros
+  (`expert_rows`)."""
+  lhs, rhs, sizes, group_offset = check_ragged_dot(lhs, rhs, group_sizes,
+                                                   group_offset)
   (m, k), (g, _, n) = lhs.shape, rhs.shape
   out_dtype = (jnp.dtype(preferred_element_type)
                if preferred_element_type is not None else lhs.dtype)
-  offsets, sizes = ragged_rows(sizes, m)
+  offsets, sizes = expert_rows(sizes, m, g, group_offset)
   out = jnp.zeros((m, n), out_dtype)
   for i in range(g):
     out = gemm(window(lhs, (offsets[i], 0), (m, k), valid=(sizes[i], k)),

@@ -343,7 +343,7 @@ def test_ragged_dot_checks_its_arguments():
     dyn.ragged_dot(lhs, jnp.zeros((2, 5, 3)), gs)
   with pytest.raises(TypeError, match="one dtype"):
     dyn.ragged_dot(lhs, rhs.astype(BF16), gs)
-  with pytest.raises(NotImplementedError, match="group_offset"):
+  with pytest.raises(ValueError, match="group_offset must be a"):
     dyn.ragged_dot(lhs, rhs, gs, group_offset=jnp.int32(0))
 
 
@@ -406,3 +406,45 @@ def test_ragged_dot_takes_what_lax_ragged_dot_takes():
                                   preferred_element_type=jnp.float32)
   assert got.dtype == jnp.float32
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_ragged_dot_expert_parallel_in_shard_map():
+  """rhs's experts split over an expert axis, each shard's group_offset
+  its first expert, lhs and the group sizes replicated: the psum of the
+  shards' results (each zero outside its groups' rows) and the gradients
+  (lhs's summed over the shards, rhs's per shard) equal the whole
+  ragged_dot's."""
+  import os  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  script = """
+import jax, jax.numpy as jnp, numpy as np
+from jax import lax
+from jax.sharding import PartitionSpec as P, AxisType
+import jax_dynoff as dyn
+mesh = jax.make_mesh((4,), ("e",), axis_types=(AxisType.Auto,))
+r = np.random.default_rng(0)
+lhs = jnp.asarray(r.standard_normal((64, 16)), jnp.float32)
+rhs = jnp.asarray(r.standard_normal((8, 16, 8)), jnp.float32)
+gs = jnp.asarray([5, 0, 9, 12, 3, 7, 0, 20], jnp.int32)
+p = lax.Precision.HIGHEST
+def shard(a, b, g):
+  o = (lax.axis_index("e") * b.shape[0]).astype(jnp.int32).reshape(1)
+  return lax.psum(dyn.ragged_dot(a, b, g, precision=p, group_offset=o), "e")
+f = jax.shard_map(shard, mesh=mesh, in_specs=(P(), P("e"), P()),
+                  out_specs=P())
+want = dyn.reference.ragged_dot(lhs, rhs, gs, precision=p)
+assert float(jnp.abs(jax.jit(f)(lhs, rhs, gs) - want).max()) < 1e-4
+got = jax.jit(jax.grad(lambda a, b: jnp.sum(f(a, b, gs) ** 2), (0, 1)))(lhs, rhs)
+ref = jax.grad(lambda a, b: jnp.sum(dyn.reference.ragged_dot(
+    a, b, gs, precision=p) ** 2), (0, 1))(lhs, rhs)
+for x, y in zip(got, ref):
+  assert float(jnp.abs(x - y).max() / jnp.abs(y).max()) < 1e-5
+print("OK")
+"""
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             PYTHONPATH=os.path.dirname(os.path.dirname(dyn.__file__)),
+             XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  r = subprocess.run([sys.executable, "-c", script], env=env,
+                     capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-3000:]

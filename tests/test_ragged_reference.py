@@ -303,8 +303,13 @@ def test_ragged_dot_checks_its_arguments():
     ref.ragged_dot(lhs, rhs, jnp.asarray([8], jnp.int32))
   with pytest.raises(TypeError, match="group_sizes must be integers"):
     ref.ragged_dot(lhs, rhs, jnp.asarray([4.0, 4.0]))
-  with pytest.raises(NotImplementedError, match="group_offset"):
+  with pytest.raises(ValueError, match="group_offset must be a"):
     ref.ragged_dot(lhs, rhs, gs, group_offset=jnp.int32(0))
+  with pytest.raises(ValueError, match="group_offset must be a"):
+    ref.ragged_dot(lhs, rhs, gs, group_offset=jnp.zeros((1,)))
+  with pytest.raises(ValueError, match="groups >= rhs's 2 experts"):
+    ref.ragged_dot(lhs, rhs, jnp.asarray([8], jnp.int32),
+                   group_offset=jnp.zeros((1,), jnp.int32))
 
 
 
@@ -327,3 +332,46 @@ def test_ragged_dot_takes_any_integer_group_sizes(dtype):
     big = ref.ragged_dot(lhs, rhs, jnp.asarray([6, 2**32 - 16, 7], dtype))
     want = ref.ragged_dot(lhs, rhs, jnp.asarray([6, 16, 7], jnp.int32))
     np.testing.assert_array_equal(np.asarray(big), np.asarray(want))
+
+
+@pytest.mark.parametrize("impl", [ref.ragged_dot, dyn.ragged_dot],
+                         ids=["reference", "gemm"])
+def test_group_offset_is_one_expert_parallel_shard(impl):
+  """rhs as the 2 experts from group_offset on (the offset traced, as a
+  shard's is): each shard's result holds its groups' rows and zeros
+  elsewhere; the shards sum to the whole ragged_dot, their gradients wrt
+  lhs sum and wrt rhs stack to its gradients.  An offset past the groups
+  is clamped as lax.dynamic_slice clamps a start."""
+  r = np.random.default_rng(5)
+  lhs = jnp.asarray(r.standard_normal((24, 8)), jnp.float32)
+  rhs = jnp.asarray(r.standard_normal((6, 8, 5)), jnp.float32)
+  gs = jnp.asarray([3, 0, 7, 4, 2, 5], jnp.int32)
+  ct = jnp.asarray(r.standard_normal((24, 5)), jnp.float32)
+
+  def loss(l, w, o):
+    return jnp.sum(impl(l, w, gs, group_offset=o) * ct)
+
+  shard = jax.jit(lambda l, w, o: impl(l, w, gs, group_offset=o))
+  grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
+  whole = impl(lhs, rhs, gs)
+  wl, ww = jax.grad(lambda l, w: jnp.sum(impl(l, w, gs) * ct),
+                    argnums=(0, 1))(lhs, rhs)
+  total, dl, dws = 0, 0, []
+  ends = np.cumsum(np.asarray(gs))
+  for s in range(0, 6, 2):
+    o = jnp.asarray([s], jnp.int32)
+    part = np.asarray(shard(lhs, rhs[s:s + 2], o))
+    lo, hi = (ends[s - 1] if s else 0), ends[s + 1]
+    np.testing.assert_array_equal(part[:lo], 0)
+    np.testing.assert_array_equal(part[hi:], 0)
+    total = total + part
+    gl, gw = grad(lhs, rhs[s:s + 2], o)
+    dl = dl + np.asarray(gl)
+    dws.append(np.asarray(gw))
+  np.testing.assert_allclose(total, whole, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(dl, wl, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(np.concatenate(dws), ww, rtol=1e-5, atol=1e-5)
+  # Past the groups: clamped to the last 2 experts' groups.
+  np.testing.assert_array_equal(
+      np.asarray(shard(lhs, rhs[4:6], jnp.asarray([9], jnp.int32))),
+      np.asarray(shard(lhs, rhs[4:6], jnp.asarray([4], jnp.int32))))
