@@ -31,7 +31,6 @@ import time
 from typing import Optional
 
 import jax
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
