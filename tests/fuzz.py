@@ -36,6 +36,7 @@ import numpy as np
 
 import jax_dynoff as dyn
 from jax_dynoff import plan as plan_lib
+from jax_dynoff.options import DIRECT_TILES, SM90_TILES, KernelOptions
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -64,6 +65,9 @@ class Win:
   rows: int
   cols: int
   valid: Optional[tuple] = None
+  # A static column start (a Python int in the call, e.g. 0 or a multiple
+  # of 8: what the SM90 paths' alignment proof needs), or None: traced.
+  static_col: Optional[int] = None
 
   def placed(self, starts, valid=None):
     """(index tuple of the window's valid part, valid rows, valid cols)
@@ -74,6 +78,9 @@ class Win:
       vr = max(0, min(int(valid[0]), self.rows))
       vc = max(0, min(int(valid[1]), self.cols))
     sizes = [1] * (r - 2) + [vr, vc]
+    starts = list(starts)
+    if self.static_col is not None:
+      starts[-1] = self.static_col
     s = [clamp(int(st), d, z) for st, d, z in zip(starts, self.shape, sizes)]
     idx = tuple(s[:r - 2]) + (slice(s[-2], s[-2] + vr),
                               slice(s[-1], s[-1] + vc))
@@ -144,12 +151,26 @@ class Problem:
   out: Optional[Win] = None  # None: a fresh (m, n) result
   batch: int = 0             # vmap: items (A's starts batched)
   groups: int = 0            # ragged_dot: experts
+  # Kernel options (any: they choose kernels, never results): they reach
+  # the paths the planner takes only when asked, split-K and forced tiles.
+  opts: KernelOptions = KernelOptions()
 
 
 def _sizes(r, gpu: bool):
-  if gpu and r.random() < 0.6:
+  if gpu and r.random() < 0.75:
     return int(r.choice([8, 16, 64, 128, 136, 256, 264, 512]))
   return int(r.integers(1, 40 if not gpu else 300))
+
+
+def _opts(r) -> KernelOptions:
+  """Mostly the defaults; else options that steer the kernel choice."""
+  if r.random() < 0.6:
+    return KernelOptions()
+  pick = lambda names: (str(r.choice(names)) if r.random() < 0.3 else None)
+  return KernelOptions(
+      tile=pick(SM90_TILES), direct=bool(r.random() < 0.8),
+      direct_tile=pick(DIRECT_TILES), skinny=bool(r.random() < 0.8),
+      split_k=bool(r.random() < 0.4), deterministic=bool(r.random() < 0.8))
 
 
 def _array_shape(r, rows, cols, gpu):
@@ -158,7 +179,7 @@ def _array_shape(r, rows, cols, gpu):
   rank = int(r.integers(2, 5))
   lead = tuple(int(r.integers(1, 4)) for _ in range(rank - 2))
   grow = lambda v: v + (int(r.integers(0, 9)) if r.random() < 0.6 else 0)
-  if gpu and r.random() < 0.5:  # aligned trailing dims: the TMA paths
+  if gpu and r.random() < 0.8:  # aligned trailing dims: the TMA paths
     grow = lambda v: v + 8 * int(r.integers(0, 3))
   return lead + (grow(rows), grow(cols))
 
@@ -169,9 +190,12 @@ def make_problem(seed: int, gpu: bool = False) -> Problem:
   in_dtype = [BF16, F16, F32][int(r.integers(0, 3))]
   out_dtype = F32 if r.random() < 0.3 else in_dtype
   m, n, k = _sizes(r, gpu), _sizes(r, gpu), _sizes(r, gpu)
+  if gpu and r.random() < 0.25:  # the skinny and split-K rows
+    m = int(r.integers(1, 17))
   if r.random() < 0.05:
     k = 0
   p = Problem(seed, str(kind), in_dtype, out_dtype, m, n, k)
+  p.opts = _opts(r)
   if kind == "ragged_dot":
     p.groups = int(r.integers(1, 6))
     p.out_dtype = out_dtype
@@ -185,12 +209,19 @@ def make_problem(seed: int, gpu: bool = False) -> Problem:
   p.a = Win(_array_shape(r, ar, ac, gpu), ar, ac,
             valid=(True, True) if ragged and r.random() < 0.7 else None)
   p.b = Win(_array_shape(r, br, bc, gpu), br, bc)
+  if gpu:  # static column starts, 16-byte multiples: the SM90 paths
+    for w in (p.a, p.b):
+      if r.random() < 0.85:
+        w.static_col = 8 * int(r.integers(0, (w.shape[-1] - w.cols) // 8 + 1))
   if kind == "vmap":
     p.batch = int(r.integers(1, 4))
     return p
   if r.random() < 0.6:
     p.out = Win(_array_shape(r, m, n, gpu), m, n,
                 valid=(True, True) if ragged and r.random() < 0.5 else None)
+    if gpu and r.random() < 0.85:
+      p.out.static_col = 8 * int(
+          r.integers(0, (p.out.shape[-1] - n) // 8 + 1))
   u = r.random()
   if u < 0.3:
     p.c_mode = "own"
@@ -200,6 +231,8 @@ def make_problem(seed: int, gpu: bool = False) -> Problem:
     p.c = Win(p.out.shape, m, n)
   if p.c_mode != "none":
     p.beta = float(r.choice([1.0, 0.5, -1.5]))
+    if gpu and r.random() < 0.85:
+      p.c.static_col = 8 * int(r.integers(0, (p.c.shape[-1] - n) // 8 + 1))
   return p
 
 
@@ -248,7 +281,10 @@ def _call(p: Problem):
   def win(name, x, st, vd):
     w = getattr(p, name)
     valid = (vd[0], vd[1]) if w.valid is not None else None
-    return dyn.window(x, tuple(st), (w.rows, w.cols), valid=valid)
+    st = tuple(st)
+    if w.static_col is not None:
+      st = st[:-1] + (w.static_col,)
+    return dyn.window(x, st, (w.rows, w.cols), valid=valid)
 
   def f(arrays, starts, valid):
     a = win("a", arrays["a"], starts["a"], valid.get("a"))
@@ -259,11 +295,14 @@ def _call(p: Problem):
     if p.c_mode == "own":
       c = win("c", arrays["c"], starts["c"], ())
     elif p.c_mode == "from_out":
-      c = dyn.window(arrays["out"], tuple(starts["c"]), (p.m, p.n))
+      st = tuple(starts["c"])
+      if p.c.static_col is not None:
+        st = st[:-1] + (p.c.static_col,)
+      c = dyn.window(arrays["out"], st, (p.m, p.n))
     return dyn.gemm(a, b, c, out=out, alpha=p.alpha, beta=p.beta,
                     transpose_a=p.ta, transpose_b=p.tb, precision=prec,
                     preferred_element_type=(p.out_dtype if p.out is None
-                                            else None))
+                                            else None), opts=p.opts)
 
   if p.kind == "vmap":
     def fv(arrays, starts, valid):
@@ -350,7 +389,7 @@ def check_gemm(p: Problem, n_starts: int) -> list[str]:
 def check_ragged_dot(p: Problem, n_starts: int) -> list[str]:
   r = np.random.default_rng(p.seed + 1)
   f = jax.jit(lambda l, w, g: dyn.ragged_dot(
-      l, w, g, preferred_element_type=p.out_dtype))
+      l, w, g, preferred_element_type=p.out_dtype, opts=p.opts))
   fails = []
   for t in range(n_starts):
     lhs = _rand(r, (p.m, p.k), p.in_dtype)
@@ -383,7 +422,7 @@ def family(p: Problem, gpu: bool) -> str:
       args = (_rand(r, (p.m, p.k), p.in_dtype),
               _rand(r, (p.groups, p.k, p.n), p.in_dtype),
               np.ones(p.groups, np.int32))
-      fn = lambda l, w, g: dyn.ragged_dot(l, w, g,
+      fn = lambda l, w, g: dyn.ragged_dot(l, w, g, opts=p.opts,
                                           preferred_element_type=p.out_dtype)
     else:
       r = np.random.default_rng(0)
