@@ -139,7 +139,9 @@ none is visible), and the lowering writes its answer into the call's
 direct tile, the skinny split, the cluster-K width, the grouped tile),
 which the CUDA handler checks and follows instead of deciding again.
 
-Fallback rule (the handler, ffi/cuda/handler.cu): a planned SM90 path is a
+Fallback rule (the choice function, ffi/launch_choice.h, which the CUDA
+handler runs at its instantiate stage; `launch_choice` asks it): a planned
+SM90 path is a
 request.  The CUDA handler runs the generic kernel instead when the device
 it runs on is not compute capability 9.0, when the extension was built
 without sm_90a, when a buffer base is not 16-byte aligned, or with
