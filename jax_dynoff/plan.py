@@ -141,8 +141,7 @@ which the CUDA handler checks and follows instead of deciding again.
 
 Fallback rule (the choice function, ffi/launch_choice.h, which the CUDA
 handler runs at its instantiate stage; `launch_choice` asks it): a planned
-SM90 path is a
-request.  The CUDA handler runs the generic kernel instead when the device
+SM90 path is a request.  The CUDA handler runs the generic kernel instead when the device
 it runs on is not compute capability 9.0, when the extension was built
 without sm_90a, when a buffer base is not 16-byte aligned, or with
 ``KernelOptions(sm90=False)``; a split-K plan then runs the generic kernel
