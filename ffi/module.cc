@@ -117,6 +117,23 @@ nb::dict LayoutDict(const jax_dynoff::WorkspaceLayout& w) {
   return d;
 }
 
+// The choice function's answer (jax_dynoff/plan.py launch_choice).
+nb::dict ChoiceDict(const jax_dynoff::LaunchChoice& c) {
+  static const char* const kKinds[] = {"ptr_array", "direct", "skinny",
+                                       "grouped"};
+  nb::dict d;
+  d["error"] = c.error;
+  d["kind"] = kKinds[static_cast<int>(c.kind)];
+  d["kernel"] = jax_dynoff::LineName(c.line);
+  d["split"] = c.split;
+  d["slices"] = c.slices;
+  d["staged"] = c.staged;
+  d["grid_z_batch"] = c.grid_z_batch;
+  d["cluster_k_tile_n"] = c.cluster_k_tile_n;
+  d["deterministic"] = c.deterministic;
+  return d;
+}
+
 nb::list List(const std::vector<std::string>& v) {
   nb::list l;
   for (const std::string& s : v) l.append(s);
@@ -317,20 +334,7 @@ NB_MODULE(_jax_dynoff, m) {
     f.sm90_built = sm90_built;
     f.bases_aligned = bases_aligned;
     f.ab_ws_aligned = ab_ws_aligned || bases_aligned;
-    const LaunchChoice c = ChooseLaunch(p, f);
-    static const char* const kKinds[] = {"ptr_array", "direct", "skinny",
-                                         "grouped"};
-    nb::dict d;
-    d["error"] = c.error;
-    d["kind"] = kKinds[static_cast<int>(c.kind)];
-    d["kernel"] = LineName(c.line);
-    d["split"] = c.split;
-    d["slices"] = c.slices;
-    d["staged"] = c.staged;
-    d["grid_z_batch"] = c.grid_z_batch;
-    d["cluster_k_tile_n"] = c.cluster_k_tile_n;
-    d["deterministic"] = c.deterministic;
-    return d;
+    return ChoiceDict(ChooseLaunch(p, f));
   });
   m.def("planner_tables", &PlannerTables);
   m.def("call_codes", &CallCodes);

@@ -347,14 +347,25 @@ def test_ragged_dot_checks_its_arguments():
     dyn.ragged_dot(lhs, rhs, gs, group_offset=jnp.int32(0))
 
 
+def _run_on_four_cpus(script: str):
+  """Runs `script` in a Python whose CPU backend has 4 devices; it must
+  print OK."""
+  import os  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             PYTHONPATH=os.path.dirname(os.path.dirname(dyn.__file__)),
+             XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  r = subprocess.run([sys.executable, "-c", script], env=env,
+                     capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-3000:]
+
+
 def test_ragged_dot_in_shard_map():
   """Rows split over devices, each shard with its own group sizes, rhs
   replicated: forward and gradients (the replicated rhs's summed over the
   devices) equal lax.ragged_dot's per shard; rows sharded over an
   automatic mesh axis under jit give lax.ragged_dot's result too."""
-  import os  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
   script = """
 import jax, jax.numpy as jnp, numpy as np
 from jax import lax
@@ -383,12 +394,7 @@ got = jax.jit(lambda a, b, g: dyn.ragged_dot(a, b, g, precision=p))(
 assert float(jnp.abs(got - lax.ragged_dot(lhs, rhs, gs[0], precision=p)).max()) < 1e-4
 print("OK")
 """
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             PYTHONPATH=os.path.dirname(os.path.dirname(dyn.__file__)),
-             XLA_FLAGS="--xla_force_host_platform_device_count=4")
-  r = subprocess.run([sys.executable, "-c", script], env=env,
-                     capture_output=True, text=True, timeout=300)
-  assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-3000:]
+  _run_on_four_cpus(script)
 
 
 def test_ragged_dot_takes_what_lax_ragged_dot_takes():
@@ -414,9 +420,6 @@ def test_ragged_dot_expert_parallel_in_shard_map():
   shards' results (each zero outside its groups' rows) and the gradients
   (lhs's summed over the shards, rhs's per shard) equal the whole
   ragged_dot's."""
-  import os  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
   script = """
 import jax, jax.numpy as jnp, numpy as np
 from jax import lax
@@ -442,9 +445,4 @@ for x, y in zip(got, ref):
   assert float(jnp.abs(x - y).max() / jnp.abs(y).max()) < 1e-5
 print("OK")
 """
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             PYTHONPATH=os.path.dirname(os.path.dirname(dyn.__file__)),
-             XLA_FLAGS="--xla_force_host_platform_device_count=4")
-  r = subprocess.run([sys.executable, "-c", script], env=env,
-                     capture_output=True, text=True, timeout=300)
-  assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-3000:]
+  _run_on_four_cpus(script)
