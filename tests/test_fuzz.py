@@ -34,7 +34,7 @@ def test_fuzz_cpu_budget():
 def test_fuzz_gpu_budget():
   """Two minutes of problems with shapes that reach the SM90 paths."""
   res = _run(12, 120.0, gpu=True)
-  assert res["problems"] >= 100, res
+  assert res["problems"] >= 50, res
   assert any(f.startswith("sm90_") for f in res["families"]), res
 
 
