@@ -168,10 +168,19 @@ def _check_start(arg: str, i: int, s: Any) -> Start:
   if shape != ():
     raise ValueError(
         f"{arg}[{i}] must be a scalar (shape ()), got shape {shape}")
-  if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
-    raise TypeError(f"{arg}[{i}] must be int32 or int64, got {dtype}")
+  if dtype == np.bool_ or not np.issubdtype(dtype, np.integer):
+    raise TypeError(f"{arg}[{i}] must be an integer scalar, got {dtype}")
   if isinstance(s, np.ndarray):  # concrete numpy scalar: static
     return int(s)
+  if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+    # Any integer dtype, as lax.dynamic_slice takes it, with its value: an
+    # unsigned start past the widest signed type is cut there first (it
+    # clamps to the end of any dim either way), never wrapped negative.
+    wide = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    if np.issubdtype(dtype, np.unsignedinteger) and (
+        np.iinfo(dtype).max > np.iinfo(wide).max):
+      s = jnp.minimum(s, np.asarray(np.iinfo(wide).max, dtype))
+    s = s.astype(wide)
   return s
 
 
@@ -179,9 +188,9 @@ def window(x: jax.Array, start: Sequence[Start], shape: Sequence[int],
            valid: Optional[Sequence[Start]] = None) -> Window:
   """A window of `x` for `gemm`: `shape = (rows, cols)` in the trailing dims.
 
-  `start` has one entry per dim of `x`; each is a Python int or an int32 /
-  int64 scalar (typically traced: a loop index, a value read from a device
-  table).  Starts follow `lax.dynamic_slice`: negative ones count from the
+  `start` has one entry per dim of `x`; each is a Python int or an integer
+  scalar of any dtype, as `lax.dynamic_slice` takes it (typically traced:
+  a loop index, a value read from a device table).  Starts follow `lax.dynamic_slice`: negative ones count from the
   end, then every start is clamped so the window lies inside `x`.
 
   `valid = (vr, vc)` makes the window ragged: `shape` is then its

@@ -90,13 +90,40 @@ def test_window_start_python_float():
                name="start", exc=TypeError)
 
 
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.int16, jnp.uint32,
-                                   jnp.bool_])
-def test_window_start_traced_non_int32_int64(dtype):
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bool_])
+def test_window_start_traced_non_integer(dtype):
   trace(lambda x, s: dyn.window(x, (s, 0), (2, 2)).x, arr((4, 5)),
         arr((), jnp.int32))
   expect_error(lambda x, s: dyn.window(x, (s, 0), (2, 2)), arr((4, 5)),
                arr((), dtype), name="start", exc=TypeError)
+
+
+@pytest.mark.parametrize("dtype", [jnp.int8, jnp.int16, jnp.uint8,
+                                   jnp.uint16, jnp.uint32])
+def test_window_start_of_any_integer_dtype(dtype):
+  """Traced starts of any integer dtype, as lax.dynamic_slice takes them,
+  with their values: a uint32 start past int32's range clamps to the end
+  of the dim (it is not wrapped to a negative start, which would count
+  from the end)."""
+  x = jnp.arange(60, dtype=f32).reshape(6, 10)
+  b = jnp.eye(2, dtype=f32)
+
+  def f(s, t):
+    return dyn.gemm(dyn.window(x, (s, t), (2, 2)), b)
+
+  def want(s, t):
+    return jax.lax.dynamic_slice(x, (s, t), (2, 2))
+
+  for s, t in ((3, 1), (0, 8), (5, 9)):
+    got = jax.jit(f)(np.asarray(s, dtype), np.asarray(t, dtype))
+    np.testing.assert_array_equal(got, want(s, t))
+    # Concrete numpy scalars are static starts: the same windows.
+    np.testing.assert_array_equal(
+        f(np.asarray(s, dtype), np.asarray(t, dtype)), want(s, t))
+  if dtype == jnp.uint32:
+    big = np.asarray(2**32 - 3, np.uint32)
+    np.testing.assert_array_equal(jax.jit(f)(big, big),
+                                  x[4:6, 8:10])
 
 
 @pytest.mark.parametrize("shape", [(2,), (1,), (1, 1)])
