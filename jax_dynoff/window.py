@@ -190,15 +190,16 @@ def window(x: jax.Array, start: Sequence[Start], shape: Sequence[int],
 
   `start` has one entry per dim of `x`; each is a Python int or an integer
   scalar of any dtype, as `lax.dynamic_slice` takes it (typically traced:
-  a loop index, a value read from a device table).  Starts follow `lax.dynamic_slice`: negative ones count from the
-  end, then every start is clamped so the window lies inside `x`.
+  a loop index, a value read from a device table).  Starts follow
+  `lax.dynamic_slice`: negative ones count from the end, then every start
+  is clamped so the window lies inside `x`.
 
   `valid = (vr, vc)` makes the window ragged: `shape` is then its
-  capacity and `[0:vr, 0:vc]` its valid part (each entry a Python int or an
-  int32 / int64 scalar, clamped to [0, rows] / [0, cols]).  Reads count the
-  elements outside the valid part as zeros; `out` is written only in its
-  valid part; the two trailing starts are clamped with vr / vc in place of
-  rows / cols.  `valid=None` is the plain window.
+  capacity and `[0:vr, 0:vc]` its valid part (each entry a Python int or
+  an integer scalar of any dtype, clamped to [0, rows] / [0, cols]).
+  Reads count the elements outside the valid part as zeros; `out` is
+  written only in its valid part; the two trailing starts are clamped
+  with vr / vc in place of rows / cols.  `valid=None` is the plain window.
   """
   return Window(x, start, shape, valid)
 
