@@ -17,8 +17,13 @@ reports how many problems each planned CUDA path took
 (`jax_dynoff.plan`: the path the planner chose for the call; on a GPU the
 kernel that ran is the handler's choice of it).
 
+A batch of problems runs in one jitted function (--batch: one XLA compile
+for the lot, which on a GPU costs far more than the calls), and
+--workers runs processes side by side, merging their reports.
+
   python tests/fuzz.py [--problems N] [--starts S] [--seed X]
-                       [--budget-s T] [--gpu-sizes] [--replay SEED]
+                       [--budget-s T] [--batch B] [--workers W]
+                       [--gpu-sizes] [--x64] [--replay SEED] [--json F]
 """
 
 from __future__ import annotations
@@ -276,6 +281,11 @@ def _rand(r, shape, dtype):
 
 def _call(p: Problem):
   """The jitted call of `p`: (arrays, starts, valid) -> result."""
+  return jax.jit(_call_fn(p))
+
+
+def _call_fn(p: Problem):
+  """The call of `p`: (arrays, starts, valid) -> result."""
   prec = jax.lax.Precision.HIGHEST if p.highest else None
 
   def win(name, x, st, vd):
@@ -308,8 +318,8 @@ def _call(p: Problem):
     def fv(arrays, starts, valid):
       return jax.vmap(lambda sa: f(arrays, dict(starts, a=sa), valid))(
           starts["a"])
-    return jax.jit(fv)
-  return jax.jit(f)
+    return fv
+  return f
 
 
 def _arrays(p: Problem, r):
@@ -346,12 +356,18 @@ def _close(got, want, bnd) -> bool:
   return bool(np.all(np.abs(got - want) <= bnd) and np.all(np.isfinite(got)))
 
 
-def check_gemm(p: Problem, n_starts: int) -> list[str]:
-  """Runs p at n_starts start sets; returns the failures."""
-  r = np.random.default_rng(p.seed + 1)
-  f = _call(p)
-  fails = []
-  for t in range(n_starts):
+@dataclasses.dataclass
+class Case:
+  """A problem as the runner needs it: `fn`, the function to jit, and
+  `draw(r, t)` -> (args of fn, check(got) -> failures) for start set t."""
+  fn: object
+  draw: object
+
+
+def gemm_case(p: Problem) -> Case:
+  f = _call_fn(p)
+
+  def draw(r, t):
     arrays = _arrays(p, r)
     starts, valid = _starts(p, r)
     if p.c_mode == "from_out":  # C's window of out holds values
@@ -359,56 +375,90 @@ def check_gemm(p: Problem, n_starts: int) -> list[str]:
       region = arrays["out"][idx]
       arrays["out"][idx] = _rand(r, region.shape, p.out_dtype)
     before = {k: v.copy() for k, v in arrays.items()}
-    got = np.asarray(f(arrays, starts, valid))
-    if p.kind == "vmap":
-      for i in range(p.batch):
-        sa = [int(s[i]) for s in starts["a"]]
-        want, bnd = oracle(p, before, dict(starts, a=sa), valid)
-        if not _close(got[i], want, bnd):
-          fails.append(f"start set {t}, item {i}: values")
-      continue
-    want, bnd = oracle(p, before, starts, valid)
-    if p.out is None:
-      if got.shape != (p.m, p.n) or not _close(got, want, bnd):
-        fails.append(f"start set {t}: values")
-      continue
-    idx, vr, vc = p.out.placed(starts["out"], valid.get("out"))
-    written = np.zeros(p.out.shape, bool)
-    written[idx] = True
-    if not _close(got[idx], want[:vr, :vc], bnd[:vr, :vc]):
-      fails.append(f"start set {t}: values in the window")
-    keep = before["out"].view(np.uint8 if p.out_dtype.itemsize == 1 else
-                              {2: np.uint16, 4: np.uint32}[
-                                  p.out_dtype.itemsize])
-    gotb = got.astype(p.out_dtype).view(keep.dtype)
-    if not np.array_equal(gotb[~written], keep[~written]):
-      fails.append(f"start set {t}: an element outside the window changed")
+    return (arrays, starts, valid), lambda got: _check_gemm(
+        p, t, np.asarray(got), before, starts, valid)
+
+  return Case(f, draw)
+
+
+def _check_gemm(p, t, got, before, starts, valid) -> list[str]:
+  fails = []
+  if p.kind == "vmap":
+    for i in range(p.batch):
+      sa = [int(s[i]) for s in starts["a"]]
+      want, bnd = oracle(p, before, dict(starts, a=sa), valid)
+      if not _close(got[i], want, bnd):
+        fails.append(f"start set {t}, item {i}: values")
+    return fails
+  want, bnd = oracle(p, before, starts, valid)
+  if p.out is None:
+    if got.shape != (p.m, p.n) or not _close(got, want, bnd):
+      fails.append(f"start set {t}: values")
+    return fails
+  idx, vr, vc = p.out.placed(starts["out"], valid.get("out"))
+  written = np.zeros(p.out.shape, bool)
+  written[idx] = True
+  if not _close(got[idx], want[:vr, :vc], bnd[:vr, :vc]):
+    fails.append(f"start set {t}: values in the window")
+  keep = before["out"].view(np.uint8 if p.out_dtype.itemsize == 1 else
+                            {2: np.uint16, 4: np.uint32}[
+                                p.out_dtype.itemsize])
+  gotb = got.astype(p.out_dtype).view(keep.dtype)
+  if not np.array_equal(gotb[~written], keep[~written]):
+    fails.append(f"start set {t}: an element outside the window changed")
   return fails
 
 
-def check_ragged_dot(p: Problem, n_starts: int) -> list[str]:
-  r = np.random.default_rng(p.seed + 1)
-  f = jax.jit(lambda l, w, g: dyn.ragged_dot(
-      l, w, g, preferred_element_type=p.out_dtype, opts=p.opts))
-  fails = []
-  for t in range(n_starts):
+def ragged_dot_case(p: Problem) -> Case:
+  fn = lambda l, w, g: dyn.ragged_dot(
+      l, w, g, preferred_element_type=p.out_dtype, opts=p.opts)
+
+  def draw(r, t):
     lhs = _rand(r, (p.m, p.k), p.in_dtype)
     rhs = _rand(r, (p.groups, p.k, p.n), p.in_dtype)
     sizes = r.integers(0, max(2, 2 * p.m // p.groups), p.groups)
     sizes[r.random(p.groups) < 0.3] = 0  # empty groups
-    got = np.asarray(f(lhs, rhs, sizes.astype(np.int32)), np.float64)
-    want = np.zeros((p.m, p.n))
-    absval = np.zeros((p.m, p.n))
-    row = 0
-    for g, s in enumerate(sizes):
-      s = int(min(s, p.m - row))
-      x = np.asarray(lhs[row:row + s], np.float64)
-      w = np.asarray(rhs[g], np.float64)
-      want[row:row + s] = x @ w
-      absval[row:row + s] = np.abs(x) @ np.abs(w)
-      row += s
-    if not _close(got, want, bound(p, absval, want)):
-      fails.append(f"group sizes {sizes.tolist()}: values")
+    return (lhs, rhs, sizes.astype(np.int32)), lambda got: _check_ragged(
+        p, np.asarray(got, np.float64), lhs, rhs, sizes)
+
+  return Case(fn, draw)
+
+
+def _check_ragged(p, got, lhs, rhs, sizes) -> list[str]:
+  want = np.zeros((p.m, p.n))
+  absval = np.zeros((p.m, p.n))
+  row = 0
+  for g, s in enumerate(sizes):
+    s = int(min(s, p.m - row))
+    x = np.asarray(lhs[row:row + s], np.float64)
+    w = np.asarray(rhs[g], np.float64)
+    want[row:row + s] = x @ w
+    absval[row:row + s] = np.abs(x) @ np.abs(w)
+    row += s
+  if not _close(got, want, bound(p, absval, want)):
+    return [f"group sizes {sizes.tolist()}: values"]
+  return []
+
+
+def case(p: Problem) -> Case:
+  return ragged_dot_case(p) if p.kind == "ragged_dot" else gemm_case(p)
+
+
+def check_problems(ps: list, n_starts: int) -> list[list[str]]:
+  """Runs the problems ps at n_starts start sets each, all of them in one
+  jitted function (one XLA compile for the lot: a GPU compile costs far
+  more than the calls); returns each one's failures.  Each problem draws
+  its data from its own generator, so its start sets are the same run
+  alone or beside others (--replay)."""
+  cases = [case(p) for p in ps]
+  rngs = [np.random.default_rng(p.seed + 1) for p in ps]
+  f = jax.jit(lambda args: [c.fn(*a) for c, a in zip(cases, args)])
+  fails = [[] for _ in ps]
+  for t in range(n_starts):
+    drawn = [c.draw(r, t) for c, r in zip(cases, rngs)]
+    outs = f([args for args, _ in drawn])
+    for i, ((_, check), got) in enumerate(zip(drawn, outs)):
+      fails[i] += check(got)
   return fails
 
 
@@ -440,52 +490,124 @@ def family(p: Problem, gpu: bool) -> str:
     return f"plan failed: {type(e).__name__}"
 
 
-def run_problem(seed: int, n_starts: int, gpu: bool):
-  p = make_problem(seed, gpu)
+def _raised(e) -> str:
+  return f"raised {type(e).__name__}: {e}"[:400]
+
+
+def run_problems(seeds: list, n_starts: int, gpu: bool):
+  """The problems of these seeds in one batch: [(problem, failures)].
+  Should the batch raise, each problem runs alone, so that the error is
+  laid at the right seed."""
+  ps = [make_problem(s, gpu) for s in seeds]
   try:
-    fails = (check_ragged_dot if p.kind == "ragged_dot" else check_gemm)(
-        p, n_starts)
+    return list(zip(ps, check_problems(ps, n_starts)))
   except Exception as e:  # pylint: disable=broad-except
-    fails = [f"raised {type(e).__name__}: {e}"[:400]]
-  return p, fails
+    if len(ps) == 1:
+      return [(ps[0], [_raised(e)])]
+  res = []
+  for p in ps:
+    try:
+      res.append((p, check_problems([p], n_starts)[0]))
+    except Exception as e:  # pylint: disable=broad-except
+      res.append((p, [_raised(e)]))
+  return res
+
+
+def run_problem(seed: int, n_starts: int, gpu: bool):
+  return run_problems([seed], n_starts, gpu)[0]
 
 
 def run(seed: int, problems: int, n_starts: int, budget_s: float,
-        gpu: bool, out=sys.stdout) -> dict:
-  """Problems seed * 100000 + i, i < problems, within budget_s seconds."""
+        gpu: bool, out=sys.stdout, batch: int = 1, first: int = 0) -> dict:
+  """Problems seed * 100000 + i, first <= i < first + problems, within
+  budget_s seconds, `batch` of them per jitted function."""
   t0 = time.time()
   families = collections.Counter()
   failures = []
   done = calls = 0
-  for i in range(problems):
+  end = first + problems
+  for i0 in range(first, end, batch):
     if time.time() - t0 > budget_s:
       break
-    s = seed * 100000 + i
-    p, fails = run_problem(s, n_starts, gpu)
-    fam = family(p, gpu)
-    families[fam] += 1
-    done += 1
-    calls += n_starts * max(p.batch, 1)
-    for fl in fails:
-      failures.append((s, fl))
-      print(f"FAIL seed {s} ({p.kind}, {fam}): {fl}\n  replay: python "
-            f"tests/fuzz.py --replay {s}{' --gpu-sizes' if gpu else ''}",
-            file=out, flush=True)
+    seeds = [seed * 100000 + i for i in range(i0, min(i0 + batch, end))]
+    for p, fails in run_problems(seeds, n_starts, gpu):
+      fam = family(p, gpu)
+      families[fam] += 1
+      done += 1
+      calls += n_starts * max(p.batch, 1)
+      flags = " --gpu-sizes" if gpu else ""
+      for fl in fails:
+        failures.append((p.seed, fl))
+        print(f"FAIL seed {p.seed} ({p.kind}, {fam}): {fl}\n  replay: python "
+              f"tests/fuzz.py --replay {p.seed}{flags}"
+              + (f" (its batch: --seed {seed} --first {i0} --problems "
+                 f"{len(seeds)} --batch {len(seeds)}{flags})"
+                 if len(seeds) > 1 else ""), file=out, flush=True)
   return {"problems": done, "calls": calls, "failures": failures,
           "families": dict(families), "seconds": time.time() - t0}
+
+
+def run_workers(a) -> dict:
+  """`a.workers` processes of this script side by side (a compile keeps
+  one CPU core busy; the GPU idles between calls), worker w with seed
+  a.seed + w; their reports merged."""
+  import json  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  env = dict(__import__("os").environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+  with tempfile.TemporaryDirectory() as tmp:
+    procs = []
+    for w in range(a.workers):
+      cmd = [sys.executable, __file__, "--seed", str(a.seed + w),
+             "--problems", str(a.problems), "--starts", str(a.starts),
+             "--budget-s", str(a.budget_s), "--batch", str(a.batch),
+             "--json", f"{tmp}/w{w}.json"]
+      cmd += ["--gpu-sizes"] if a.gpu_sizes else []
+      cmd += ["--x64"] if a.x64 else []
+      procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True))
+    merged = {"problems": 0, "calls": 0, "failures": [], "families":
+              collections.Counter(), "seconds": 0.0}
+    for w, pr in enumerate(procs):
+      log = pr.communicate()[0]
+      for line in log.splitlines():
+        if line.startswith(("FAIL", "  replay")):
+          print(line, flush=True)
+      try:
+        with open(f"{tmp}/w{w}.json") as fh:
+          res = json.load(fh)
+      except OSError:
+        merged["failures"].append((None, f"worker {w} ended without a "
+                                   f"report (exit {pr.returncode}): "
+                                   + log[-2000:]))
+        continue
+      for key in ("problems", "calls"):
+        merged[key] += res[key]
+      merged["failures"] += [tuple(f) for f in res["failures"]]
+      merged["families"].update(res["families"])
+      merged["seconds"] = max(merged["seconds"], res["seconds"])
+  merged["families"] = dict(merged["families"])
+  return merged
 
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--problems", type=int, default=1000)
+  ap.add_argument("--first", type=int, default=0,
+                  help="the index of the first problem (a batch's replay)")
   ap.add_argument("--starts", type=int, default=20)
   ap.add_argument("--seed", type=int, default=1)
   ap.add_argument("--budget-s", type=float, default=1e9)
+  ap.add_argument("--batch", type=int, default=1,
+                  help="problems per jitted function (one XLA compile)")
+  ap.add_argument("--workers", type=int, default=1,
+                  help="processes side by side, seeds seed .. seed+W-1")
   ap.add_argument("--gpu-sizes", action="store_true",
                   help="larger, often aligned shapes: the SM90 paths")
   ap.add_argument("--replay", type=int, default=None)
   ap.add_argument("--x64", action="store_true",
                   help="enable int64 (jax_enable_x64) for the whole run")
+  ap.add_argument("--json", default=None, help="write the report here too")
   a = ap.parse_args(argv)
   if a.x64:
     jax.config.update("jax_enable_x64", True)
@@ -494,10 +616,19 @@ def main(argv=None) -> int:
     print(p)
     print("\n".join(fails) or "ok")
     return 1 if fails else 0
-  res = run(a.seed, a.problems, a.starts, a.budget_s, a.gpu_sizes)
+  if a.workers > 1:
+    res = run_workers(a)
+  else:
+    res = run(a.seed, a.problems, a.starts, a.budget_s, a.gpu_sizes,
+              batch=a.batch, first=a.first)
+  if a.json:
+    import json  # pylint: disable=g-import-not-at-top
+    with open(a.json, "w") as fh:
+      json.dump(res, fh)
+  fams = ", ".join(f"{k}: {v}" for k, v in sorted(res["families"].items()))
   print(f"{res['problems']} problems, {res['calls']} calls, "
         f"{len(res['failures'])} failures in {res['seconds']:.0f} s; "
-        f"by planned path: {res['families']}")
+        f"by planned path: {fams}")
   return 1 if res["failures"] else 0
 
 
