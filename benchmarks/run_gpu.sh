@@ -69,7 +69,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     run_pytest main $(for t in $TESTS; do echo "$repo/$t"; done) || status=1
   else
     # Eight processes share the GPU (a ninth of its memory each), then the
-    # memcheck one runs alone (it allocates on demand).  No XLA
+    # sanitizers' one runs alone (it allocates on demand).  No XLA
     # autotuning: it only picks among correct GEMM algorithms for the
     # reference, and it dominated the compile time of the kernel tests.
     export XLA_PYTHON_CLIENT_MEM_FRACTION=0.11 XLA_FLAGS="--xla_gpu_autotune_level=0"
@@ -77,7 +77,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     run_pytest kernels_ref "$t/test_gpu_kernels.py" \
       -k "match_reference and not split_k" & p1=$!
     run_pytest kernels "$t/test_gpu_kernels.py" \
-      -k "not match_reference and not split_k and not memcheck" & p2=$!
+      -k "not match_reference and not split_k and not sanitizers_clean" & p2=$!
     # (-k applies to both files: name the graphs module, or it is dropped.)
     run_pytest splitk_graphs "$t/test_gpu_kernels.py" \
       -k "split_k or gpu_graphs" "$t/test_gpu_graphs.py" & p3=$!
@@ -103,9 +103,10 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     run_pytest rest_a "${rest_a[@]}" & p5=$!
     run_pytest rest_b "${rest_b[@]}" & p8=$!
     for p in $p1 $p2 $p3 $p4 $p5 $p6 $p7 $p8; do wait "$p" || status=1; done
-    # compute-sanitizer alone: 40 s on an idle H200, over 350 s beside the
-    # shards above.
-    run_pytest memcheck "$t/test_gpu_kernels.py" -k memcheck || status=1
+    # compute-sanitizer alone (memcheck, racecheck, synccheck over one warm
+    # compile cache): a minute or two on an idle H200, over 350 s beside
+    # the shards above.
+    run_pytest sanitizers "$t/test_gpu_kernels.py" -k sanitizers_clean || status=1
     unset XLA_PYTHON_CLIENT_MEM_FRACTION XLA_FLAGS
   fi
   for f in "$res"/pytest_*.log; do

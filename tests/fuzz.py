@@ -3,8 +3,9 @@
 Each problem is a random static call (dtypes, output dtype, ranks 2-4,
 transposes, alpha, beta, C absent / its own array / a window of out's
 array overlapping out's window in part, ragged valid extents, a vmap over
-A's starts, or a `ragged_dot` with empty groups), compiled once and run at
-many random start sets: in range, negative, below -dim, past dim, and the
+A's starts, or a `ragged_dot` with empty groups, sometimes over one
+expert-parallel shard's experts (`group_offset`) and with its gradient
+wrt lhs and rhs), compiled once and run at many random start sets: in range, negative, below -dim, past dim, and the
 int32 extremes.  Every result is checked against a float64 NumPy oracle
 written here, apart from `jax_dynoff.reference` (the clamping rule of
 `lax.dynamic_slice`, the valid extents, the window write), within a bound
@@ -14,8 +15,8 @@ derived from the dtypes and K; `out` is filled with NaN outside its window
 Every problem has its own seed; a failure prints it and
 `python tests/fuzz.py --replay SEED` runs that problem again.  The run
 reports how many problems each planned CUDA path took
-(`jax_dynoff.plan`: the path the planner chose for the call; on a GPU the
-kernel that ran is the handler's choice of it).
+(`jax_dynoff.plan`: the path the planner chose for each call; on a GPU
+also the kernel the handler's choice function launches for it).
 
 A batch of problems runs in one jitted function (--batch: one XLA compile
 for the lot, which on a GPU costs far more than the calls), and
@@ -41,7 +42,8 @@ import numpy as np
 
 import jax_dynoff as dyn
 from jax_dynoff import plan as plan_lib
-from jax_dynoff.options import DIRECT_TILES, SM90_TILES, KernelOptions
+from jax_dynoff.options import (DIRECT_TILES, GROUPED_TILES, SM90_TILES,
+                                KernelOptions)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -117,20 +119,24 @@ def oracle(p, arrays, starts, valid):
   return want, bound(p, absval, want)
 
 
-def bound(p, absval, want):
+def bound(p, absval, want, k=None, out_dtype=None, eps_operand=0.0):
   """A sound error bound: input rounding (TF32 for float32 at default
-  precision on a GPU, 3xTF32 at HIGHEST), float32 accumulation over K
-  terms, and the output's rounding."""
+  precision on a GPU, 3xTF32 at HIGHEST; `eps_operand`: an operand's own
+  rounding, a float32 cotangent of 16-bit inputs), float32 accumulation
+  over k (default p.k) terms, and the rounding to out_dtype (default
+  p.out_dtype)."""
+  k = p.k if k is None else k
+  out_dtype = p.out_dtype if out_dtype is None else out_dtype
   gpu = jax.default_backend() == "gpu"
   if p.in_dtype == F32 and gpu:
     eps_in = 2.0**-18 if p.highest else 2.0**-10
   else:
     eps_in = 0.0  # 16-bit products are exact in float32; CPU: float32
-  acc = (p.k + 2) * 2.0**-24
+  acc = (k + 2) * 2.0**-24
   # The output's subnormals round to a fixed absolute step.
-  tiny = float(ml_dtypes.finfo(p.out_dtype).smallest_subnormal)
-  return (4 * (eps_in + acc) * absval + 2 * EPS[p.out_dtype] * np.abs(want)
-          + tiny + 1e-30)
+  tiny = float(ml_dtypes.finfo(out_dtype).smallest_subnormal)
+  return (4 * (eps_in + eps_operand + acc) * absval
+          + 2 * EPS[out_dtype] * np.abs(want) + tiny + 1e-30)
 
 
 # --- Problems ---------------------------------------------------------------
@@ -155,14 +161,19 @@ class Problem:
   c: Optional[Win] = None
   out: Optional[Win] = None  # None: a fresh (m, n) result
   batch: int = 0             # vmap: items (A's starts batched)
-  groups: int = 0            # ragged_dot: experts
+  groups: int = 0            # ragged_dot: groups of group_sizes
+  experts: int = 0           # ragged_dot: rhs's groups (< groups: an offset)
+  group_offset: bool = False  # ragged_dot: rhs's first group a traced start
+  grad: bool = False          # ragged_dot: and its gradient wrt lhs and rhs
   # Kernel options (any: they choose kernels, never results): they reach
   # the paths the planner takes only when asked, split-K and forced tiles.
   opts: KernelOptions = KernelOptions()
 
 
 def _sizes(r, gpu: bool):
-  if gpu and r.random() < 0.75:
+  if gpu and r.random() < 0.85:
+    if r.random() < 0.05:  # the large and wide tiles' sizes
+      return int(r.choice([1024, 1032, 1536]))
     return int(r.choice([8, 16, 64, 128, 136, 256, 264, 512]))
   return int(r.integers(1, 40 if not gpu else 300))
 
@@ -173,7 +184,8 @@ def _opts(r) -> KernelOptions:
     return KernelOptions()
   pick = lambda names: (str(r.choice(names)) if r.random() < 0.3 else None)
   return KernelOptions(
-      tile=pick(SM90_TILES), direct=bool(r.random() < 0.8),
+      tile=pick(SM90_TILES), grouped_tile=pick(GROUPED_TILES),
+      direct=bool(r.random() < 0.8),
       direct_tile=pick(DIRECT_TILES), skinny=bool(r.random() < 0.8),
       split_k=bool(r.random() < 0.4), deterministic=bool(r.random() < 0.8))
 
@@ -184,7 +196,7 @@ def _array_shape(r, rows, cols, gpu):
   rank = int(r.integers(2, 5))
   lead = tuple(int(r.integers(1, 4)) for _ in range(rank - 2))
   grow = lambda v: v + (int(r.integers(0, 9)) if r.random() < 0.6 else 0)
-  if gpu and r.random() < 0.8:  # aligned trailing dims: the TMA paths
+  if gpu and r.random() < 0.9:  # aligned trailing dims: the TMA paths
     grow = lambda v: v + 8 * int(r.integers(0, 3))
   return lead + (grow(rows), grow(cols))
 
@@ -202,8 +214,11 @@ def make_problem(seed: int, gpu: bool = False) -> Problem:
   p = Problem(seed, str(kind), in_dtype, out_dtype, m, n, k)
   p.opts = _opts(r)
   if kind == "ragged_dot":
-    p.groups = int(r.integers(1, 6))
-    p.out_dtype = out_dtype
+    p.groups = p.experts = int(r.integers(1, 6))
+    if r.random() < 0.3:  # one expert-parallel shard's experts
+      p.group_offset = True
+      p.experts = int(r.integers(1, p.groups + 1))
+    p.grad = bool(r.random() < 0.4)
     return p
   p.ta, p.tb = bool(r.random() < 0.3), bool(r.random() < 0.3)
   p.alpha = float(r.choice([1.0, -0.5, 2.0, float(r.uniform(-2, 2))]))
@@ -216,7 +231,7 @@ def make_problem(seed: int, gpu: bool = False) -> Problem:
   p.b = Win(_array_shape(r, br, bc, gpu), br, bc)
   if gpu:  # static column starts, 16-byte multiples: the SM90 paths
     for w in (p.a, p.b):
-      if r.random() < 0.85:
+      if r.random() < 0.92:
         w.static_col = 8 * int(r.integers(0, (w.shape[-1] - w.cols) // 8 + 1))
   if kind == "vmap":
     p.batch = int(r.integers(1, 4))
@@ -224,7 +239,7 @@ def make_problem(seed: int, gpu: bool = False) -> Problem:
   if r.random() < 0.6:
     p.out = Win(_array_shape(r, m, n, gpu), m, n,
                 valid=(True, True) if ragged and r.random() < 0.5 else None)
-    if gpu and r.random() < 0.85:
+    if gpu and r.random() < 0.92:
       p.out.static_col = 8 * int(
           r.integers(0, (p.out.shape[-1] - n) // 8 + 1))
   u = r.random()
@@ -236,7 +251,7 @@ def make_problem(seed: int, gpu: bool = False) -> Problem:
     p.c = Win(p.out.shape, m, n)
   if p.c_mode != "none":
     p.beta = float(r.choice([1.0, 0.5, -1.5]))
-    if gpu and r.random() < 0.85:
+    if gpu and r.random() < 0.92:
       p.c.static_col = 8 * int(r.integers(0, (p.c.shape[-1] - n) // 8 + 1))
   return p
 
@@ -410,34 +425,68 @@ def _check_gemm(p, t, got, before, starts, valid) -> list[str]:
 
 
 def ragged_dot_case(p: Problem) -> Case:
-  fn = lambda l, w, g: dyn.ragged_dot(
-      l, w, g, preferred_element_type=p.out_dtype, opts=p.opts)
+  def fn(lhs, rhs, sizes, offset, ct):
+    def fwd(lhs, rhs):
+      return dyn.ragged_dot(
+          lhs, rhs, sizes, preferred_element_type=p.out_dtype, opts=p.opts,
+          group_offset=offset if p.group_offset else None)
+    if not p.grad:
+      return (fwd(lhs, rhs),)
+    out, vjp = jax.vjp(fwd, lhs, rhs)
+    return (out,) + tuple(vjp(ct))
 
   def draw(r, t):
     lhs = _rand(r, (p.m, p.k), p.in_dtype)
-    rhs = _rand(r, (p.groups, p.k, p.n), p.in_dtype)
+    rhs = _rand(r, (p.experts, p.k, p.n), p.in_dtype)
     sizes = r.integers(0, max(2, 2 * p.m // p.groups), p.groups)
     sizes[r.random(p.groups) < 0.3] = 0  # empty groups
-    return (lhs, rhs, sizes.astype(np.int32)), lambda got: _check_ragged(
-        p, np.asarray(got, np.float64), lhs, rhs, sizes)
+    offset = np.asarray([random_start(r, p.groups, p.experts)],
+                        np.int64 if _x64() else np.int32)
+    ct = _rand(r, (p.m, p.n), p.out_dtype)
+    args = (lhs, rhs, sizes.astype(np.int32), offset, ct)
+    return args, lambda got: _check_ragged(p, got, *args)
 
   return Case(fn, draw)
 
 
-def _check_ragged(p, got, lhs, rhs, sizes) -> list[str]:
-  want = np.zeros((p.m, p.n))
-  absval = np.zeros((p.m, p.n))
-  row = 0
+def _check_ragged(p, got, lhs, rhs, sizes, offset, ct) -> list[str]:
+  """Group g (rows in order, cut at m) of the global sizes is rhs's group
+  g - first, first the offset clamped to [0, groups - experts]; rows of
+  groups outside rhs are zeros, and so is their gradient."""
+  first = clamp(int(offset[0]), p.groups, p.experts) if p.group_offset else 0
+  f64 = lambda x: np.asarray(x, np.float64)
+  want, absval = np.zeros((p.m, p.n)), np.zeros((p.m, p.n))
+  dl, dl_abs = np.zeros((p.m, p.k)), np.zeros((p.m, p.k))
+  dw, dw_abs = np.zeros((p.experts, p.k, p.n)), np.zeros(
+      (p.experts, p.k, p.n))
+  row, rows_k = 0, 0
   for g, s in enumerate(sizes):
     s = int(min(s, p.m - row))
-    x = np.asarray(lhs[row:row + s], np.float64)
-    w = np.asarray(rhs[g], np.float64)
-    want[row:row + s] = x @ w
-    absval[row:row + s] = np.abs(x) @ np.abs(w)
+    e = g - first
+    if 0 <= e < p.experts:
+      x, w, c = f64(lhs[row:row + s]), f64(rhs[e]), f64(ct[row:row + s])
+      want[row:row + s], absval[row:row + s] = x @ w, np.abs(x) @ np.abs(w)
+      dl[row:row + s] = c @ w.T
+      dl_abs[row:row + s] = np.abs(c) @ np.abs(w).T
+      dw[e], dw_abs[e] = x.T @ c, np.abs(x).T @ np.abs(c)
+      rows_k = max(rows_k, s)
     row += s
-  if not _close(got, want, bound(p, absval, want)):
-    return [f"group sizes {sizes.tolist()}: values"]
-  return []
+  fails = []
+  if not _close(f64(got[0]), want, bound(p, absval, want)):
+    fails.append(f"group sizes {sizes.tolist()}, offset {offset.tolist()}: "
+                 "values")
+  if p.grad:
+    # The cotangent is rounded to the inputs' dtype where it is wider.
+    eps_ct = EPS[p.in_dtype] if p.out_dtype != p.in_dtype else 0.0
+    if not _close(f64(got[1]), dl, bound(p, dl_abs, dl, p.n, p.in_dtype,
+                                         eps_ct)):
+      fails.append(f"group sizes {sizes.tolist()}, offset "
+                   f"{offset.tolist()}: gradient wrt lhs")
+    if not _close(f64(got[2]), dw, bound(p, dw_abs, dw, rows_k, p.in_dtype,
+                                         eps_ct)):
+      fails.append(f"group sizes {sizes.tolist()}, offset "
+                   f"{offset.tolist()}: gradient wrt rhs")
+  return fails
 
 
 def case(p: Problem) -> Case:
@@ -462,32 +511,22 @@ def check_problems(ps: list, n_starts: int) -> list[list[str]]:
   return fails
 
 
-def family(p: Problem, gpu: bool) -> str:
-  """The CUDA path the planner chose for p's (first) call; on a GPU also
-  the kernel the handler launches for it with aligned buffers (the choice
-  function, jax_dynoff.plan.launch_choice)."""
+def families(p: Problem, gpu: bool) -> list[str]:
+  """The CUDA path the planner chose for each of p's calls (a gradient has
+  several); on a GPU also the kernel the handler launches for it with
+  aligned buffers (the choice function, jax_dynoff.plan.launch_choice)."""
   try:
-    if p.kind == "ragged_dot":
-      r = np.random.default_rng(0)
-      args = (_rand(r, (p.m, p.k), p.in_dtype),
-              _rand(r, (p.groups, p.k, p.n), p.in_dtype),
-              np.ones(p.groups, np.int32))
-      fn = lambda l, w, g: dyn.ragged_dot(l, w, g, opts=p.opts,
-                                          preferred_element_type=p.out_dtype)
-    else:
-      r = np.random.default_rng(0)
-      arrays = _arrays(p, r)
-      starts, valid = _starts(p, r)
-      fn, args = _call(p), (arrays, starts, valid)
-    spec = plan_lib.first_spec(fn, *args)
-    if spec is None:
-      return "no call"
-    path = plan_lib.plan(spec).path
-    if gpu and jax.default_backend() == "gpu":
-      return f"{path}: {plan_lib.launch_choice(spec)['kernel']}"
-    return path
+    c = case(p)
+    args, _ = c.draw(np.random.default_rng(0), 0)
+    specs = plan_lib.traced_specs(c.fn, *args)
+    if not specs:
+      return ["no call"]
+    on_gpu = gpu and jax.default_backend() == "gpu"
+    return sorted({plan_lib.plan(spec).path + (
+        f": {plan_lib.launch_choice(spec)['kernel']}" if on_gpu else "")
+                   for spec in specs})
   except Exception as e:  # pylint: disable=broad-except
-    return f"plan failed: {type(e).__name__}"
+    return [f"plan failed: {type(e).__name__}"]
 
 
 def _raised(e) -> str:
@@ -522,7 +561,7 @@ def run(seed: int, problems: int, n_starts: int, budget_s: float,
   """Problems seed * 100000 + i, first <= i < first + problems, within
   budget_s seconds, `batch` of them per jitted function."""
   t0 = time.time()
-  families = collections.Counter()
+  by_path = collections.Counter()  # problems per planned path (and kernel)
   failures = []
   done = calls = 0
   end = first + problems
@@ -531,8 +570,9 @@ def run(seed: int, problems: int, n_starts: int, budget_s: float,
       break
     seeds = [seed * 100000 + i for i in range(i0, min(i0 + batch, end))]
     for p, fails in run_problems(seeds, n_starts, gpu):
-      fam = family(p, gpu)
-      families[fam] += 1
+      fams = families(p, gpu)
+      by_path.update(fams)
+      fam = ", ".join(fams)
       done += 1
       calls += n_starts * max(p.batch, 1)
       flags = " --gpu-sizes" if gpu else ""
@@ -544,7 +584,7 @@ def run(seed: int, problems: int, n_starts: int, budget_s: float,
                  f"{len(seeds)} --batch {len(seeds)}{flags})"
                  if len(seeds) > 1 else ""), file=out, flush=True)
   return {"problems": done, "calls": calls, "failures": failures,
-          "families": dict(families), "seconds": time.time() - t0}
+          "families": dict(by_path), "seconds": time.time() - t0}
 
 
 def run_workers(a) -> dict:
@@ -554,7 +594,12 @@ def run_workers(a) -> dict:
   import json  # pylint: disable=g-import-not-at-top
   import subprocess  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
-  env = dict(__import__("os").environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+  # One BLAS thread each: the oracle's float64 products are small, and a
+  # pool of spinning BLAS threads per worker starved the others (14
+  # workers ran at a sixth of the rate of 4 on a 16-core H200 host).
+  env = dict(__import__("os").environ, XLA_PYTHON_CLIENT_PREALLOCATE="false",
+             OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+             MKL_NUM_THREADS="1")
   with tempfile.TemporaryDirectory() as tmp:
     procs = []
     for w in range(a.workers):

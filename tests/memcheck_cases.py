@@ -1,12 +1,13 @@
-"""Calls that tests/test_gpu_kernels.py::test_memcheck_clean runs under
-`compute-sanitizer --tool memcheck`: one per kernel path and per piece of
-handler machinery (pointer prep, clamping, C copies, split-K reduction,
-k = 0, batches), each small so that the instrumented run stays short.
+"""Calls that tests/test_gpu_kernels.py::test_sanitizers_clean runs under
+`compute-sanitizer` (memcheck, racecheck, synccheck): one per kernel path
+and per piece of handler machinery (pointer prep, clamping, C copies,
+split-K reduction, k = 0, batches), each small so that the instrumented
+run stays short.
 
 Run as a script; prints "CASE name err" per case and exits non-zero if a
 result is off (the sanitizer's own exit code reports memory errors).  With
-the argument `skinny`, runs the skinny kernel's cases alone (racecheck);
-with `grouped`, the grouped kernel's.  Last it prints "COMPILES n of m":
+the argument `skinny`, runs the skinny kernel's cases alone; with
+`grouped`, the grouped kernel's (for a sanitizer run by hand).  Last it prints "COMPILES n of m":
 the XLA compiles that JAX's persistent compilation cache did not serve, of
 all (the test fills the cache in a run without the sanitizer first, so
 that none happens under it: compute-sanitizer 2025.3 crashed inside XLA
