@@ -1940,6 +1940,37 @@ def _run_case_script(cmd, env, what):
   return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.gpu
+@on_gpu
+@pytest.mark.parametrize("tool", ["racecheck", "synccheck"])
+def test_sanitizer_filter_sees_planted_bugs(tool, tmp_path):
+  """The filter of test_sanitizers_clean instruments what it claims to:
+  a planted shared-memory race (racecheck) or divergent barrier
+  (synccheck) under a jax_dynoff:: name and under cutlass::device_kernel
+  is reported; the same bug under another name is not (tests/
+  sanitizer_control.cu)."""
+  import shutil
+  nvcc = shutil.which("nvcc") or os.path.join(
+      os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+  if not os.path.exists(nvcc):
+    pytest.skip("nvcc not found")
+  exe = str(tmp_path / "control")
+  src = os.path.join(os.path.dirname(__file__), "sanitizer_control.cu")
+  built = subprocess.run([nvcc, "-O1", "-std=c++17", "-lineinfo",
+                          "-gencode=arch=compute_90a,code=sm_90a", src, "-o",
+                          exe], capture_output=True, text=True, check=False)
+  assert built.returncode == 0, built.stderr[-3000:]
+  r = _run_case_script([_compute_sanitizer(), "--tool", tool,
+                        "--error-exitcode", "99", *SANITIZER_ARGS[tool], exe,
+                        "race" if tool == "racecheck" else "sync"],
+                       dict(os.environ), tool)
+  out = r.stdout + r.stderr
+  assert r.returncode == 99, out[-6000:]
+  bug = "Race" if tool == "racecheck" else "Divergence"
+  assert f"Planted{bug}" in out and "device_kernel" in out, out[-6000:]
+  assert f"Unwatched{bug}" not in out, out[-6000:]
+
+
 @pytest.fixture(scope="module")
 def sanitizer_env(tmp_path_factory):
   """tests/memcheck_cases.py run once without a sanitizer, filling a

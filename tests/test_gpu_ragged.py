@@ -115,6 +115,45 @@ def test_ragged_dot_gradients_match_lax(sizes):
       np.testing.assert_array_equal(np.asarray(got[1][i], np.float32), 0)
 
 
+@pytest.mark.parametrize("offset", [0, 2, 3, -1, 10 ** 6, -(2 ** 31)])
+@pytest.mark.parametrize("sizes", [SIZES[0], SIZES[3], SIZES[5]])
+def test_group_offset_on_the_grouped_kernel(sizes, offset):
+  """group_offset: rhs holds 2 of the 5 groups, from the offset on
+  (clamped as lax.dynamic_slice clamps a start); the forward, d lhs and
+  d rhs on the grouped kernel against the reference's, rows of the other
+  groups (and their part of d lhs) zeros."""
+  lhs, rhs5, ct = _data(3, BF16)
+  gs = jnp.asarray(sizes, jnp.int32)
+  first = min(max(offset + 5 if offset < 0 else offset, 0), 3)
+  rhs = rhs5[first:first + 2]
+  go = jnp.asarray([offset], jnp.int32)
+
+  def grads(mod):
+    def loss(a, b):
+      return jnp.sum(mod.ragged_dot(a, b, gs, group_offset=go).astype(F32)
+                     * ct.astype(F32))
+    return jax.grad(loss, argnums=(0, 1))
+
+  assert plan_lib.traced_paths(grads(dyn), lhs, rhs) == (
+      ["sm90_grouped"] * 3)
+  got = jax.jit(lambda a, b: dyn.ragged_dot(a, b, gs, group_offset=go))(
+      lhs, rhs)
+  want = ref_highest(lambda a, b: dyn.reference.ragged_dot(
+      a.astype(F32), b.astype(F32), gs, group_offset=go))(lhs, rhs)
+  assert _err(got, want) < 2 ** -7
+  ends = np.minimum(np.cumsum(sizes), 300)
+  starts = np.concatenate([[0], ends[:-1]])
+  mine = np.zeros(300, bool)
+  for g in (first, first + 1):
+    mine[starts[g]:ends[g]] = True
+  np.testing.assert_array_equal(np.asarray(got, np.float32)[~mine], 0)
+  dl, dw = jax.jit(grads(dyn))(lhs, rhs)
+  wl, ww = ref_highest(lambda a, b: grads(dyn.reference)(
+      a.astype(F32), b.astype(F32)))(lhs, rhs)
+  assert _err(dl, wl) < 2 ** -6 and _err(dw, ww) < 2 ** -6
+  np.testing.assert_array_equal(np.asarray(dl, np.float32)[~mine], 0)
+
+
 def _random_case(seed):
   """A vmap over G items of gemm with ragged windows: A rows (or, for a
   transposed A, its K rows) at batched starts with batched valid extents,

@@ -1,0 +1,60 @@
+// Planted bugs for tests/test_gpu_kernels.py::test_sanitizer_filter_sees_planted_bugs:
+// the same shared-memory race (`race`) or divergent barrier (`sync`) under
+// three kernel names, one in namespace jax_dynoff, one in namespace
+// cutlass (as CUTLASS's device_kernel), one in neither.  The sanitizers'
+// kernel filter of the suite must report the first two and leave the
+// third alone: proof that it instruments the kernels it claims to.
+#include <cstdio>
+#include <cstring>
+
+#include <cuda_runtime.h>
+
+__device__ __forceinline__ void Race(int* out) {
+  __shared__ int s;
+  s = threadIdx.x;            // every thread writes: a write-write race
+  out[threadIdx.x] = s;       // and reads with no barrier in between
+}
+
+__device__ __forceinline__ void Diverge(int* out) {
+  __shared__ int s;
+  if (threadIdx.x < 32) {     // a barrier only the first warp reaches
+    s = 1;
+    __syncthreads();
+  }
+  out[threadIdx.x] = s;
+}
+
+namespace jax_dynoff {
+__global__ void PlantedRace(int* out) { Race(out); }
+__global__ void PlantedDivergence(int* out) { Diverge(out); }
+}  // namespace jax_dynoff
+
+namespace cutlass {
+template <int kBug>
+__global__ void device_kernel(int* out) {
+  if (kBug == 0) Race(out); else Diverge(out);
+}
+}  // namespace cutlass
+
+namespace elsewhere {
+__global__ void UnwatchedRace(int* out) { Race(out); }
+__global__ void UnwatchedDivergence(int* out) { Diverge(out); }
+}  // namespace elsewhere
+
+int main(int argc, char** argv) {
+  const bool race = argc > 1 && std::strcmp(argv[1], "race") == 0;
+  int* out = nullptr;
+  if (cudaMalloc(&out, 64 * sizeof(int)) != cudaSuccess) return 2;
+  if (race) {
+    jax_dynoff::PlantedRace<<<1, 64>>>(out);
+    cutlass::device_kernel<0><<<1, 64>>>(out);
+    elsewhere::UnwatchedRace<<<1, 64>>>(out);
+  } else {
+    jax_dynoff::PlantedDivergence<<<1, 64>>>(out);
+    cutlass::device_kernel<1><<<1, 64>>>(out);
+    elsewhere::UnwatchedDivergence<<<1, 64>>>(out);
+  }
+  cudaDeviceSynchronize();  // a divergent barrier may fault: not checked
+  std::printf("LAUNCHED\n");
+  return 0;
+}
