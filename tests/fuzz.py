@@ -165,6 +165,10 @@ class Problem:
   experts: int = 0           # ragged_dot: rhs's groups (< groups: an offset)
   group_offset: bool = False  # ragged_dot: rhs's first group a traced start
   grad: bool = False          # ragged_dot: and its gradient wrt lhs and rhs
+  # The integer dtype of every traced start, valid extent, group size and
+  # group offset (any integer dtype, as lax.dynamic_slice takes): values
+  # drawn are cut to its range.
+  index_dtype: str = "int32"
   # Kernel options (any: they choose kernels, never results): they reach
   # the paths the planner takes only when asked, split-K and forced tiles.
   opts: KernelOptions = KernelOptions()
@@ -201,7 +205,31 @@ def _array_shape(r, rows, cols, gpu):
   return lead + (grow(rows), grow(cols))
 
 
+def _index_dtype(seed: int) -> str:
+  """Mostly int32 (int64 with --x64); else a narrower or unsigned one.
+  From a generator of its own: the rest of the problem is the same
+  whichever it is."""
+  r = np.random.default_rng([seed, 7])
+  names = ["int32"] * 6 + ["int16", "int8", "uint8", "uint16", "uint32"]
+  if _x64():
+    names += ["int64"] * 6 + ["uint64"]
+  return str(r.choice(names))
+
+
+def _fit(v: int, dtype: str):
+  """v as a value of dtype: cut to its range (not wrapped)."""
+  info = np.iinfo(np.dtype(dtype))
+  return np.asarray(min(max(int(v), int(info.min)), int(info.max)),
+                    np.dtype(dtype))
+
+
 def make_problem(seed: int, gpu: bool = False) -> Problem:
+  p = _make_problem(seed, gpu)
+  p.index_dtype = _index_dtype(seed)
+  return p
+
+
+def _make_problem(seed: int, gpu: bool) -> Problem:
   r = np.random.default_rng(seed)
   kind = r.choice(["gemm"] * 7 + ["vmap"] * 2 + ["ragged_dot"])
   in_dtype = [BF16, F16, F32][int(r.integers(0, 3))]
@@ -348,7 +376,7 @@ def _arrays(p: Problem, r):
 
 
 def _starts(p: Problem, r):
-  it = np.int64 if _x64() else np.int32
+  it = p.index_dtype
   starts, valid = {}, {}
   for name in ("a", "b", "c", "out"):
     w = getattr(p, name)
@@ -357,12 +385,13 @@ def _starts(p: Problem, r):
     sizes = [1] * (len(w.shape) - 2) + [w.rows, w.cols]
     st = [random_start(r, d, z) for d, z in zip(w.shape, sizes)]
     if name == "a" and p.kind == "vmap":
-      st = [np.asarray([random_start(r, d, z) for _ in range(p.batch)], it)
+      st = [np.stack([_fit(random_start(r, d, z), it)
+                      for _ in range(p.batch)])
             for d, z in zip(w.shape, sizes)]
-    starts[name] = [np.asarray(s, it) for s in st]
+    starts[name] = [_fit(s, it) if np.ndim(s) == 0 else s for s in st]
     if w.valid is not None:
-      valid[name] = [np.asarray(random_valid(r, w.rows), np.int32),
-                     np.asarray(random_valid(r, w.cols), np.int32)]
+      valid[name] = [_fit(random_valid(r, w.rows), it),
+                     _fit(random_valid(r, w.cols), it)]
   return starts, valid
 
 
@@ -440,10 +469,10 @@ def ragged_dot_case(p: Problem) -> Case:
     rhs = _rand(r, (p.experts, p.k, p.n), p.in_dtype)
     sizes = r.integers(0, max(2, 2 * p.m // p.groups), p.groups)
     sizes[r.random(p.groups) < 0.3] = 0  # empty groups
-    offset = np.asarray([random_start(r, p.groups, p.experts)],
-                        np.int64 if _x64() else np.int32)
+    sizes = np.stack([_fit(v, p.index_dtype) for v in sizes])
+    offset = _fit(random_start(r, p.groups, p.experts), p.index_dtype)[None]
     ct = _rand(r, (p.m, p.n), p.out_dtype)
-    args = (lhs, rhs, sizes.astype(np.int32), offset, ct)
+    args = (lhs, rhs, sizes, offset, ct)
     return args, lambda got: _check_ragged(p, got, *args)
 
   return Case(fn, draw)
