@@ -142,12 +142,13 @@ __device__ GroupedItem GroupedShape(const PrepParams& P, int64_t t) {
   return g;
 }
 
-// Zeros over bytes [lo, hi) of one row (whole elements of `elt` bytes):
-// 16-byte stores over the aligned middle, the ends an element a thread.
-// The block's threads share the row.  (A weight gradient's expert without
-// rows is a whole K x N of zeros: one element a thread, with a 64-bit
-// division each, took 3 ms of a skewed decode backward.)
-__device__ void ZeroSpan(char* lo, char* hi, int elt) {
+// Zeros over bytes [lo, hi) of one row (whole elements of `elt` bytes),
+// by the `width` threads of which this is number `lane`: 16-byte stores
+// over the aligned middle, the ends an element a thread.  (A weight
+// gradient's expert without rows is a whole K x N of zeros: one element a
+// thread, with a 64-bit division each, took milliseconds of a skewed
+// decode backward.)
+__device__ void ZeroSpan(char* lo, char* hi, int elt, int lane, int width) {
   const auto at = [](const char* x) { return reinterpret_cast<uintptr_t>(x); };
   char* lo16 = reinterpret_cast<char*>((at(lo) + 15) & ~uintptr_t{15});
   char* hi16 = reinterpret_cast<char*>(at(hi) & ~uintptr_t{15});
@@ -158,19 +159,17 @@ __device__ void ZeroSpan(char* lo, char* hi, int elt) {
       *reinterpret_cast<uint32_t*>(e) = 0;
   };
   if (lo16 >= hi16) {  // no whole aligned 16 bytes
-    for (char* e = lo + int64_t{threadIdx.x} * elt; e < hi;
-         e += int64_t{blockDim.x} * elt)
+    for (char* e = lo + int64_t{lane} * elt; e < hi; e += int64_t{width} * elt)
       zero(e);
     return;
   }
   // The ends: fewer than 16 bytes each (16 is a multiple of elt).
   const int64_t head = (lo16 - lo) / elt, tail = (hi - hi16) / elt;
-  if (threadIdx.x < head) zero(lo + int64_t{threadIdx.x} * elt);
-  if (threadIdx.x < tail) zero(hi16 + int64_t{threadIdx.x} * elt);
+  if (lane < head) zero(lo + int64_t{lane} * elt);
+  if (lane < tail) zero(hi16 + int64_t{lane} * elt);
   uint4* v = reinterpret_cast<uint4*>(lo16);
   const int64_t chunks = (hi16 - lo16) / 16;
-  for (int64_t i = threadIdx.x; i < chunks; i += blockDim.x)
-    v[i] = make_uint4(0, 0, 0, 0);
+  for (int64_t i = lane; i < chunks; i += width) v[i] = make_uint4(0, 0, 0, 0);
 }
 
 __global__ void GroupedPointerKernel(const __grid_constant__ PrepParams P) {
@@ -193,14 +192,19 @@ __global__ void GroupedPointerKernel(const __grid_constant__ PrepParams P) {
       P.strides[2 * batch + t] = p.op[kD].ld();
       P.strides[3 * batch + t] = p.op[kD].ld();
     }
-    // Zeros, a row a block: columns [n, dvc) of rows [0, m), then columns
-    // [0, dvc) of rows [m, dvr).
+    // Zeros, a row a warp (narrow rows keep a block's warps busy too):
+    // columns [n, dvc) of rows [0, m), then columns [0, dvc) of rows
+    // [m, dvr).
     const int elt = P.elt[kD];
     const int64_t row_bytes = p.op[kD].ld() * elt;
     const int64_t first = g.n < g.dvc ? 0 : g.m;
-    for (int64_t r = first + blockIdx.x; r < g.dvr; r += gridDim.x) {
+    const int warps = static_cast<int>(blockDim.x) / 32;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    for (int64_t r = first + int64_t{blockIdx.x} * warps + threadIdx.x / 32;
+         r < g.dvr; r += int64_t{gridDim.x} * warps) {
       char* row = d + r * row_bytes;
-      ZeroSpan(row + (r < g.m ? g.n : 0) * elt, row + g.dvc * elt, elt);
+      ZeroSpan(row + (r < g.m ? g.n : 0) * elt, row + g.dvc * elt, elt, lane,
+               32);
     }
   }
 }
@@ -360,7 +364,7 @@ cudaError_t LaunchPointers(const PrepParams& P, bool split,
 cudaError_t LaunchGroupedPointers(const PrepParams& P, cudaStream_t stream) {
   // About 1,024 blocks over all items, 8 of 256 threads an SM of an H200's
   // 132: one wave.  An item's zeros, where it has any, are spread over its
-  // grid.x blocks a row each; every item may be all zeros (a weight
+  // grid.x blocks' warps a row each; every item may be all zeros (a weight
   // gradient's experts without rows), and where none has any a block
   // reads its item's extents and ends.
   const int64_t items = std::min<int64_t>(P.p.batch, 65535);
