@@ -17,8 +17,8 @@ __device__ __forceinline__ void Race(int* out) {
 
 __device__ __forceinline__ void Diverge(int* out) {
   __shared__ int s;
-  if (threadIdx.x < 32) {     // a barrier only the first warp reaches
-    s = 1;
+  if (threadIdx.x < 48) {     // a barrier half of the second warp skips
+    s = 1;                    // (the case synccheck's guide shows)
     __syncthreads();
   }
   out[threadIdx.x] = s;
