@@ -176,13 +176,16 @@ __global__ void __launch_bounds__(kThreads)
   T* dw = A.dw + static_cast<int64_t>(e) * A.k * A.n;
   for (int i = tid; i < kBM * (kBN / 8); i += kThreads) {
     const int row = i / (kBN / 8), c = (i % (kBN / 8)) * 8;
-    if (k0 + row < A.k && n0 + c < A.n)  // n a multiple of 8 (checked)
+    if (k0 + row < A.k && n0 + c < A.n)  // n a multiple of 8 (Run)
       *reinterpret_cast<uint4*>(dw + int64_t(k0 + row) * A.n + n0 + c) =
           *reinterpret_cast<const uint4*>(&out[row * kOutLd + c]);
   }
 }
 
+// K and N multiples of 8: every 16-byte chunk of a row lies inside it
+// (the library's grouped path proves the same of its operands).
 cudaError_t Run(const Args& a, int experts, cudaStream_t stream) {
+  if (a.k % 8 != 0 || a.n % 8 != 0) return cudaErrorInvalidValue;
   static bool once = false;
   if (!once) {
     cudaError_t e = cudaFuncSetAttribute(
