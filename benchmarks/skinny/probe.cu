@@ -21,20 +21,12 @@
 #include <utility>
 #include <vector>
 
+#include "../cuda_check.h"
 #include "kernels/sm90_skinny.h"
 
 using jax_dynoff::kernels::SkinnyLaunch;
 using jax_dynoff::kernels::SkinnySplit;
 using T = __nv_bfloat16;
-
-#define CK(x)                                                              \
-  do {                                                                     \
-    cudaError_t e_ = (x);                                                  \
-    if (e_ != cudaSuccess) {                                               \
-      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                        \
-    }                                                                      \
-  } while (0)
 
 __global__ void Fill(T* p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;

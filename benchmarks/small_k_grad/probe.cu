@@ -17,8 +17,9 @@
 // The probe checks it against a naive float32 kernel (uniform and skewed
 // sizes with empty experts, edge tiles, dW poisoned first) and times it
 // beside a kernel that only writes the same bytes (the floor).  Build and
-// run (offline, sm_90a; no JAX, no CUTLASS):
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
+// run (offline, sm_90a; no JAX, no CUTLASS; the PTX helpers are the skinny
+// kernel's, kernels/sm90_skinny.h):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/small_k_grad/probe.cu -o /tmp/small_k_grad && /tmp/small_k_grad
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -32,16 +33,11 @@
 #include <random>
 #include <vector>
 
-using T = __nv_bfloat16;
+#include "../cuda_check.h"
+#include "../sm90_tiles/fill.h"
+#include "kernels/sm90_skinny.h"  // the cp.async, ldmatrix and mma helpers
 
-#define CK(x)                                                               \
-  do {                                                                      \
-    cudaError_t e_ = (x);                                                   \
-    if (e_ != cudaSuccess) {                                                \
-      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                         \
-    }                                                                       \
-  } while (0)
+using T = __nv_bfloat16;
 
 namespace small_k {
 
@@ -53,36 +49,15 @@ constexpr int kSmemBytes = kBM * kOutLd * 2 > 2 * kStageBytes
                                ? kBM * kOutLd * 2
                                : 2 * kStageBytes;
 
-__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src,
-                                          bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
-               "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void Commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void Wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void Ldsm4T(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile(
-      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-      : "r"(addr));
-}
-__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4],
-                                    uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// A stage row holds 16 chunks of 16 bytes (128 elements); chunk c of row r
-// sits at c ^ (r % 8), so the 8 rows one ldmatrix reads hit 8 bank groups.
+using jax_dynoff::kernels::skinny::CpAsync16;
+using jax_dynoff::kernels::skinny::CpAsyncCommit;
+using jax_dynoff::kernels::skinny::CpAsyncWait;
+using jax_dynoff::kernels::skinny::Ldsm4T;
+using jax_dynoff::kernels::skinny::Mma;
+// A stage row holds 16 chunks of 16 bytes (128 elements), swizzled as the
+// skinny kernel's: the 8 rows one ldmatrix reads hit 8 bank groups.
 __device__ __forceinline__ uint32_t Swz(int row, int chunk) {
-  return static_cast<uint32_t>(row * 256 + ((chunk ^ (row & 7)) << 4));
+  return jax_dynoff::kernels::skinny::Swz(row, chunk, 256);
 }
 
 struct Args {
@@ -124,11 +99,11 @@ __global__ void __launch_bounds__(kThreads)
   float acc[2][8][4] = {};
   const int steps = (rows + kBR - 1) / kBR;
   if (steps > 0) load(0, 0);
-  Commit();
+  CpAsyncCommit();
   for (int t = 0; t < steps; ++t) {
     if (t + 1 < steps) load(t + 1, (t + 1) & 1);
-    Commit();
-    Wait<1>();
+    CpAsyncCommit();
+    CpAsyncWait<1>();
     __syncthreads();
     const int s = t & 1;
     const int q = lane >> 3, j = lane & 7;
@@ -150,13 +125,13 @@ __global__ void __launch_bounds__(kThreads)
       Ldsm4T(gs(s) + Swz((q & 1) * 8 + j, (j0 >> 3) + (q >> 1)), bf);
 #pragma unroll
       for (int f = 0; f < 2; ++f) {
-        Mma(acc[f][2 * p], af[f], bf[0], bf[1]);
-        Mma(acc[f][2 * p + 1], af[f], bf[2], bf[3]);
+        Mma<T>(acc[f][2 * p], af[f], bf[0], bf[1]);
+        Mma<T>(acc[f][2 * p + 1], af[f], bf[2], bf[3]);
       }
     }
     __syncthreads();  // the stage is free for step t + 2
   }
-  Wait<0>();
+  CpAsyncWait<0>();
   __syncthreads();
 
   // The tile through shared memory, then 16-byte rows of global memory.
@@ -199,15 +174,6 @@ cudaError_t Run(const Args& a, int experts, cudaStream_t stream) {
 }
 
 }  // namespace small_k
-
-__global__ void Fill(T* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-    p[i] = __float2bfloat16((int(h % 2001) - 1000) / 1000.f);
-  }
-}
 
 // dW's element (e, kk, nn) in float32, one thread each.
 __global__ void Ref(const T* x, const T* g, const int* off, const int* rows,
