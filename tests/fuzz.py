@@ -32,7 +32,11 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from typing import Optional
 
@@ -326,11 +330,6 @@ def _rand(r, shape, dtype):
 # --- One problem ------------------------------------------------------------
 
 def _call(p: Problem):
-  """The jitted call of `p`: (arrays, starts, valid) -> result."""
-  return jax.jit(_call_fn(p))
-
-
-def _call_fn(p: Problem):
   """The call of `p`: (arrays, starts, valid) -> result."""
   prec = jax.lax.Precision.HIGHEST if p.highest else None
 
@@ -412,7 +411,7 @@ class Case:
 
 
 def gemm_case(p: Problem) -> Case:
-  f = _call_fn(p)
+  f = _call(p)
 
   def draw(r, t):
     arrays = _arrays(p, r)
@@ -623,13 +622,10 @@ def run_workers(a) -> dict:
   """`a.workers` processes of this script side by side (a compile keeps
   one CPU core busy; the GPU idles between calls), worker w with seed
   a.seed + w; their reports merged."""
-  import json  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import tempfile  # pylint: disable=g-import-not-at-top
   # One BLAS thread each: the oracle's float64 products are small, and a
   # pool of spinning BLAS threads per worker starved the others (14
   # workers ran at a sixth of the rate of 4 on a 16-core H200 host).
-  env = dict(__import__("os").environ, XLA_PYTHON_CLIENT_PREALLOCATE="false",
+  env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false",
              OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
              MKL_NUM_THREADS="1")
   with tempfile.TemporaryDirectory() as tmp:
@@ -699,7 +695,6 @@ def main(argv=None) -> int:
     res = run(a.seed, a.problems, a.starts, a.budget_s, a.gpu_sizes,
               batch=a.batch, first=a.first)
   if a.json:
-    import json  # pylint: disable=g-import-not-at-top
     with open(a.json, "w") as fh:
       json.dump(res, fh)
   fams = ", ".join(f"{k}: {v}" for k, v in sorted(res["families"].items()))

@@ -6,6 +6,10 @@ the CUDA kernels, with shapes that reach the SM90 paths."""
 from __future__ import annotations
 
 import io
+import json
+import os
+import subprocess
+import sys
 
 import jax
 import pytest
@@ -63,15 +67,12 @@ def test_a_batch_finds_what_problems_alone_find(monkeypatch):
 
 def test_workers_merge_their_reports(tmp_path):
   """Two processes, seeds 7 and 8: every problem of both counted."""
-  import json  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
   path = tmp_path / "r.json"
   r = subprocess.run([sys.executable, fuzz.__file__, "--problems", "6",
                       "--starts", "2", "--seed", "7", "--workers", "2",
                       "--batch", "3", "--json", str(path)],
                      capture_output=True, text=True, check=False,
-                     env=dict(__import__("os").environ, JAX_PLATFORMS="cpu"))
+                     env=dict(os.environ, JAX_PLATFORMS="cpu"))
   assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
   res = json.loads(path.read_text())
   assert res["problems"] == 12 and sum(res["families"].values()) == 12
