@@ -241,7 +241,7 @@ nb::dict PlannerTables() {
           if (HasSm90Kernel(dts[i], dts[o], ta, tb)) {
             nb::list tiles;  // the tiles built for it, Sm90Tile order
             for (int t = 0; t < kNumSm90Tiles; ++t)
-              if (HasSm90Tile(dts[i], static_cast<Sm90Tile>(t)))
+              if (HasSm90Tile(dts[i], dts[o], ta, tb, static_cast<Sm90Tile>(t)))
                 tiles.append(Sm90TileName(static_cast<Sm90Tile>(t)));
             sm90_kernels.append(nb::make_tuple(
                 nb::make_tuple(names[i], names[o], bool(ta), bool(tb)),

@@ -141,8 +141,9 @@ bool HasRaggedWindow(const GemmProblem& p) {
   return false;
 }
 
-bool HasSm90Tile(DType in, Sm90Tile t) {
-  return KernelQuery(KernelFamily::kSm90).Tile(t).In(in).Any();
+bool HasSm90Tile(DType in, DType out, bool ta, bool tb, Sm90Tile t) {
+  return KernelQuery(KernelFamily::kSm90).Tile(t).Dtypes(in, out)
+      .Transposes(ta, tb).Any();
 }
 
 KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
@@ -230,17 +231,21 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
     k.path = Path::kSm90Skinny;
   } else if (k.sm90_reasons.empty()) {
     // The forced tile, else the one the wave model predicts fastest among
-    // the tiles built for the dtype (ties go to the bigger tile: fewer
-    // CTAs, less re-reading of A and B).  float32 uses the 16-bit tiles'
-    // measured rates: its tiles have the same M x N footprints, and only
-    // their ratios matter here.  A forced tile not built for the dtype is
-    // ignored (float32 has the large and medium tiles only).
+    // the tiles built for the dtypes and transposes (ties go to the bigger
+    // tile: fewer CTAs, less re-reading of A and B).  float32 and the
+    // float32-out lines use the 16-bit tiles' measured rates: their tiles
+    // have the same M x N footprints, and only the ratios matter here.  A
+    // forced tile not built for the call is ignored (float32 has the large
+    // and medium tiles only).
+    auto built = [&](int t) {
+      return HasSm90Tile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+                         static_cast<Sm90Tile>(t));
+    };
     int best = o.tile;
-    if (best >= 0 && !HasSm90Tile(p.in_dtype, static_cast<Sm90Tile>(best)))
-      best = -1;
+    if (best >= 0 && !built(best)) best = -1;
     if (best < 0) {
       for (int t = 0; t < kNumSm90Tiles; ++t)
-        if (HasSm90Tile(p.in_dtype, static_cast<Sm90Tile>(t)) &&
+        if (built(t) &&
             (best < 0 || k.tile_times[t] < k.tile_times[best]))
           best = t;
     }

@@ -127,9 +127,10 @@ Path DirectTilePath(DirectTile t);
 // same answers in every build, CPU-only included.
 // Whether an SM90 ptr-array kernel serves the dtypes and transposes
 // (float32: every transpose, the runner staging MN-major operands), and
-// whether tile `t` is built for input dtype `in`.
+// whether tile `t` is built for them (the tiles differ by dtype pair and
+// transposes: float32 has the large and medium tiles only).
 bool HasSm90Kernel(DType in, DType out, bool ta, bool tb);
-bool HasSm90Tile(DType in, Sm90Tile t);
+bool HasSm90Tile(DType in, DType out, bool ta, bool tb, Sm90Tile t);
 // Whether direct tile `t` is built for the dtypes and transposes.  The
 // cluster-K tile stands in for the tiny tile where ClusterKTileN (plan.h)
 // gives it a width (DirectChoice) or KernelOptions(direct_tile="cluster_k")

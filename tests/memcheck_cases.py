@@ -109,6 +109,13 @@ def grouped_cases() -> bool:
   ok &= check("grouped_weight_grad", lambda mod, a, b, g: jax.grad(
       lambda a, b: jnp.sum(mod.ragged_dot(a, b, g).astype(F32) ** 2),
       argnums=1)(a, b), xg, wg, jnp.asarray([60, 0, 20, 30], jnp.int32))
+  # A float32 result (its own grouped kernel), and float16's gradients.
+  ok &= check("grouped_ragged_dot_f32", lambda mod, a, b, g: mod.ragged_dot(
+      a, b, g, preferred_element_type=F32), xg, wg, gs)
+  ok &= check("grouped_grads_f16", lambda mod, a, b, g: jax.grad(
+      lambda a, b: jnp.sum(mod.ragged_dot(a, b, g).astype(F32) ** 2),
+      argnums=(0, 1))(a, b)[1], xg.astype(F16), wg.astype(F16),
+      jnp.asarray([60, 0, 20, 30], jnp.int32))
 
   def grouped_vmap(mod, a, b, out, sa, va, vd):
     return jax.vmap(lambda b, out, sa, va, vd: mod.gemm(
@@ -176,6 +183,25 @@ def run(argv):
   # Clamped (out-of-range and negative) starts.
   ok &= check("clamped", windowed, x, w, out, jnp.int32(10 ** 6),
               jnp.int32(-5), jnp.int32(2 ** 31 - 1))
+  # A float32 result of bfloat16 inputs (its own kernels, every tile), and
+  # float16 with B transposed on the large tile's ptr-array kernel.
+  out32 = jnp.full((m + 24, n + 16), jnp.nan, F32)
+
+  def to_f32(mod, x, w, out, r, i, o, opts=None):
+    return mod.gemm(dyn.window(x, (r, 8), (m, k)),
+                    dyn.window(w, (i, 0, 0), (k, n)),
+                    out=dyn.window(out, (o, 8), (m, n)),
+                    preferred_element_type=F32, opts=opts)
+
+  for tile in plan.SM90_TILES:
+    ok &= check("sm90_f32_out_" + tile, to_f32, x, w, out32, jnp.int32(8),
+                jnp.int32(-1), jnp.int32(10 ** 6),
+                opts=dyn.KernelOptions(tile=tile))
+  x16, wt16 = rand(5, (m + 16, k + 8), F16), rand(6, (2, n, k), F16)
+  ok &= check("sm90_f16_nt_large", lambda mod, x, w, i, opts=None: mod.gemm(
+      dyn.window(x, (i, 8), (m, k)), dyn.window(w, (i, 0, 0), (n, k)),
+      transpose_b=True, opts=opts), x16, wt16, jnp.int32(1),
+      opts=dyn.KernelOptions(tile="large"))
 
   # The direct kernel (no pointer kernel): tile-multiple windows of a 3-d
   # weight stack and a 3-d cache at clamped starts; then k = 80 and a

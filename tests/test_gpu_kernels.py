@@ -119,7 +119,24 @@ def test_plan_forced_tile():
 
 def test_plan_uncovered_combinations_are_generic():
   assert plan_lib.plan(_spec(ta=True, tb=True)).path == "generic"
-  assert plan_lib.plan(_spec(out_dt=np.dtype(F32))).path == "generic"
+  assert plan_lib.plan(_spec(ta=True, tb=True, dt=np.dtype(F16),
+                             out_dt=np.dtype(F32))).path == "generic"
+
+
+@pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True),
+                                   (True, False)])
+def test_plan_float32_out_and_float16_transposes_take_sm90(dt, ta, tb):
+  """16-bit inputs with a float32 result (preferred_element_type), and
+  float16 with one operand transposed, have SM90 ptr-array kernels at every
+  tile: the wave model picks among the same four tiles as for bfloat16."""
+  for out_dt in {np.dtype(dt), np.dtype(F32)}:
+    for m, want in [(4096, "sm90_large"), (512, "sm90_medium"),
+                    (256, "sm90_small_m"), (128, "sm90_tiny")]:
+      s = _spec(m=m, dt=np.dtype(dt), out_dt=out_dt, ta=ta, tb=tb)
+      assert plan_lib.plan(s).path == want, (out_dt, m)
+    assert set(plan_lib.SM90_KERNELS[
+        (np.dtype(dt).name, out_dt.name, ta, tb)]) == set(plan_lib.SM90_TILES)
 
 
 def test_plan_float32_tf32_unless_highest():
@@ -294,7 +311,7 @@ def test_split_k_not_planned():
 
 def test_split_k_ignores_c_and_d_alignment():
   # D and C are only touched by the reduction kernel: any alignment, and any
-  # output dtype (bf16 -> f32 has no unsplit SM90 kernel).
+  # output dtype (the reduction casts).
   d = WinSpec((40, 4100), (16, 4096), (None, 3))
   s = _spec(m=16, d=d, opts=SPLITK)
   assert plan_lib.alignment_proof(s).get("d")
@@ -716,8 +733,13 @@ def test_skinny_plan():
       plan_lib.skinny_reasons(s))
   assert plan_lib.plan(_spec(m=16, c=c, c_mode="own",
                              beta=1.0)).path == "sm90_skinny"
-  # No kernel for the dtypes, or alignment not proven: not SM90 at all.
-  assert plan_lib.plan(_spec(m=16, out_dt=np.dtype(F32))).path == "generic"
+  # A float32 result: no skinny kernel, the ptr-array tile for m = 16.
+  f32_out = _spec(m=16, out_dt=np.dtype(F32))
+  assert plan_lib.plan(f32_out).path == "sm90_tiny"
+  assert "no skinny kernel for bfloat16 -> float32" in plan_lib.skinny_reasons(
+      f32_out)
+  # No kernel for the transposes, or alignment not proven: not SM90 at all.
+  assert plan_lib.plan(_spec(m=16, ta=True, tb=True)).path == "generic"
   a = WinSpec((16, 4100), (16, 4096), (0, 3))
   assert plan_lib.plan(_spec(m=16, a=a)).path == "generic"
   assert any(w.startswith("a: ") for w in plan_lib.skinny_reasons(
@@ -793,11 +815,12 @@ def test_skinny_matches_reference(case, dt):
 
 @pytest.mark.parametrize("case", SKINNY_CASES,
                          ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in SKINNY_CASES])
+@pytest.mark.parametrize("dt", [BF16, F16])
 @pytest.mark.gpu
 @on_gpu
-def test_skinny_nt_matches_reference(case):
-  """The skinny kernel with B transposed (bfloat16), as above."""
-  _check_skinny_case(case, BF16, tb=True)
+def test_skinny_nt_matches_reference(case, dt):
+  """The skinny kernel with B transposed, as above."""
+  _check_skinny_case(case, dt, tb=True)
 
 
 def _check_skinny_case(case, dt, opts=None, tb=False):
@@ -1267,11 +1290,15 @@ def test_direct_reasons():
   assert plan_lib.direct_kernel(_spec(
       m=128, opts=KernelOptions(direct_tile="tiny"))) == "tiny"
   # float32: NN only (the TF32 direct kernels, tests/test_gpu_tf32.py);
-  # bfloat16 in, float32 out: none.
+  # bfloat16 in, float32 out: none (the ptr-array kernel runs it).
   assert plan_lib.direct_kernel(_spec(m=128, dt=np.dtype(F32))) == "medium"
   assert plan_lib.direct_reasons(_spec(m=128, dt=np.dtype(F32), tb=True)) == [
       "transposed operand"]
   assert plan_lib.direct_reasons(_spec(m=2048, out_dt=np.dtype(F32))) == [
+      "no direct kernel for bfloat16 -> float32"]
+  assert "ptr-array kernel: no direct kernel for bfloat16 -> float32" in \
+      plan_lib.explain(_spec(m=2048, out_dt=np.dtype(F32)))
+  assert plan_lib.direct_reasons(_spec(m=2048, ta=True, tb=True)) == [
       "planned generic: no direct kernel"]
   # Not an SM90 tile plan at all.
   a = WinSpec((128, 4097), (128, 4096), (None, 1))
@@ -1423,12 +1450,12 @@ DIRECT_T_CASES = [
 ]
 
 
-def _direct_t_case(case, tile):
+def _direct_t_case(case, tile, dt=BF16):
   name, ta, tb, m, n, k, ash, ast, bsh, bst, osh, ost = case
   ks = jax.random.split(jax.random.key(23), 2)
-  a = _rand(ks[0], ash, BF16)
-  b = _rand(ks[1], bsh, BF16)
-  out = jnp.full(osh, jnp.nan, BF16)
+  a = _rand(ks[0], ash, dt)
+  b = _rand(ks[1], bsh, dt)
+  out = jnp.full(osh, jnp.nan, dt)
   starts = [jnp.int32(v) for v in (*ast, *bst, *ost)]
   na, nb = len(ast), len(bst)
   path = plan_lib.DIRECT_TILE_PATHS[tile]
@@ -1447,11 +1474,12 @@ def _direct_t_case(case, tile):
 @pytest.mark.parametrize("case", DIRECT_T_CASES,
                          ids=[c[0] for c in DIRECT_T_CASES])
 @pytest.mark.parametrize("tile", ["medium", "small_m", "tiny"])
-def test_direct_transposed_plan(case, tile):
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_direct_transposed_plan(case, tile, dt):
   """The transposed cases take the direct kernel of the forced or planned
   tile (CPU: the plan only); a tile without a transposed build keeps the
   ptr-array kernel and says why."""
-  f, args = _direct_t_case(case, tile)
+  f, args = _direct_t_case(case, tile, dt)
   spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
   assert plan_lib.direct_reasons(spec) == []
   assert plan_lib.direct_kernel(spec) == tile
@@ -1467,13 +1495,14 @@ def test_direct_transposed_plan(case, tile):
 @pytest.mark.parametrize("case", DIRECT_T_CASES,
                          ids=[c[0] for c in DIRECT_T_CASES])
 @pytest.mark.parametrize("tile", ["medium", "small_m", "tiny"])
+@pytest.mark.parametrize("dt", [BF16, F16])
 @pytest.mark.gpu
 @on_gpu
-def test_direct_transposed_matches_reference(case, tile):
-  f, args = _direct_t_case(case, tile)
+def test_direct_transposed_matches_reference(case, tile, dt):
+  f, args = _direct_t_case(case, tile, dt)
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
-  _check_window(got, want, args[2], BF16, case[5])
+  _check_window(got, want, args[2], dt, case[5])
 
 
 # The direct split-K kernel (Sm90DirectSplitKConfig: 128x128 cooperative,

@@ -82,19 +82,27 @@ def test_ragged_dot_matches_lax(sizes, dt):
   assert got.dtype == dt
   assert _err(got, _lax32(lhs, rhs, gs)) < 2 ** -7
   np.testing.assert_array_equal(np.asarray(got[sum(sizes):], np.float32), 0)
-  # float32 out from 16-bit inputs (preferred_element_type).
-  got32 = jax.jit(lambda *a: dyn.ragged_dot(*a, preferred_element_type=F32))(
-      lhs, rhs, gs)
+  # float32 out from 16-bit inputs (preferred_element_type): its own
+  # grouped kernel.
+  f32 = lambda *a: dyn.ragged_dot(*a, preferred_element_type=F32)
+  assert plan_lib.traced_paths(f32, lhs, rhs, gs) == ["sm90_grouped"]
+  got32 = jax.jit(f32)(lhs, rhs, gs)
   assert got32.dtype == F32
+  np.testing.assert_array_equal(np.asarray(got32[sum(sizes):]), 0)
   assert _err(got32, _lax32(lhs, rhs, gs)) < 2 ** -10 or dt == F16
 
 
 @pytest.mark.parametrize("sizes", SIZES[:4])
-def test_ragged_dot_gradients_match_lax(sizes):
+@pytest.mark.parametrize("dt,out", [(BF16, None), (F16, None), (BF16, F32),
+                                    (F16, F32)])
+def test_ragged_dot_gradients_match_lax(sizes, dt, out):
   """d lhs (an NT grouped launch) and d rhs (TN: K is each group's rows,
-  ragged; an empty group's gradient is zeros) against lax's, exact."""
-  lhs, rhs, ct = _data(2, BF16)
+  ragged; an empty group's gradient is zeros) against lax's, exact; for
+  both 16-bit dtypes, with the forward's result in the input dtype or in
+  float32."""
+  lhs, rhs, ct = _data(2, dt)
   gs = jnp.asarray(sizes, jnp.int32)
+  ours = lambda a, b, g: dyn.ragged_dot(a, b, g, preferred_element_type=out)
 
   def grads(f, cast):
     def loss(a, b):
@@ -102,10 +110,10 @@ def test_ragged_dot_gradients_match_lax(sizes):
     return jax.grad(loss, argnums=(0, 1))(cast(lhs), cast(rhs))
 
   paths = plan_lib.traced_paths(
-      jax.grad(lambda a, b: jnp.sum(dyn.ragged_dot(a, b, gs).astype(F32)),
+      jax.grad(lambda a, b: jnp.sum(ours(a, b, gs).astype(F32)),
                argnums=(0, 1)), lhs, rhs)
   assert paths == ["sm90_grouped"] * 3, paths
-  got = jax.jit(lambda: grads(dyn.ragged_dot, lambda x: x))()
+  got = jax.jit(lambda: grads(ours, lambda x: x))()
   want = grads(lambda a, b, g: lax.ragged_dot(
       a, b, g, precision=lax.Precision.HIGHEST), lambda x: x.astype(F32))
   for g, w in zip(got, want):
@@ -287,10 +295,11 @@ def test_composed_where_the_grouped_kernel_cannot_run():
 
 @pytest.mark.parametrize("tile", list(NN_KERNELS))
 @pytest.mark.parametrize("sizes", SIZES)
-def test_grouped_tiles(sizes, tile):
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_grouped_tiles(sizes, tile, dt):
   """Each grouped tile, forced (KernelOptions(grouped_tile=...)): the
   same results as lax, rows past the groups zero."""
-  lhs, rhs, _ = _data(5, BF16)
+  lhs, rhs, _ = _data(5, dt)
   gs = jnp.asarray(sizes, jnp.int32)
   opts = dyn.KernelOptions(grouped_tile=tile)
   f = lambda a, b, g: dyn.ragged_dot(a, b, g, opts=opts)

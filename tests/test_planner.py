@@ -219,17 +219,16 @@ def test_tables_come_from_the_planner():
   assert tuple(plan_lib.GROUPED_TILES) == options.GROUPED_TILES
   assert plan_lib.DIRECT_TILES["wide"] == (128, 256)
   assert plan_lib.DIRECT_TILE_PATHS["wide"] == "sm90_large"
-  assert sorted(plan_lib.SM90_KERNELS) == [
-      ("bfloat16", "bfloat16", False, False),
-      ("bfloat16", "bfloat16", False, True),
-      ("bfloat16", "bfloat16", True, False),
-      ("float16", "float16", False, False),
-      ("float32", "float32", False, False),
-      ("float32", "float32", False, True),
-      ("float32", "float32", True, False),
-      ("float32", "float32", True, True)]
-  assert plan_lib.SM90_KERNELS[("bfloat16", "bfloat16", False, False)] == (
-      plan_lib.SM90_TILES)
+  # 16-bit: every dtype pair of one input dtype and every transpose but
+  # both, at every tile; float32: every transpose (staged), two tiles.
+  sixteen = [(i, o, ta, tb) for i in ("bfloat16", "float16")
+             for o in (i, "float32")
+             for ta, tb in ((False, False), (False, True), (True, False))]
+  f32 = [("float32", "float32", ta, tb) for ta in (False, True)
+         for tb in (False, True)]
+  assert sorted(plan_lib.SM90_KERNELS) == sorted(sixteen + f32)
+  for key in sixteen:
+    assert plan_lib.SM90_KERNELS[key] == plan_lib.SM90_TILES, key
   assert plan_lib.SM90_KERNELS[("float32", "float32", True, True)] == (
       "large", "medium")
 

@@ -259,15 +259,20 @@ def test_grouped_plan_and_its_reasons():
   assert "no grouped kernel" in line, line
 
 
-@pytest.mark.parametrize("dt, tile", [(BF16, "wide"), (F16, "medium")])
-def test_grouped_tile_planned(dt, tile):
-  """ragged_dot plans the wide grouped tile for bfloat16 NN, the medium
-  one where the wide one is not built."""
+@pytest.mark.parametrize("dt, out, tile", [
+    (BF16, None, "wide"), (F16, None, "wide"),
+    (BF16, F32, "medium"), (F16, F32, "medium"),  # wide not built for them
+])
+def test_grouped_tile_planned(dt, out, tile):
+  """ragged_dot plans the wide grouped tile for 16-bit NN, the medium one
+  where the wide one is not built (a float32 result)."""
   from jax_dynoff import plan  # pylint: disable=g-import-not-at-top
   x = jnp.ones((1024, 64), dt)
   w = jnp.ones((8, 64, 64), dt)
   gs = jnp.full((8,), 128, jnp.int32)
-  [line] = plan.explain_calls(dyn.ragged_dot, x, w, gs)
+  [line] = plan.explain_calls(
+      lambda a, b, g: dyn.ragged_dot(a, b, g, preferred_element_type=out),
+      x, w, gs)
   tm, tn = plan.GROUPED_TILES[tile]
   assert line.startswith(f"sm90_grouped (one grouped launch over 8 items, "
                          f"{tile} tile {tm}x{tn}, problem shapes"), line
@@ -276,18 +281,23 @@ def test_grouped_tile_planned(dt, tile):
 @pytest.mark.parametrize("dt, tile, want", [
     (BF16, "medium", "medium tile 128x128 (forced)"),
     (BF16, "wide", "wide tile 128x256 (forced)"),
-    (F16, "wide", "medium tile 128x128, problem"),  # not built for float16
+    (F16, "medium", "medium tile 128x128 (forced)"),
+    (F16, "wide", "wide tile 128x256 (forced)"),
+    # The wide tile is not built for a float32 result.
+    ((BF16, F32), "wide", "medium tile 128x128, problem"),
 ])
 def test_grouped_tile_forced(dt, tile, want):
   """KernelOptions(grouped_tile=...) forces a grouped tile where it is
   built; elsewhere the planner's own choice runs."""
   from jax_dynoff import plan  # pylint: disable=g-import-not-at-top
+  dt, out = dt if isinstance(dt, tuple) else (dt, None)
   x = jnp.ones((512, 64), dt)
   w = jnp.ones((4, 64, 64), dt)
   gs = jnp.full((4,), 128, jnp.int32)
   opts = dyn.KernelOptions(grouped_tile=tile)
   [line] = plan.explain_calls(
-      lambda a, b, g: dyn.ragged_dot(a, b, g, opts=opts), x, w, gs)
+      lambda a, b, g: dyn.ragged_dot(a, b, g, opts=opts,
+                                     preferred_element_type=out), x, w, gs)
   assert want in line, line
   with pytest.raises(ValueError, match="grouped_tile"):
     dyn.KernelOptions(grouped_tile="huge")

@@ -156,8 +156,10 @@ KINDS = {
     "sm90_grouped": Kind(
         "sm90_grouped", "GroupedKernelEntry", lambda k: (
             "JAX_DYNOFF_SM90_GROUPED_KERNEL_TILE",
-            [k.config, _cutlass(k.dtype_in)] + _layouts(k)),
-        dtypes=SAME, layouts=LAYOUTS, config=True, any_layout=False),
+            [k.config, _cutlass(k.dtype_in), _cutlass(k.dtype_out)] +
+            _layouts(k)),
+        dtypes=SAME + ("bf16->f32", "f16->f32"), layouts=LAYOUTS, config=True,
+        any_layout=False),
     # Skinny kernels (kernels/sm90_skinny.h), A not transposed; the
     # configuration is the m16 fragments a CTA covers (max m = 16 x it).
     "sm90_skinny": Kind(
@@ -193,9 +195,9 @@ UNITS = [
          "every architecture.", [
     K("kGenericF32F32", "generic", None, "f32->f32", "any", None, "Serves f32 at every precision: SIMT products are full fp32 (no tf32)."),
     K("kGenericBf16Bf16", "generic", None, "bf16->bf16", "any", None, "Unaligned or transposed-both bf16 windows, and bf16 on GPUs other than sm_90."),
-    K("kGenericBf16F32", "generic", None, "bf16->f32", "any", None, "bf16 inputs accumulated into an f32 buffer (no SM90 kernel for this pair)."),
-    K("kGenericF16F16", "generic", None, "f16->f16", "any", None, "Unaligned / uncovered-layout f16 windows, and f16 on GPUs other than sm_90."),
-    K("kGenericF16F32", "generic", None, "f16->f32", "any", None, "f16 inputs accumulated into an f32 buffer (no SM90 kernel for this pair)."),
+    K("kGenericBf16F32", "generic", None, "bf16->f32", "any", None, "bf16 inputs, f32 result: windows the SM90 kernels cannot read (unaligned, both operands transposed), GPUs other than sm_90."),
+    K("kGenericF16F16", "generic", None, "f16->f16", "any", None, "Unaligned or transposed-both f16 windows, and f16 on GPUs other than sm_90."),
+    K("kGenericF16F32", "generic", None, "f16->f32", "any", None, "f16 inputs, f32 result: windows the SM90 kernels cannot read (unaligned, both operands transposed), GPUs other than sm_90."),
     ]),
     Unit("tf32", "kernels/tf32_gemm.h", EVERY_ARCH,
          "TF32 kernels: CUTLASS 2.x tensor-op (mma.sync TF32), kArray, "
@@ -212,6 +214,8 @@ UNITS = [
     K("kSm90LargeBf16Bf16NT", "sm90", "large", "bf16->bf16", "NT", "Sm90LargeConfig", "bf16 x @ W.T (transpose_b; also the input gradient dy @ W^T), large m."),
     K("kSm90LargeBf16Bf16TN", "sm90", "large", "bf16->bf16", "TN", "Sm90LargeConfig", "bf16 x.T @ dy (transpose_a: the weight gradient), large m."),
     K("kSm90LargeF16F16NN", "sm90", "large", "f16->f16", "NN", "Sm90LargeConfig", "f16 x @ W, large m."),
+    K("kSm90LargeF16F16NT", "sm90", "large", "f16->f16", "NT", "Sm90LargeConfig", "f16 x @ W.T (transpose_b; the input gradient dy @ W^T), as bf16 has it."),
+    K("kSm90LargeF16F16TN", "sm90", "large", "f16->f16", "TN", "Sm90LargeConfig", "f16 x.T @ dy (transpose_a: the weight gradient), as bf16 has it."),
     ]),
     Unit("sm90_gemm_medium", "kernels/sm90_gemm.h", SM90A,
          "SM90 ptr-array kernels (CUTLASS 3.x ptr-array TMA warp-specialized), "
@@ -220,6 +224,8 @@ UNITS = [
     K("kSm90MediumBf16Bf16NT", "sm90", "medium", "bf16->bf16", "NT", "Sm90MediumConfig", "bf16 x @ W.T (transpose_b), mid-size problems (128x128 tiles)."),
     K("kSm90MediumBf16Bf16TN", "sm90", "medium", "bf16->bf16", "TN", "Sm90MediumConfig", "bf16 x.T @ dy (transpose_a: the weight gradient), mid-size problems (128x128 tiles)."),
     K("kSm90MediumF16F16NN", "sm90", "medium", "f16->f16", "NN", "Sm90MediumConfig", "f16 x @ W, mid-size problems (128x128 tiles)."),
+    K("kSm90MediumF16F16NT", "sm90", "medium", "f16->f16", "NT", "Sm90MediumConfig", "f16 x @ W.T (transpose_b; the input gradient dy @ W^T), as bf16 has it."),
+    K("kSm90MediumF16F16TN", "sm90", "medium", "f16->f16", "TN", "Sm90MediumConfig", "f16 x.T @ dy (transpose_a: the weight gradient), as bf16 has it."),
     ]),
     Unit("sm90_gemm_small", "kernels/sm90_gemm.h", SM90A,
          "SM90 ptr-array kernels (CUTLASS 3.x ptr-array TMA warp-specialized), "
@@ -228,6 +234,8 @@ UNITS = [
     K("kSm90SmallBf16Bf16NT", "sm90", "small_m", "bf16->bf16", "NT", "Sm90SmallConfig", "bf16 x @ W.T (transpose_b), small m."),
     K("kSm90SmallBf16Bf16TN", "sm90", "small_m", "bf16->bf16", "TN", "Sm90SmallConfig", "bf16 x.T @ dy (transpose_a), small m."),
     K("kSm90SmallF16F16NN", "sm90", "small_m", "f16->f16", "NN", "Sm90SmallConfig", "f16 x @ W, small m."),
+    K("kSm90SmallF16F16NT", "sm90", "small_m", "f16->f16", "NT", "Sm90SmallConfig", "f16 x @ W.T (transpose_b; the input gradient dy @ W^T), as bf16 has it."),
+    K("kSm90SmallF16F16TN", "sm90", "small_m", "f16->f16", "TN", "Sm90SmallConfig", "f16 x.T @ dy (transpose_a: the weight gradient), as bf16 has it."),
     ]),
     Unit("sm90_gemm_tiny", "kernels/sm90_gemm.h", SM90A,
          "SM90 ptr-array kernels (CUTLASS 3.x ptr-array TMA warp-specialized), "
@@ -236,6 +244,52 @@ UNITS = [
     K("kSm90TinyBf16Bf16NT", "sm90", "tiny", "bf16->bf16", "NT", "Sm90TinyConfig", "bf16 x @ W.T (transpose_b), very few tiles (64x64 tiles)."),
     K("kSm90TinyBf16Bf16TN", "sm90", "tiny", "bf16->bf16", "TN", "Sm90TinyConfig", "bf16 x.T @ dy (transpose_a: the weight gradient), very few tiles (64x64 tiles)."),
     K("kSm90TinyF16F16NN", "sm90", "tiny", "f16->f16", "NN", "Sm90TinyConfig", "f16 x @ W, very few tiles (64x64 tiles)."),
+    K("kSm90TinyF16F16NT", "sm90", "tiny", "f16->f16", "NT", "Sm90TinyConfig", "f16 x @ W.T (transpose_b; the input gradient dy @ W^T), as bf16 has it."),
+    K("kSm90TinyF16F16TN", "sm90", "tiny", "f16->f16", "TN", "Sm90TinyConfig", "f16 x.T @ dy (transpose_a: the weight gradient), as bf16 has it."),
+    ]),
+    Unit("sm90_gemm_f32_out_large", "kernels/sm90_gemm.h", SM90A,
+         "SM90 ptr-array kernels (CUTLASS 3.x ptr-array TMA warp-specialized), "
+         "the large tile, 16-bit inputs with a float32 output and C "
+         "(preferred_element_type=float32).", [
+    K("kSm90LargeBf16F32NN", "sm90", "large", "bf16->f32", "NN", "Sm90LargeConfig", "bf16 x @ W into a float32 result (preferred_element_type=float32)."),
+    K("kSm90LargeBf16F32NT", "sm90", "large", "bf16->f32", "NT", "Sm90LargeConfig", "bf16 x @ W.T (transpose_b) into a float32 result."),
+    K("kSm90LargeBf16F32TN", "sm90", "large", "bf16->f32", "TN", "Sm90LargeConfig", "bf16 x.T @ dy (transpose_a) into float32: a weight gradient kept in float32."),
+    K("kSm90LargeF16F32NN", "sm90", "large", "f16->f32", "NN", "Sm90LargeConfig", "f16 x @ W into a float32 result (preferred_element_type=float32)."),
+    K("kSm90LargeF16F32NT", "sm90", "large", "f16->f32", "NT", "Sm90LargeConfig", "f16 x @ W.T (transpose_b) into a float32 result."),
+    K("kSm90LargeF16F32TN", "sm90", "large", "f16->f32", "TN", "Sm90LargeConfig", "f16 x.T @ dy (transpose_a) into float32: a weight gradient kept in float32."),
+    ]),
+    Unit("sm90_gemm_f32_out_medium", "kernels/sm90_gemm.h", SM90A,
+         "SM90 ptr-array kernels (CUTLASS 3.x ptr-array TMA warp-specialized), "
+         "the medium tile, 16-bit inputs with a float32 output and C "
+         "(preferred_element_type=float32).", [
+    K("kSm90MediumBf16F32NN", "sm90", "medium", "bf16->f32", "NN", "Sm90MediumConfig", "bf16 x @ W into a float32 result (preferred_element_type=float32)."),
+    K("kSm90MediumBf16F32NT", "sm90", "medium", "bf16->f32", "NT", "Sm90MediumConfig", "bf16 x @ W.T (transpose_b) into a float32 result."),
+    K("kSm90MediumBf16F32TN", "sm90", "medium", "bf16->f32", "TN", "Sm90MediumConfig", "bf16 x.T @ dy (transpose_a) into float32: a weight gradient kept in float32."),
+    K("kSm90MediumF16F32NN", "sm90", "medium", "f16->f32", "NN", "Sm90MediumConfig", "f16 x @ W into a float32 result (preferred_element_type=float32)."),
+    K("kSm90MediumF16F32NT", "sm90", "medium", "f16->f32", "NT", "Sm90MediumConfig", "f16 x @ W.T (transpose_b) into a float32 result."),
+    K("kSm90MediumF16F32TN", "sm90", "medium", "f16->f32", "TN", "Sm90MediumConfig", "f16 x.T @ dy (transpose_a) into float32: a weight gradient kept in float32."),
+    ]),
+    Unit("sm90_gemm_f32_out_small", "kernels/sm90_gemm.h", SM90A,
+         "SM90 ptr-array kernels (CUTLASS 3.x ptr-array TMA warp-specialized), "
+         "the small_m tile, 16-bit inputs with a float32 output and C "
+         "(preferred_element_type=float32).", [
+    K("kSm90SmallBf16F32NN", "sm90", "small_m", "bf16->f32", "NN", "Sm90SmallConfig", "bf16 x @ W into a float32 result (preferred_element_type=float32)."),
+    K("kSm90SmallBf16F32NT", "sm90", "small_m", "bf16->f32", "NT", "Sm90SmallConfig", "bf16 x @ W.T (transpose_b) into a float32 result."),
+    K("kSm90SmallBf16F32TN", "sm90", "small_m", "bf16->f32", "TN", "Sm90SmallConfig", "bf16 x.T @ dy (transpose_a) into float32: a weight gradient kept in float32."),
+    K("kSm90SmallF16F32NN", "sm90", "small_m", "f16->f32", "NN", "Sm90SmallConfig", "f16 x @ W into a float32 result (preferred_element_type=float32)."),
+    K("kSm90SmallF16F32NT", "sm90", "small_m", "f16->f32", "NT", "Sm90SmallConfig", "f16 x @ W.T (transpose_b) into a float32 result."),
+    K("kSm90SmallF16F32TN", "sm90", "small_m", "f16->f32", "TN", "Sm90SmallConfig", "f16 x.T @ dy (transpose_a) into float32: a weight gradient kept in float32."),
+    ]),
+    Unit("sm90_gemm_f32_out_tiny", "kernels/sm90_gemm.h", SM90A,
+         "SM90 ptr-array kernels (CUTLASS 3.x ptr-array TMA warp-specialized), "
+         "the tiny tile, 16-bit inputs with a float32 output and C "
+         "(preferred_element_type=float32).", [
+    K("kSm90TinyBf16F32NN", "sm90", "tiny", "bf16->f32", "NN", "Sm90TinyConfig", "bf16 x @ W into a float32 result (preferred_element_type=float32)."),
+    K("kSm90TinyBf16F32NT", "sm90", "tiny", "bf16->f32", "NT", "Sm90TinyConfig", "bf16 x @ W.T (transpose_b) into a float32 result."),
+    K("kSm90TinyBf16F32TN", "sm90", "tiny", "bf16->f32", "TN", "Sm90TinyConfig", "bf16 x.T @ dy (transpose_a) into float32: a weight gradient kept in float32."),
+    K("kSm90TinyF16F32NN", "sm90", "tiny", "f16->f32", "NN", "Sm90TinyConfig", "f16 x @ W into a float32 result (preferred_element_type=float32)."),
+    K("kSm90TinyF16F32NT", "sm90", "tiny", "f16->f32", "NT", "Sm90TinyConfig", "f16 x @ W.T (transpose_b) into a float32 result."),
+    K("kSm90TinyF16F32TN", "sm90", "tiny", "f16->f32", "TN", "Sm90TinyConfig", "f16 x.T @ dy (transpose_a) into float32: a weight gradient kept in float32."),
     ]),
     Unit("sm90_gemm_splitk", "kernels/sm90_gemm.h", SM90A,
          "SM90 ptr-array split-K slice kernels (path sm90_split_k): one K slice "
@@ -262,6 +316,8 @@ UNITS = [
     K("kSm90DirectMediumBf16NT", "sm90_direct", "medium", "bf16->bf16", "NT", "Sm90DirectMediumConfig", "bf16, B transposed (x @ W^T: B stored n x k)."),
     K("kSm90DirectMediumBf16TN", "sm90_direct", "medium", "bf16->bf16", "TN", "Sm90DirectMediumConfig", "bf16, A transposed (X^T @ dY: A stored k x m)."),
     K("kSm90DirectMediumF16NN", "sm90_direct", "medium", "f16->f16", "NN", "Sm90DirectMediumConfig", "f16 x @ W."),
+    K("kSm90DirectMediumF16NT", "sm90_direct", "medium", "f16->f16", "NT", "Sm90DirectMediumConfig", "f16, B transposed, as bf16 has it."),
+    K("kSm90DirectMediumF16TN", "sm90_direct", "medium", "f16->f16", "TN", "Sm90DirectMediumConfig", "f16, A transposed, as bf16 has it."),
     ]),
     Unit("sm90_direct_small", "kernels/sm90_direct.h", SM90A,
          "Direct SM90 kernels (no pointer kernel, no pointer arrays), the small_m "
@@ -271,6 +327,8 @@ UNITS = [
     K("kSm90DirectSmallBf16NT", "sm90_direct", "small_m", "bf16->bf16", "NT", "Sm90DirectSmallConfig", "bf16, B transposed (x @ W^T: B stored n x k)."),
     K("kSm90DirectSmallBf16TN", "sm90_direct", "small_m", "bf16->bf16", "TN", "Sm90DirectSmallConfig", "bf16, A transposed (X^T @ dY: A stored k x m)."),
     K("kSm90DirectSmallF16NN", "sm90_direct", "small_m", "f16->f16", "NN", "Sm90DirectSmallConfig", "f16 x @ W."),
+    K("kSm90DirectSmallF16NT", "sm90_direct", "small_m", "f16->f16", "NT", "Sm90DirectSmallConfig", "f16, B transposed, as bf16 has it."),
+    K("kSm90DirectSmallF16TN", "sm90_direct", "small_m", "f16->f16", "TN", "Sm90DirectSmallConfig", "f16, A transposed, as bf16 has it."),
     ]),
     Unit("sm90_direct_tiny", "kernels/sm90_direct.h", SM90A,
          "Direct SM90 kernels (no pointer kernel, no pointer arrays), the tiny "
@@ -280,6 +338,8 @@ UNITS = [
     K("kSm90DirectTinyBf16NT", "sm90_direct", "tiny", "bf16->bf16", "NT", "Sm90DirectTinyConfig", "bf16, B transposed (x @ W^T: B stored n x k)."),
     K("kSm90DirectTinyBf16TN", "sm90_direct", "tiny", "bf16->bf16", "TN", "Sm90DirectTinyConfig", "bf16, A transposed (X^T @ dY: A stored k x m)."),
     K("kSm90DirectTinyF16NN", "sm90_direct", "tiny", "f16->f16", "NN", "Sm90DirectTinyConfig", "f16 x @ W."),
+    K("kSm90DirectTinyF16NT", "sm90_direct", "tiny", "f16->f16", "NT", "Sm90DirectTinyConfig", "f16, B transposed, as bf16 has it."),
+    K("kSm90DirectTinyF16TN", "sm90_direct", "tiny", "f16->f16", "TN", "Sm90DirectTinyConfig", "f16, A transposed, as bf16 has it."),
     ]),
     Unit("sm90_direct_splitk", "kernels/sm90_direct.h", SM90A,
          "Direct SM90 split-K kernels: 128x128 cooperative tiles on the stream-K "
@@ -311,12 +371,27 @@ UNITS = [
     K("kSm90GroupedF16NN", "sm90_grouped", "medium", "f16->f16", "NN", "Sm90GroupedMediumConfig", "f16 ragged x @ W (ragged_dot)."),
     K("kSm90GroupedWideBf16NN", "sm90_grouped", "wide", "bf16->bf16", "NN", "Sm90GroupedWideConfig", "bf16 ragged x @ W, 128x256 cooperative, no cluster: the planner's choice for it (GroupedTileChoice)."),
     ]),
+    Unit("sm90_grouped_more", "kernels/sm90_grouped.h", SM90A,
+         "SM90 grouped kernels (path sm90_grouped) for what bfloat16 NN does "
+         "not cover: float16's gradients and wide tile, and a float32 D "
+         "(preferred_element_type=float32), 128x128 ping-pong.", [
+    K("kSm90GroupedF16NT", "sm90_grouped", "medium", "f16->f16", "NT", "Sm90GroupedMediumConfig", "f16 ragged x @ W^T (ragged_dot's input gradient)."),
+    K("kSm90GroupedF16TN", "sm90_grouped", "medium", "f16->f16", "TN", "Sm90GroupedMediumConfig", "f16 ragged x^T @ dY (ragged_dot's weight gradient: ragged K)."),
+    K("kSm90GroupedWideF16NN", "sm90_grouped", "wide", "f16->f16", "NN", "Sm90GroupedWideConfig", "f16 ragged x @ W on the tile bf16 takes."),
+    K("kSm90GroupedBf16F32NN", "sm90_grouped", "medium", "bf16->f32", "NN", "Sm90GroupedMediumConfig", "bf16 ragged x @ W into float32 (ragged_dot with preferred_element_type=float32)."),
+    K("kSm90GroupedBf16F32NT", "sm90_grouped", "medium", "bf16->f32", "NT", "Sm90GroupedMediumConfig", "bf16 ragged x @ W^T into float32."),
+    K("kSm90GroupedBf16F32TN", "sm90_grouped", "medium", "bf16->f32", "TN", "Sm90GroupedMediumConfig", "bf16 ragged x^T @ dY into float32 (a weight gradient kept in float32)."),
+    K("kSm90GroupedF16F32NN", "sm90_grouped", "medium", "f16->f32", "NN", "Sm90GroupedMediumConfig", "f16 ragged x @ W into float32."),
+    K("kSm90GroupedF16F32NT", "sm90_grouped", "medium", "f16->f32", "NT", "Sm90GroupedMediumConfig", "f16 ragged x @ W^T into float32."),
+    K("kSm90GroupedF16F32TN", "sm90_grouped", "medium", "f16->f32", "TN", "Sm90GroupedMediumConfig", "f16 ragged x^T @ dY into float32."),
+    ]),
     Unit("sm90_skinny", "kernels/sm90_skinny.h", SM90A,
          "SM90 skinny kernels (m <= 16): mma.sync CTAs streaming B, the CTAs "
          "of a column tile sharing K in a cluster, one launch.", [
     K("kSm90Skinny16Bf16NN", "sm90_skinny", None, "bf16->bf16", "NN", "1", "bf16 x @ W for m <= 16 (stacked-weight layers, decode steps)."),
     K("kSm90Skinny16F16NN", "sm90_skinny", None, "f16->f16", "NN", "1", "f16 x @ W for m <= 16 (stacked-weight layers, decode steps)."),
     K("kSm90Skinny16Bf16NT", "sm90_skinny", None, "bf16->bf16", "NT", "1", "bf16 x @ W^T for m <= 16 (the gradient wrt x of a skinny layer, dX = dY W^T), B's rows K-contiguous."),
+    K("kSm90Skinny16F16NT", "sm90_skinny", None, "f16->f16", "NT", "1", "f16 x @ W^T for m <= 16, as bf16 has it."),
     ]),
     Unit("sm90_tf32", "kernels/sm90_tf32_gemm.h", SM90A,
          "SM90 TF32 ptr-array kernels for float32 (TF32 wgmma): A row-major, B "

@@ -58,14 +58,17 @@ struct Sm90GroupedWideConfig {
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 };
 
-// Config: one of the grouped tiles above.
-template <typename Config, typename Element, typename LayoutA,
-          typename LayoutB>
+// Config: one of the grouped tiles above.  ElementOut: D's element (the
+// input's, or float32 for preferred_element_type=float32).
+template <typename Config, typename Element, typename ElementOut,
+          typename LayoutA, typename LayoutB>
 struct Sm90GroupedGemm {
   using LayoutC = cutlass::layout::RowMajor;
   using ProblemShape =
       cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
   static constexpr int kAlign = 128 / cutlass::sizeof_bits<Element>::value;
+  static constexpr int kAlignOut =
+      128 / cutlass::sizeof_bits<ElementOut>::value;
 
   // C is void: a sourceless epilogue (D = alpha * acc).
   using CollectiveEpilogue =
@@ -74,8 +77,8 @@ struct Sm90GroupedGemm {
           typename Config::TileShape, typename Config::ClusterShape,
           cutlass::epilogue::collective::EpilogueTileAuto,
           float, float,
-          void, LayoutC*, kAlign,      // C: none
-          Element, LayoutC*, kAlign,   // D
+          void, LayoutC*, kAlignOut,         // C: none
+          ElementOut, LayoutC*, kAlignOut,   // D
           typename Config::EpilogueSchedule>::CollectiveOp;
 
   using CollectiveMainloop =
@@ -158,16 +161,16 @@ struct Sm90GroupedGemm {
 }  // namespace jax_dynoff
 
 // One instantiation per translation unit:
-//   JAX_DYNOFF_SM90_GROUPED_KERNEL(kSm90GroupedBf16NN, cutlass::bfloat16_t,
-//                                  cutlass::layout::RowMajor,
-//                                  cutlass::layout::RowMajor)
-#define JAX_DYNOFF_SM90_GROUPED_KERNEL(NAME, ELEMENT, LA, LB)                \
-  JAX_DYNOFF_SM90_GROUPED_KERNEL_TILE(NAME, Sm90GroupedMediumConfig, ELEMENT, \
-                                      LA, LB)
-#define JAX_DYNOFF_SM90_GROUPED_KERNEL_TILE(NAME, CONFIG, ELEMENT, LA, LB)   \
+//   JAX_DYNOFF_SM90_GROUPED_KERNEL_TILE(kSm90GroupedBf16NN,
+//                                       Sm90GroupedMediumConfig,
+//                                       cutlass::bfloat16_t,
+//                                       cutlass::bfloat16_t,
+//                                       cutlass::layout::RowMajor,
+//                                       cutlass::layout::RowMajor)
+#define JAX_DYNOFF_SM90_GROUPED_KERNEL_TILE(NAME, CONFIG, IN, OUT, LA, LB)   \
   namespace jax_dynoff {                                                     \
   namespace kernels {                                                        \
-  using NAME##_t = Sm90GroupedGemm<CONFIG, ELEMENT, LA, LB>;                 \
+  using NAME##_t = Sm90GroupedGemm<CONFIG, IN, OUT, LA, LB>;                 \
   extern const GroupedKernelEntry NAME = {                                   \
       #NAME, &NAME##_t::Workspace, &NAME##_t::Run, &NAME##_t::Prepare};      \
   }                                                                          \
