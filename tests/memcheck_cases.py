@@ -230,6 +230,20 @@ def run(argv):
     ok &= check("direct_edges_" + tile,
                 lambda mod, a, b, opts: mod.gemm(a, b, opts=opts), xe, we,
                 opts=opts)
+  # A float32 result (its own direct kernels): the cache in float32, C.
+  cache32 = jnp.full((2, 600, 128), jnp.nan, F32)
+  for tile in ("large", "medium", "small_m", "tiny"):
+    opts = dyn.KernelOptions(tile=plan.DIRECT_TILE_PATHS[tile].removeprefix(
+        "sm90_"), direct_tile=tile)
+    ok &= check("direct_f32_out_" + tile, lambda mod, x, w, c, cache, r, i,
+                l, p, opts: mod.gemm(
+                    dyn.window(x, (r, 0), (256, 128)),
+                    dyn.window(w, (i, 0, 0), (128, 128)), c, alpha=0.5,
+                    beta=-1.0, out=dyn.window(cache, (l, p, 0), (256, 128)),
+                    preferred_element_type=F32, opts=opts),
+                xd, wd, rand(18, (256, 128), F32), cache32,
+                jnp.int32(10 ** 6), jnp.int32(-1), jnp.int32(7),
+                jnp.int32(2 ** 31 - 1), opts=opts)
 
   # The cluster-K tile at both widths: 64x32 (10 K tiles over 2 ranks, C
   # a window at a clamped start); 64x64 (forced where K is short: 5 K

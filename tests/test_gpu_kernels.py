@@ -1294,10 +1294,15 @@ def test_direct_reasons():
   assert plan_lib.direct_kernel(_spec(m=128, dt=np.dtype(F32))) == "medium"
   assert plan_lib.direct_reasons(_spec(m=128, dt=np.dtype(F32), tb=True)) == [
       "transposed operand"]
-  assert plan_lib.direct_reasons(_spec(m=2048, out_dt=np.dtype(F32))) == [
-      "no direct kernel for bfloat16 -> float32"]
-  assert "ptr-array kernel: no direct kernel for bfloat16 -> float32" in \
-      plan_lib.explain(_spec(m=2048, out_dt=np.dtype(F32)))
+  # A float32 result of 16-bit inputs: the large tile (the wide one is not
+  # built for it); float16 with B transposed on the large path: none.
+  assert plan_lib.direct_reasons(_spec(m=2048, out_dt=np.dtype(F32))) == []
+  assert plan_lib.direct_kernel(_spec(m=2048, out_dt=np.dtype(F32))) == \
+      "large"
+  assert plan_lib.direct_kernel(_spec(m=128, dt=np.dtype(F16),
+                                      out_dt=np.dtype(F32))) == "tiny"
+  assert plan_lib.direct_reasons(_spec(m=2048, dt=np.dtype(F16), tb=True)) \
+      == ["transposed operand"]
   assert plan_lib.direct_reasons(_spec(m=2048, ta=True, tb=True)) == [
       "planned generic: no direct kernel"]
   # Not an SM90 tile plan at all.
@@ -1326,15 +1331,16 @@ DIRECT_CASES = [
 ]
 
 
-def _direct_case(case, dt, int64=False, opts=None):
+def _direct_case(case, dt, int64=False, opts=None, out_dt=None):
   """(f, args) of a DIRECT_CASES-style case: f(mod, *args) runs it, its gemm
-  call given `opts`."""
+  call given `opts`; C and out of `out_dt` (default: dt)."""
   name, m, n, k, ash, ast, bsh, bst, osh, ost, cmode = case
+  out_dt = dt if out_dt is None else out_dt
   ks = jax.random.split(jax.random.key(11), 4)
   a = _rand(ks[0], ash, dt)
   b = _rand(ks[1], bsh, dt)
-  c = _rand(ks[2], (m, n), dt) if cmode == "own" else None
-  out = jnp.full(osh, jnp.nan, dt) if osh else None
+  c = _rand(ks[2], (m, n), out_dt) if cmode == "own" else None
+  out = jnp.full(osh, jnp.nan, out_dt) if osh else None
   it = jnp.int64 if int64 else jnp.int32
   starts = [it(v) for v in (*ast, *bst, *(ost or ()))]
   na, nb = len(ast), len(bst)
@@ -1345,6 +1351,7 @@ def _direct_case(case, dt, int64=False, opts=None):
     bw = dyn.window(b, (*sb, 0), (k, n))
     kw = dict(alpha=0.5, beta=-2.0) if c is not None else {}
     kw["opts"] = opts
+    kw["preferred_element_type"] = out_dt
     if out is None:
       return mod.gemm(aw, bw, c, **kw)
     return mod.gemm(aw, bw, c, out=dyn.window(out, (*so, 0), (m, n)), **kw)
@@ -1375,11 +1382,12 @@ def _force_direct(tile):
   return KernelOptions(tile=path.removeprefix("sm90_"), direct_tile=tile)
 
 
-def _check_direct(case, dt, tile, opts):
+def _check_direct(case, dt, tile, opts, out_dt=None):
   """Runs a DIRECT_CASES-style case, its gemm call given `opts`, on the
   direct kernel `tile` against the reference; the output's elements outside
   the window stay the poison."""
-  f, args = _direct_case(case, dt, opts=opts)
+  out_dt = dt if out_dt is None else out_dt
+  f, args = _direct_case(case, dt, opts=opts, out_dt=out_dt)
   specs = plan_lib.traced_specs(lambda *x: f(dyn, *x), *args)
   assert [s.opts for s in specs] == [opts]
   assert [plan_lib.plan(s).path for s in specs] == [
@@ -1388,10 +1396,22 @@ def _check_direct(case, dt, tile, opts):
   assert plan_lib.direct_kernel(specs[0]) == tile
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  assert got.dtype == out_dt
   if args[3] is not None:
     _check_window(got, want, args[3], dt, case[3])
   else:
-    _check(got, want, dt, dt, case[3])
+    _check(got, want, dt, out_dt, case[3])
+
+
+@pytest.mark.parametrize("case", DIRECT_CASES, ids=[c[0] for c in DIRECT_CASES])
+@pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.parametrize("tile", ["large", "medium", "small_m", "tiny"])
+@pytest.mark.gpu
+@on_gpu
+def test_direct_float32_result_matches_reference(case, dt, tile):
+  """16-bit inputs into a float32 result and C (preferred_element_type):
+  the direct kernels of the four tiles built for it."""
+  _check_direct(case, dt, tile, _force_direct(tile), out_dt=F32)
 
 
 # Windows whose tile grid CUTLASS's scheduler rounds up (to whole clusters,
@@ -1450,12 +1470,12 @@ DIRECT_T_CASES = [
 ]
 
 
-def _direct_t_case(case, tile, dt=BF16):
+def _direct_t_case(case, tile, dt=BF16, out_dt=None):
   name, ta, tb, m, n, k, ash, ast, bsh, bst, osh, ost = case
   ks = jax.random.split(jax.random.key(23), 2)
   a = _rand(ks[0], ash, dt)
   b = _rand(ks[1], bsh, dt)
-  out = jnp.full(osh, jnp.nan, dt)
+  out = jnp.full(osh, jnp.nan, dt if out_dt is None else out_dt)
   starts = [jnp.int32(v) for v in (*ast, *bst, *ost)]
   na, nb = len(ast), len(bst)
   path = plan_lib.DIRECT_TILE_PATHS[tile]
@@ -1466,7 +1486,8 @@ def _direct_t_case(case, tile, dt=BF16):
     aw = dyn.window(a, (*sa, 8 if ta else 0), (k, m) if ta else (m, k))
     bw = dyn.window(b, (*sb, 0), (n, k) if tb else (k, n))
     return mod.gemm(aw, bw, out=dyn.window(out, (*so, 0), (m, n)),
-                    transpose_a=ta, transpose_b=tb, opts=opts)
+                    transpose_a=ta, transpose_b=tb, opts=opts,
+                    preferred_element_type=out_dt)
 
   return f, (a, b, out, *starts)
 
@@ -1503,6 +1524,22 @@ def test_direct_transposed_matches_reference(case, tile, dt):
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   _check_window(got, want, args[2], dt, case[5])
+
+
+@pytest.mark.parametrize("case", DIRECT_T_CASES,
+                         ids=[c[0] for c in DIRECT_T_CASES])
+@pytest.mark.parametrize("tile", ["medium", "small_m", "tiny"])
+@pytest.mark.gpu
+@on_gpu
+def test_direct_transposed_float32_result(case, tile):
+  """bfloat16 NT / TN into a float32 result: the direct kernels."""
+  f, args = _direct_t_case(case, tile, BF16, F32)
+  spec = plan_lib.first_spec(lambda *x: f(dyn, *x), *args)
+  assert plan_lib.direct_kernel(spec) == tile
+  got = jax.jit(lambda *x: f(dyn, *x))(*args)
+  assert got.dtype == F32
+  want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
+  _check_window(got, want, args[2], BF16, case[5])
 
 
 # The direct split-K kernel (Sm90DirectSplitKConfig: 128x128 cooperative,

@@ -26,7 +26,7 @@ struct GroupedProblem {
 // default, along M), 0 / 1: along M / N set explicitly.
 template <typename Cfg>
 float TimeGrouped(const GroupedProblem& g, int raster) {
-  using G = Sm90GroupedGemm<Cfg, cutlass::bfloat16_t,
+  using G = Sm90GroupedGemm<Cfg, cutlass::bfloat16_t, cutlass::bfloat16_t,
                             cutlass::layout::RowMajor,
                             cutlass::layout::RowMajor>;
   GroupedLaunch l;

@@ -117,7 +117,7 @@ float TimeDirectGemm(const Problem& p, int swizzle, int raster,
 
 template <typename Cfg>
 float TimeDirect(const Problem& p, int swizzle, int raster, bool with_init) {
-  return TimeDirectGemm<Sm90DirectGemm<Cfg, cutlass::bfloat16_t>>(
+  return TimeDirectGemm<Sm90DirectGemm<Cfg, cutlass::bfloat16_t, cutlass::bfloat16_t>>(
       p, swizzle, raster, with_init);
 }
 

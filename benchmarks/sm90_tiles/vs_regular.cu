@@ -137,7 +137,7 @@ float TimePtrArray(int m, int n, int k, const void* const* ptrs, void* ws,
 float TimeDirect(int m, int n, int k, const BF* a, const BF* b, BF* d,
                  void* ws, size_t ws_bytes, int sms, cudaStream_t s,
                  int iters) {
-  using G = Sm90DirectGemm<Sm90DirectLargeConfig, BF>;
+  using G = Sm90DirectGemm<Sm90DirectLargeConfig, BF, BF>;
   auto whole = [](int rows, int cols) {
     DirectWindow w;
     w.rows = rows;

@@ -136,12 +136,14 @@ KINDS = {
     # Direct kernels (kernels/sm90_direct.h).
     "sm90_direct": Kind(
         "sm90_direct", "DirectKernelEntry", lambda k: (
-            ("JAX_DYNOFF_SM90_DIRECT_KERNEL", [k.config, _cutlass(k.dtype_in)])
+            ("JAX_DYNOFF_SM90_DIRECT_KERNEL",
+             [k.config, _cutlass(k.dtype_in), _cutlass(k.dtype_out)])
             if k.layout == "NN" else
             ("JAX_DYNOFF_SM90_DIRECT_KERNEL_T",
-             [k.config, _cutlass(k.dtype_in), _bool(k.layout[0] == "T"),
-              _bool(k.layout[1] == "T")])),
-        dtypes=SAME, layouts=LAYOUTS, config=True, any_layout=False),
+             [k.config, _cutlass(k.dtype_in), _cutlass(k.dtype_out),
+              _bool(k.layout[0] == "T"), _bool(k.layout[1] == "T")])),
+        dtypes=SAME + ("bf16->f32", "f16->f32"), layouts=LAYOUTS, config=True,
+        any_layout=False),
     # Direct TF32 kernels for float32 NN (kernels/sm90_direct_tf32.h).
     "sm90_direct_tf32": Kind(
         "sm90_direct", "DirectKernelEntry", lambda k: (
@@ -340,6 +342,31 @@ UNITS = [
     K("kSm90DirectTinyF16NN", "sm90_direct", "tiny", "f16->f16", "NN", "Sm90DirectTinyConfig", "f16 x @ W."),
     K("kSm90DirectTinyF16NT", "sm90_direct", "tiny", "f16->f16", "NT", "Sm90DirectTinyConfig", "f16, B transposed, as bf16 has it."),
     K("kSm90DirectTinyF16TN", "sm90_direct", "tiny", "f16->f16", "TN", "Sm90DirectTinyConfig", "f16, A transposed, as bf16 has it."),
+    ]),
+    Unit("sm90_direct_f32_out", "kernels/sm90_direct.h", SM90A,
+         "Direct SM90 kernels with a float32 result and C of 16-bit inputs "
+         "(preferred_element_type=float32: accumulating into a float32 "
+         "buffer at offsets in a loop), one launch where the windows suit "
+         "them; NN, the large, medium, small_m and tiny tiles.", [
+    K("kSm90DirectLargeBf16F32NN", "sm90_direct", "large", "bf16->f32", "NN", "Sm90DirectLargeConfig", "bf16 x @ W into float32."),
+    K("kSm90DirectMediumBf16F32NN", "sm90_direct", "medium", "bf16->f32", "NN", "Sm90DirectMediumConfig", "bf16 x @ W into float32."),
+    K("kSm90DirectSmallBf16F32NN", "sm90_direct", "small_m", "bf16->f32", "NN", "Sm90DirectSmallConfig", "bf16 x @ W into float32."),
+    K("kSm90DirectTinyBf16F32NN", "sm90_direct", "tiny", "bf16->f32", "NN", "Sm90DirectTinyConfig", "bf16 x @ W into float32."),
+    K("kSm90DirectLargeF16F32NN", "sm90_direct", "large", "f16->f32", "NN", "Sm90DirectLargeConfig", "f16 x @ W into float32."),
+    K("kSm90DirectMediumF16F32NN", "sm90_direct", "medium", "f16->f32", "NN", "Sm90DirectMediumConfig", "f16 x @ W into float32."),
+    K("kSm90DirectSmallF16F32NN", "sm90_direct", "small_m", "f16->f32", "NN", "Sm90DirectSmallConfig", "f16 x @ W into float32."),
+    K("kSm90DirectTinyF16F32NN", "sm90_direct", "tiny", "f16->f32", "NN", "Sm90DirectTinyConfig", "f16 x @ W into float32."),
+    ]),
+    Unit("sm90_direct_f32_out_t", "kernels/sm90_direct.h", SM90A,
+         "Direct SM90 kernels with a float32 result of bfloat16 inputs, one "
+         "operand transposed (the medium, small_m and tiny tiles, as "
+         "bfloat16's own).", [
+    K("kSm90DirectMediumBf16F32NT", "sm90_direct", "medium", "bf16->f32", "NT", "Sm90DirectMediumConfig", "bf16 x @ W^T into float32."),
+    K("kSm90DirectMediumBf16F32TN", "sm90_direct", "medium", "bf16->f32", "TN", "Sm90DirectMediumConfig", "bf16 x^T @ dY into float32 (a weight gradient accumulated in float32)."),
+    K("kSm90DirectSmallBf16F32NT", "sm90_direct", "small_m", "bf16->f32", "NT", "Sm90DirectSmallConfig", "bf16 x @ W^T into float32."),
+    K("kSm90DirectSmallBf16F32TN", "sm90_direct", "small_m", "bf16->f32", "TN", "Sm90DirectSmallConfig", "bf16 x^T @ dY into float32 (a weight gradient accumulated in float32)."),
+    K("kSm90DirectTinyBf16F32NT", "sm90_direct", "tiny", "bf16->f32", "NT", "Sm90DirectTinyConfig", "bf16 x @ W^T into float32."),
+    K("kSm90DirectTinyBf16F32TN", "sm90_direct", "tiny", "bf16->f32", "TN", "Sm90DirectTinyConfig", "bf16 x^T @ dY into float32 (a weight gradient accumulated in float32)."),
     ]),
     Unit("sm90_direct_splitk", "kernels/sm90_direct.h", SM90A,
          "Direct SM90 split-K kernels: 128x128 cooperative tiles on the stream-K "

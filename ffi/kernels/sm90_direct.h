@@ -220,22 +220,25 @@ typename Gemm::Arguments DirectArgs(const DirectLaunch& l) {
   return args;
 }
 
-// A row-major (m x k), B row-major (k x n), C and D row-major, 16-bit in and
-// out, float32 accumulation; TA: A stored k x m (column-major m x k), TB: B
-// stored n x k.
-template <typename Config, typename Element, bool TA = false, bool TB = false>
+// A row-major (m x k), B row-major (k x n), C and D row-major, 16-bit in,
+// float32 accumulation, C and D of ElementOut (the input's, or float32);
+// TA: A stored k x m (column-major m x k), TB: B stored n x k.
+template <typename Config, typename Element, typename ElementOut,
+          bool TA = false, bool TB = false>
 struct Sm90DirectGemm {
   using RM = cutlass::layout::RowMajor;
   using LayoutA = std::conditional_t<TA, cutlass::layout::ColumnMajor, RM>;
   using LayoutB = std::conditional_t<TB, cutlass::layout::ColumnMajor, RM>;
   static constexpr int kAlign = 128 / cutlass::sizeof_bits<Element>::value;
+  static constexpr int kAlignOut =
+      128 / cutlass::sizeof_bits<ElementOut>::value;
 
   using CollectiveEpilogue = WindowEpilogue<
       typename cutlass::epilogue::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
           typename Config::TileShape, typename Config::ClusterShape,
           cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-          Element, RM, kAlign, Element, RM, kAlign,
+          ElementOut, RM, kAlignOut, ElementOut, RM, kAlignOut,
           typename Config::EpilogueSchedule>::CollectiveOp>;
 
   using CollectiveMainloop = DirectMainloop<
@@ -297,17 +300,18 @@ struct Sm90DirectGemm {
 // One line per kernel, which the build generates from its line in the
 // kernel catalogue (ffi/kernels/catalogue.py):
 //   JAX_DYNOFF_SM90_DIRECT_KERNEL(kSm90DirectLargeBf16NN,
-//                                 Sm90DirectLargeConfig, cutlass::bfloat16_t)
+//                                 Sm90DirectLargeConfig, cutlass::bfloat16_t,
+//                                 cutlass::bfloat16_t)
 // (..._T: the same with A and / or B transposed.)
-#define JAX_DYNOFF_SM90_DIRECT_KERNEL_T(NAME, CONFIG, ELEMENT, TA, TB)       \
+#define JAX_DYNOFF_SM90_DIRECT_KERNEL_T(NAME, CONFIG, IN, OUT, TA, TB)       \
   namespace jax_dynoff {                                                     \
   namespace kernels {                                                        \
-  using NAME##_t = Sm90DirectGemm<CONFIG, ELEMENT, TA, TB>;                  \
+  using NAME##_t = Sm90DirectGemm<CONFIG, IN, OUT, TA, TB>;                  \
   extern const DirectKernelEntry NAME = {#NAME, &NAME##_t::Workspace,        \
                                          &NAME##_t::Run, NAME##_t::kPrepare};\
   }                                                                          \
   }
-#define JAX_DYNOFF_SM90_DIRECT_KERNEL(NAME, CONFIG, ELEMENT) \
-  JAX_DYNOFF_SM90_DIRECT_KERNEL_T(NAME, CONFIG, ELEMENT, false, false)
+#define JAX_DYNOFF_SM90_DIRECT_KERNEL(NAME, CONFIG, IN, OUT) \
+  JAX_DYNOFF_SM90_DIRECT_KERNEL_T(NAME, CONFIG, IN, OUT, false, false)
 
 #endif  // JAX_DYNOFF_KERNELS_SM90_DIRECT_H_
