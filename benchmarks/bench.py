@@ -18,7 +18,9 @@ Scenarios (bf16 unless said; sizes are the GPU ones, CPU runs tiny ones):
 - `plain`: one GEMM with A and D at non-zero offsets read from a device
   table, vs `jnp.dot` on the same shapes (2048^3, 4096^3, 8192^3,
   128x4096x4096; bf16, f16, f32; f32 also at precision=HIGHEST on both
-  sides at the three cubes, case "... highest", not with --quick);
+  sides at the three cubes, case "... highest", not with --quick; bf16
+  into a float32 result, preferred_element_type=float32 on both sides, at
+  2048^3 and 128x4096x4096, case "... to float32");
 - `slices`: L GEMMs written into row slices of one buffer in a fori_loop
   (L=16 m=512, L=64 m=128, L=16 m=4096; n = k = 4096), vs XLA's loop
   (dynamic_slice + jnp.dot + dynamic_update_slice) and vs one big GEMM of
@@ -292,17 +294,20 @@ def _iters(flops: float, gpu: bool) -> int:
 
 def plain_loops(m: int, n: int, k: int, dtype,
                 opts: Optional[dyn.KernelOptions] = None,
-                precision=None, trans=(False, False)) -> dict[str, Loop]:
+                precision=None, trans=(False, False),
+                out_dtype=None) -> dict[str, Loop]:
   """The `plain` scenario's two loops: A and D at non-zero device offsets
   (ours, its calls with `opts`) and jnp.dot on the same shapes (xla), both
-  at `precision` (None: the default).  trans = (transpose_a, transpose_b):
-  A stored k x m (its window at a row start along K) and B stored n x k."""
+  at `precision` (None: the default) and into `out_dtype` (None: dtype;
+  preferred_element_type).  trans = (transpose_a, transpose_b): A stored
+  k x m (its window at a row start along K) and B stored n x k."""
   ta, tb = trans
+  out_dtype = dtype if out_dtype is None else out_dtype
   ka, kb, kd = jax.random.split(jax.random.key(m * 7 + n), 3)
   pad = 128
   a_big = _rand(ka, (k + pad, m) if ta else (m + pad, k), dtype)
   b = _rand(kb, (n, k) if tb else (k, n), dtype)
-  d_big = _rand(kd, (m + pad, n), dtype)
+  d_big = _rand(kd, (m + pad, n), out_dtype)
   offs = jnp.asarray([64, 128], jnp.int32)   # aligned, non-zero, dynamic
   a = a_big[:k] if ta else a_big[:m]
 
@@ -311,17 +316,18 @@ def plain_loops(m: int, n: int, k: int, dtype,
     off = offs[i % 2]
     d = dyn.gemm(dyn.window(a_big, (off, 0), (k, m) if ta else (m, k)), b,
                  out=dyn.window(d, (offs[1 - i % 2], 0), (m, n)), opts=opts,
-                 precision=precision, transpose_a=ta, transpose_b=tb)
+                 precision=precision, transpose_a=ta, transpose_b=tb,
+                 preferred_element_type=out_dtype)
     return d, offs
 
   def xla(i, d, a, b):
     # The carry is the last product, so no iteration is dead code.
     aa, bb, _ = lax.optimization_barrier((a, b, i))
     return jnp.dot(aa.T if ta else aa, bb.T if tb else bb,
-                   preferred_element_type=dtype, precision=precision)
+                   preferred_element_type=out_dtype, precision=precision)
 
   return {"ours": Loop(ours, (d_big, offs), (a_big, b)),
-           "xla": Loop(xla, jnp.zeros((m, n), dtype), (a, b))}
+           "xla": Loop(xla, jnp.zeros((m, n), out_dtype), (a, b))}
 
 
 def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
@@ -330,6 +336,17 @@ def plain(m: int, n: int, k: int, dtype, iters: int, repeats: int) -> Row:
   t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats)
   return Row("plain", f"{m}x{n}x{k}", jnp.dtype(dtype).name, t_ours, t_xla,
              2.0 * m * n * k, float((m * k + k * n + m * n) * _esize(dtype)))
+
+
+def plain_f32_out(m: int, n: int, k: int, dtype, iters: int,
+                  repeats: int) -> Row:
+  """`plain` with 16-bit inputs into a float32 result on both sides
+  (preferred_element_type=float32)."""
+  loops = plain_loops(m, n, k, dtype, out_dtype=jnp.float32)
+  t_ours, t_xla = time_loops([loops["ours"], loops["xla"]], iters, repeats)
+  return Row("plain", f"{m}x{n}x{k} to float32", jnp.dtype(dtype).name,
+             t_ours, t_xla, 2.0 * m * n * k,
+             float((m * k + k * n) * _esize(dtype) + m * n * 4))
 
 
 def plain_highest(m: int, n: int, k: int, dtype, iters: int,
@@ -801,7 +818,8 @@ def _cases(gpu: bool, quick: bool):
   bf16, f16, f32 = jnp.bfloat16, jnp.float16, jnp.float32
   if not gpu:  # tiny sizes: a smoke run of every scenario (--cpu-plain times)
     return {
-        "plain": [(plain, (64, 64, 64, f32))],
+        "plain": [(plain, (64, 64, 64, f32)),
+                  (plain_f32_out, (64, 64, 64, bf16))],
         "slices": [(slices, (4, 16, 64, f32))],
         "stacked": [(stacked, (4, 8, 64, f32))],
         "cond": [(cond, (4, 8, 64, f32))],
@@ -811,9 +829,12 @@ def _cases(gpu: bool, quick: bool):
   plain_shapes = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                   (128, 4096, 4096)]
   dtypes = [bf16, f16] if quick else [bf16, f16, f32]
-  # float32 at precision=HIGHEST too (not with --quick), at the three cubes.
+  # float32 at precision=HIGHEST too (not with --quick), at the three cubes;
+  # bfloat16 into a float32 result at the first and last shapes.
   highest = [] if quick else [(plain_highest, (m, n, k, f32))
                               for (m, n, k) in plain_shapes[:3]]
+  highest += [(plain_f32_out, (m, n, k, bf16))
+              for (m, n, k) in (plain_shapes[0], plain_shapes[-1])]
   moe_cases = [(E, T, d, f, bf16, empty) for E, T, d, f, empty in MOE_CASES]
   return {
       "plain": [(plain, (m, n, k, dt)) for dt in dtypes
@@ -831,7 +852,7 @@ def _cases(gpu: bool, quick: bool):
 
 def _flops_of(fn, args) -> float:
   """FLOPs of one timed iteration, to size `iters`."""
-  if fn is plain or fn is cpu_plain or fn is plain_highest:
+  if fn in (plain, cpu_plain, plain_highest, plain_f32_out):
     m, n, k, _ = args
     return 2.0 * m * n * k
   if fn is kv:

@@ -13,6 +13,7 @@
 #include "call_attrs.h"
 #include "gemm_problem.h"
 #include "handlers.h"
+#include "kernels/catalogue.h"
 #include "launch_choice.h"
 #include "plan.h"
 #include "planner.h"
@@ -247,7 +248,53 @@ nb::dict PlannerTables() {
                 nb::make_tuple(names[i], names[o], bool(ta), bool(tb)),
                 nb::tuple(tiles)));
           }
+  // The kernel catalogue, a tuple a line: (name, family, tiles, input
+  // dtype, output dtype, layouts it serves), as kernels/catalogue.h holds
+  // it (ffi/kernels/catalogue.py generates it).
+  nb::list catalogue;
+  for (int i = 0; i < kernels::kCatalogueSize; ++i) {
+    const kernels::CatalogueKernel& k = kernels::kCatalogue[i];
+    using kernels::KernelFamily;
+    const char* family = "";
+    const char* (*tile_name)(int) = nullptr;  // a tile code's name
+    switch (k.family) {
+      case KernelFamily::kGeneric: family = "generic"; break;
+      case KernelFamily::kTf32: family = "tf32"; break;
+      case KernelFamily::kSm90:
+      case KernelFamily::kSm90Tf32Highest:
+        family = k.family == KernelFamily::kSm90 ? "sm90"
+                                                 : "sm90_tf32_highest";
+        tile_name = [](int t) { return Sm90TileName(static_cast<Sm90Tile>(t)); };
+        break;
+      case KernelFamily::kSm90SplitK: family = "sm90_split_k"; break;
+      case KernelFamily::kSm90Direct:
+        family = "sm90_direct";
+        tile_name = [](int t) {
+          return DirectTileName(static_cast<DirectTile>(t));
+        };
+        break;
+      case KernelFamily::kSm90Grouped:
+        family = "sm90_grouped";
+        tile_name = [](int t) {
+          return GroupedTileName(static_cast<GroupedTile>(t));
+        };
+        break;
+      case KernelFamily::kSm90Skinny: family = "sm90_skinny"; break;
+    }
+    nb::list tile_names;  // the set bits of its tiles (TileBit: the codes)
+    for (int t = 0; tile_name != nullptr && t < 32; ++t)
+      if ((k.tiles >> t) & 1u) tile_names.append(tile_name(t));
+    nb::list layouts;
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        if (k.layouts & kernels::LayoutBit(ta, tb))
+          layouts.append(std::string(ta ? "T" : "N") + (tb ? "T" : "N"));
+    catalogue.append(nb::make_tuple(k.name, family, nb::tuple(tile_names),
+                                    DTypeName(k.in), DTypeName(k.out),
+                                    nb::tuple(layouts)));
+  }
   nb::dict d;
+  d["catalogue"] = catalogue;
   d["paths"] = paths;
   d["sm90_tiles"] = sm90_tiles;
   d["direct_tiles"] = direct_tiles;

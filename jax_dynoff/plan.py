@@ -152,6 +152,7 @@ handler) makes it print the kernel of every call.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 from typing import Optional
@@ -177,6 +178,16 @@ DIRECT_TILE_PATHS = dict(_TABLES["direct_tile_paths"])
 # The grouped kernel's tiles (ragged windows): tile -> (tile m, tile n);
 # m is the granule each item's rows are padded to.
 GROUPED_TILES = {k: tuple(v) for k, v in _TABLES["grouped_tiles"].items()}
+
+# The kernel catalogue (ffi/kernels/catalogue.py, as the extension holds
+# it): one line per kernel the CUDA build compiles, whichever build this
+# is.  `family` names the search the choice function makes in it, `tiles`
+# the family's tiles it serves (none for a family without tiles),
+# `layouts` the transposes it serves ("NT": B transposed).
+CatalogueLine = collections.namedtuple(
+    "CatalogueLine", "name family tiles in_dtype out_dtype layouts")
+CATALOGUE = tuple(CatalogueLine(n, f, tuple(t), i, o, tuple(l))
+                  for n, f, t, i, o, l in _TABLES["catalogue"])
 
 # The handler's workspace layout lives in ffi/plan.h; these are its
 # numbers, as the extension reports them.

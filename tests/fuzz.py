@@ -187,9 +187,18 @@ def _sizes(r, gpu: bool):
 
 
 def _opts(r) -> KernelOptions:
-  """Mostly the defaults; else options that steer the kernel choice."""
+  """Mostly the defaults; else options that steer the kernel choice: a
+  direct tile forced together with the path it stands in for (each field
+  drawn alone rarely makes that pair), or fields drawn one by one."""
   if r.random() < 0.6:
     return KernelOptions()
+  if r.random() < 0.35:
+    tile = str(r.choice(DIRECT_TILES))
+    path = plan_lib.DIRECT_TILE_PATHS[tile].removeprefix("sm90_")
+    if tile == "split_k":
+      return KernelOptions(split_k=True, direct_tile=tile,
+                           deterministic=bool(r.random() < 0.8))
+    return KernelOptions(tile=path, direct_tile=tile)
   pick = lambda names: (str(r.choice(names)) if r.random() < 0.3 else None)
   return KernelOptions(
       tile=pick(SM90_TILES), grouped_tile=pick(GROUPED_TILES),
@@ -233,8 +242,77 @@ def make_problem(seed: int, gpu: bool = False) -> Problem:
   return p
 
 
+DTYPES = {"bfloat16": BF16, "float16": F16, "float32": F32}
+
+
+@dataclasses.dataclass
+class Aim:
+  """What a problem aimed at one catalogue line fixes (the rest is drawn
+  as for any problem): its dtypes and transposes, the options that steer
+  the choice to the line's family and tile, and the shape of the call."""
+  line: object              # plan_lib.CatalogueLine
+  kind: str                 # "gemm", "vmap" or "ragged_dot"
+  ta: bool
+  tb: bool
+  opts: KernelOptions
+  aligned: bool = True      # windows the TMA kernels can read
+  small_m: bool = False     # m <= 16 (skinny) or <= 64 (split-K)
+  highest: bool = False
+  ragged_rows: bool = False  # gemm: A's rows a traced valid extent
+  grad: bool = False        # ragged_dot: and its gradients (NT, TN)
+
+
+def _aim(r) -> Aim:
+  """A catalogue line drawn uniformly, and how to reach it.  The planner
+  still decides: the line is a bias, reached where the drawn sizes and
+  windows suit its kernel (tests/test_fuzz.py checks that every line is
+  reached within a few thousand problems)."""
+  line = plan_lib.CATALOGUE[int(r.integers(0, len(plan_lib.CATALOGUE)))]
+  layout = str(r.choice(line.layouts))
+  ta, tb = layout[0] == "T", layout[1] == "T"
+  tile = str(r.choice(line.tiles)) if line.tiles else None
+  aim = Aim(line, "gemm", ta, tb, KernelOptions())
+  f32 = line.in_dtype == "float32"
+  if line.family == "generic":  # unaligned; float32 exact (HIGHEST)
+    aim.aligned, aim.highest = False, f32
+    aim.kind = str(r.choice(["gemm", "vmap"]))
+  elif line.family == "tf32":
+    aim.aligned = False
+  elif line.family in ("sm90", "sm90_tf32_highest"):
+    aim.opts = KernelOptions(tile=tile, direct=False)
+    aim.highest = line.family == "sm90_tf32_highest"
+    aim.kind = str(r.choice(["gemm", "vmap"]))
+  elif line.family == "sm90_split_k":
+    aim.opts = KernelOptions(split_k=True, direct=False)
+    aim.small_m = True
+  elif line.family == "sm90_direct":
+    if tile == "split_k":
+      aim.opts = KernelOptions(split_k=True, direct_tile=tile,
+                               deterministic=bool(r.random() < 0.8))
+      aim.small_m = True
+    else:
+      path = plan_lib.DIRECT_TILE_PATHS[tile].removeprefix("sm90_")
+      aim.opts = KernelOptions(tile=path, direct_tile=tile)
+  elif line.family == "sm90_grouped":
+    aim.opts = KernelOptions(grouped_tile=tile)
+    # ragged_dot runs NN forward; its gradient NT and TN in the input
+    # dtype.  Other pairs: one call whose A has ragged rows.
+    if layout == "NN" and r.random() < 0.5:
+      aim.kind = "ragged_dot"
+    elif layout != "NN" and line.out_dtype == line.in_dtype and (
+        r.random() < 0.5):
+      aim.kind, aim.grad = "ragged_dot", True
+    else:
+      aim.ragged_rows = True
+  elif line.family == "sm90_skinny":
+    aim.small_m = True
+  return aim
+
+
 def _make_problem(seed: int, gpu: bool) -> Problem:
   r = np.random.default_rng(seed)
+  # With --gpu-sizes, 40% of the problems aim at a kernel line (Aim).
+  aim = _aim(r) if gpu and r.random() < 0.4 else None
   kind = r.choice(["gemm"] * 7 + ["vmap"] * 2 + ["ragged_dot"])
   in_dtype = [BF16, F16, F32][int(r.integers(0, 3))]
   out_dtype = F32 if r.random() < 0.3 else in_dtype
@@ -243,14 +321,31 @@ def _make_problem(seed: int, gpu: bool) -> Problem:
     m = int(r.integers(1, 17))
   if r.random() < 0.05:
     k = 0
+  aligned = gpu
+  if aim is not None:
+    kind = aim.kind
+    in_dtype = DTYPES[aim.line.in_dtype]
+    out_dtype = DTYPES[aim.line.out_dtype]
+    aligned = aim.aligned
+    if not aligned:  # sizes of any value
+      m, n, k = _sizes(r, False), _sizes(r, False), _sizes(r, False)
+    if aim.line.family == "sm90_direct":  # the direct kernels' store
+      # and K rules: tile multiples
+      m, n = int(r.choice([128, 256, 512])), int(r.choice([256, 512]))
+      k = int(r.choice([64, 128, 192, 256, 512]))
+    if aim.small_m:
+      m = int(r.integers(1, 17 if aim.line.family == "sm90_skinny" else 65))
+    if aim.opts.split_k:  # a K that splits into slices
+      k = int(r.choice([512, 1024, 2048]))
+    k = max(k, 1)
   p = Problem(seed, str(kind), in_dtype, out_dtype, m, n, k)
-  p.opts = _opts(r)
+  p.opts = _opts(r) if aim is None else aim.opts
   if kind == "ragged_dot":
     p.groups = p.experts = int(r.integers(1, 6))
     if r.random() < 0.3:  # one expert-parallel shard's experts
       p.group_offset = True
       p.experts = int(r.integers(1, p.groups + 1))
-    p.grad = bool(r.random() < 0.4)
+    p.grad = bool(r.random() < 0.4) if aim is None else aim.grad
     return p
   # With --gpu-sizes fewer calls with both operands transposed, which no
   # SM90 kernel serves (they plan the generic path).
@@ -258,13 +353,18 @@ def _make_problem(seed: int, gpu: bool) -> Problem:
   p.ta, p.tb = bool(r.random() < t), bool(r.random() < t)
   p.alpha = float(r.choice([1.0, -0.5, 2.0, float(r.uniform(-2, 2))]))
   p.highest = bool(in_dtype == F32 and r.random() < 0.3)
+  ragged = kind == "gemm" and r.random() < 0.2
+  if aim is not None:
+    p.ta, p.tb, p.highest = aim.ta, aim.tb, aim.highest
+    ragged = aim.ragged_rows
   ar, ac = (k, m) if p.ta else (m, k)
   br, bc = (n, k) if p.tb else (k, n)
-  ragged = kind == "gemm" and r.random() < 0.2
-  p.a = Win(_array_shape(r, ar, ac, gpu), ar, ac,
-            valid=(True, True) if ragged and r.random() < 0.7 else None)
-  p.b = Win(_array_shape(r, br, bc, gpu), br, bc)
-  if gpu:  # static column starts, 16-byte multiples: the SM90 paths
+  a_valid = _ragged_dims(r) if ragged and r.random() < 0.7 else None
+  if aim is not None and aim.ragged_rows:
+    a_valid = (True, False)
+  p.a = Win(_array_shape(r, ar, ac, aligned), ar, ac, valid=a_valid)
+  p.b = Win(_array_shape(r, br, bc, aligned), br, bc)
+  if aligned:  # static column starts, 16-byte multiples: the SM90 paths
     for w in (p.a, p.b):
       if r.random() < 0.92:
         w.static_col = 8 * int(r.integers(0, (w.shape[-1] - w.cols) // 8 + 1))
@@ -272,23 +372,35 @@ def _make_problem(seed: int, gpu: bool) -> Problem:
     p.batch = int(r.integers(1, 4))
     return p
   if r.random() < 0.6:
-    p.out = Win(_array_shape(r, m, n, gpu), m, n,
-                valid=(True, True) if ragged and r.random() < 0.5 else None)
-    if gpu and r.random() < 0.92:
+    p.out = Win(_array_shape(r, m, n, aligned), m, n,
+                valid=_ragged_dims(r) if ragged and r.random() < 0.5 else None)
+    if aim is not None and aim.ragged_rows and p.out.valid is not None:
+      p.out.valid = (True, False)
+    if aligned and r.random() < 0.92:
       p.out.static_col = 8 * int(
           r.integers(0, (p.out.shape[-1] - n) // 8 + 1))
   u = r.random()
+  if aim is not None and aim.line.family == "sm90_grouped":
+    u = 1.0  # no C: the grouped epilogue has no source
   if u < 0.3:
     p.c_mode = "own"
-    p.c = Win(_array_shape(r, m, n, gpu), m, n)
+    p.c = Win(_array_shape(r, m, n, aligned), m, n)
   elif u < 0.5 and p.out is not None and p.out.valid is None:
     p.c_mode = "from_out"
     p.c = Win(p.out.shape, m, n)
   if p.c_mode != "none":
     p.beta = float(r.choice([1.0, 0.5, -1.5]))
-    if gpu and r.random() < 0.92:
+    if aligned and r.random() < 0.92:
       p.c.static_col = 8 * int(r.integers(0, (p.c.shape[-1] - n) // 8 + 1))
   return p
+
+
+def _ragged_dims(r) -> tuple:
+  """Which of a window's (rows, cols) have a traced valid extent (the
+  others' valid extent is the window's own, static).  Rows alone keep the
+  grouped kernel's rule (every extent along a contiguous dim static)."""
+  return [(True, True), (True, False), (True, False), (False, True)][
+      int(r.integers(0, 4))]
 
 
 I64_MIN, I64_MAX = -2**63, 2**63 - 1
@@ -335,7 +447,10 @@ def _call(p: Problem):
 
   def win(name, x, st, vd):
     w = getattr(p, name)
-    valid = (vd[0], vd[1]) if w.valid is not None else None
+    valid = None
+    if w.valid is not None:  # a traced extent, or the window's own
+      valid = tuple(v if dyn_ else z
+                    for v, dyn_, z in zip(vd, w.valid, (w.rows, w.cols)))
     st = tuple(st)
     if w.static_col is not None:
       st = st[:-1] + (w.static_col,)
@@ -392,8 +507,8 @@ def _starts(p: Problem, r):
             for d, z in zip(w.shape, sizes)]
     starts[name] = [_fit(s, it) if np.ndim(s) == 0 else s for s in st]
     if w.valid is not None:
-      valid[name] = [_fit(random_valid(r, w.rows), it),
-                     _fit(random_valid(r, w.cols), it)]
+      valid[name] = [_fit(random_valid(r, z), it) if dyn_ else z
+                     for dyn_, z in zip(w.valid, (w.rows, w.cols))]
   return starts, valid
 
 
@@ -542,14 +657,25 @@ def check_problems(ps: list, n_starts: int) -> list[list[str]]:
   return fails
 
 
+def _specs(p: Problem) -> list:
+  c = case(p)
+  args, _ = c.draw(np.random.default_rng(0), 0)
+  return plan_lib.traced_specs(c.fn, *args)
+
+
+def kernel_lines(p: Problem) -> list[str]:
+  """The catalogue line each of p's calls runs on an H200 with aligned
+  buffers (the choice function, jax_dynoff.plan.launch_choice), on any
+  machine."""
+  return [plan_lib.launch_choice(s)["kernel"] for s in _specs(p)]
+
+
 def families(p: Problem, gpu: bool) -> list[str]:
   """The CUDA path the planner chose for each of p's calls (a gradient has
   several); on a GPU also the kernel the handler launches for it with
-  aligned buffers (the choice function, jax_dynoff.plan.launch_choice)."""
+  aligned buffers (kernel_lines)."""
   try:
-    c = case(p)
-    args, _ = c.draw(np.random.default_rng(0), 0)
-    specs = plan_lib.traced_specs(c.fn, *args)
+    specs = _specs(p)
     if not specs:
       return ["no call"]
     on_gpu = gpu and jax.default_backend() == "gpu"

@@ -233,6 +233,29 @@ def test_tables_come_from_the_planner():
       "large", "medium")
 
 
+def test_catalogue_is_the_generated_table():
+  """plan.CATALOGUE (the extension's table) holds ffi/kernels/catalogue.py's
+  lines, in its order, with their dtypes, tiles and layouts."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+  path = os.path.join(os.path.dirname(__file__), "..", "ffi", "kernels",
+                      "catalogue.py")
+  spec = importlib.util.spec_from_file_location("catalogue_source", path)
+  src = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(src)
+  names = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+  lines = [k for u in src.UNITS for k in u.kernels]
+  assert [l.name for l in plan_lib.CATALOGUE] == [k.name for k in lines]
+  for got, k in zip(plan_lib.CATALOGUE, lines):
+    kind = src.KINDS[k.kind]
+    i, o = k.dtypes.split("->")
+    assert (got.family, got.in_dtype, got.out_dtype) == (
+        kind.family, names[i], names[o]), k.name
+    assert set(got.tiles) == set(k.tile.split("|") if k.tile else ()), k.name
+    assert set(got.layouts) == (set(src.LAYOUTS) if kind.any_layout
+                                else {k.layout}), k.name
+
+
 # --- float32: the SM90 TF32 kernels, 3xTF32 at HIGHEST, the fallbacks. -------
 
 F32 = np.dtype(np.float32)
