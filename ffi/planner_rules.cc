@@ -197,15 +197,18 @@ Reasons SkinnyReasons(const GemmProblem& p, const DeviceFacts* dev) {
   Reasons why = Sm90Reasons(p, dev);
   if (p.m > kSkinnyMaxM)
     why.push_back("m = " + Str(p.m) + " > " + Str(kSkinnyMaxM));
-  // The direct kernels' rules, but for B: transposed where a kernel is.
+  // The direct kernels' rules, but for B (transposed where a kernel is)
+  // and the dtypes (a float32 result where a kernel is).
   GemmProblem nn = p;
   nn.trans_b = false;
+  nn.out_dtype = p.in_dtype;
   for (std::string& r : OneItemNNReasons(nn, "skinny"))
     why.push_back(std::move(r));
-  if (p.trans_b && !p.trans_a &&
-      !HasSkinnyKernel(p.in_dtype, p.out_dtype, false, true))
+  if (Is16Bit(p.in_dtype) && !p.trans_a &&
+      !HasSkinnyKernel(p.in_dtype, p.out_dtype, false, p.trans_b))
     why.push_back(std::string("no skinny kernel for ") +
-                  DTypeName(p.in_dtype) + " with B transposed");
+                  DTypeName(p.in_dtype) + " -> " + DTypeName(p.out_dtype) +
+                  (p.trans_b ? " with B transposed" : ""));
   return why;
 }
 

@@ -86,6 +86,14 @@ def skinny_cases() -> bool:
       dyn.window(x, (3, 8), (13, 1024)), dyn.window(w, (i, 0, 8), (136, 1024)),
       out=dyn.window(o, (2, 8), (13, 136)), transpose_b=True),
       xk, wt, jnp.int32(7), outk)
+  # A float32 result and C, B transposed, n = 132: the last 8-column
+  # chunk half inside the window.
+  out32 = jnp.full((40, 144), jnp.nan, F32)
+  ok &= check("skinny_f32_nt", lambda mod, x, w, c, i, o: mod.gemm(
+      dyn.window(x, (3, 8), (13, 1024)), dyn.window(w, (i, 0, 8), (132, 1024)),
+      c, beta=0.5, out=dyn.window(o, (2, 8), (13, 132)), transpose_b=True,
+      preferred_element_type=F32),
+      xk, wt, rand(19, (13, 132), F32), jnp.int32(-4), out32)
   return ok
 
 

@@ -733,11 +733,12 @@ def test_skinny_plan():
       plan_lib.skinny_reasons(s))
   assert plan_lib.plan(_spec(m=16, c=c, c_mode="own",
                              beta=1.0)).path == "sm90_skinny"
-  # A float32 result: no skinny kernel, the ptr-array tile for m = 16.
-  f32_out = _spec(m=16, out_dt=np.dtype(F32))
-  assert plan_lib.plan(f32_out).path == "sm90_tiny"
-  assert "no skinny kernel for bfloat16 -> float32" in plan_lib.skinny_reasons(
-      f32_out)
+  # A float32 result of 16-bit inputs: its own skinny kernels, B
+  # transposed or not.
+  for dt in (BF16, F16):
+    for tb in (False, True):
+      assert plan_lib.plan(_spec(m=16, dt=np.dtype(dt), out_dt=np.dtype(F32),
+                                 tb=tb)).path == "sm90_skinny", (dt, tb)
   # No kernel for the transposes, or alignment not proven: not SM90 at all.
   assert plan_lib.plan(_spec(m=16, ta=True, tb=True)).path == "generic"
   a = WinSpec((16, 4100), (16, 4096), (0, 3))
@@ -780,18 +781,20 @@ SKINNY_CASES = [
 ]
 
 
-def _skinny_case(case, dt, opts=None, tb=False):
+def _skinny_case(case, dt, opts=None, tb=False, out_dt=None):
   """tb: B transposed, its (n x k) window at a dynamic row and static
-  column 8 of a layer."""
+  column 8 of a layer; C and out of out_dt (default: dt)."""
   m, n, k, sa, sb, so, cmode = case
+  out_dt = dt if out_dt is None else out_dt
   ks = jax.random.split(jax.random.key(m * 7 + n), 4)
   a = _rand(ks[0], (m + 9, k + 16), dt)
   b = _rand(ks[1], (3, n + 24, k + 16) if tb else (3, k + 24, n), dt)
-  c = _rand(ks[2], (m, n), dt) if cmode == "own" else None
-  out = jnp.full((m + 40, n + 16), jnp.nan, dt)
+  c = _rand(ks[2], (m, n), out_dt) if cmode == "own" else None
+  out = jnp.full((m + 40, n + 16), jnp.nan, out_dt)
 
   def f(mod, a, b, c, out, sa, sb, so, kr):
     kw = dict(alpha=0.75, beta=-1.5) if c is not None else dict(alpha=0.75)
+    kw["preferred_element_type"] = out_dt
     bw = (dyn.window(b, (sb, kr, 8), (n, k)) if tb else
           dyn.window(b, (sb, kr, 0), (k, n)))
     return mod.gemm(dyn.window(a, (sa, 8), (m, k)), bw, c,
@@ -823,13 +826,32 @@ def test_skinny_nt_matches_reference(case, dt):
   _check_skinny_case(case, dt, tb=True)
 
 
-def _check_skinny_case(case, dt, opts=None, tb=False):
-  f, args = _skinny_case(case, dt, opts, tb)
+def _check_skinny_case(case, dt, opts=None, tb=False, out_dt=None):
+  f, args = _skinny_case(case, dt, opts, tb, out_dt)
   assert plan_lib.traced_paths(lambda *x: f(dyn, *x), *args) == [
       "sm90_skinny"]
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   _check_window(got, want, args[3], dt, case[2])
+
+
+# With B transposed, n need only suit D: 1004 float32 columns end half way
+# through the last 8-column chunk.
+SKINNY_F32_CASES = SKINNY_CASES + [(9, 1004, 512, 2, 1, 3, "own")]
+
+
+@pytest.mark.parametrize("case", SKINNY_F32_CASES,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in SKINNY_F32_CASES])
+@pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.gpu
+@on_gpu
+def test_skinny_float32_result(case, dt, tb):
+  """16-bit inputs into a float32 result and C (preferred_element_type):
+  the skinny kernel's float32 lines, B transposed or not."""
+  if case[1] % 8 and not tb:
+    pytest.skip("B's rows of a 16-bit dtype: n a multiple of 8")
+  _check_skinny_case(case, dt, tb=tb, out_dt=F32)
 
 
 def _layer_script(m, n=4096, k=4096, tb=False):

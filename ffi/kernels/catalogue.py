@@ -167,8 +167,10 @@ KINDS = {
     "sm90_skinny": Kind(
         "sm90_skinny", "SkinnyKernelEntry", lambda k: (
             "JAX_DYNOFF_SM90_SKINNY_KERNEL",
-            [DTYPES[k.dtype_in][1], k.config, _bool(k.layout[1] == "T")]),
-        dtypes=SAME, layouts=("NN", "NT"), config=True, any_layout=False,
+            [DTYPES[k.dtype_in][1], DTYPES[k.dtype_out][1], k.config,
+             _bool(k.layout[1] == "T")]),
+        dtypes=SAME + ("bf16->f32", "f16->f32"), layouts=("NN", "NT"),
+        config=True, any_layout=False,
         config_unit=" m16 fragment(s)"),
 }
 
@@ -419,6 +421,10 @@ UNITS = [
     K("kSm90Skinny16F16NN", "sm90_skinny", None, "f16->f16", "NN", "1", "f16 x @ W for m <= 16 (stacked-weight layers, decode steps)."),
     K("kSm90Skinny16Bf16NT", "sm90_skinny", None, "bf16->bf16", "NT", "1", "bf16 x @ W^T for m <= 16 (the gradient wrt x of a skinny layer, dX = dY W^T), B's rows K-contiguous."),
     K("kSm90Skinny16F16NT", "sm90_skinny", None, "f16->f16", "NT", "1", "f16 x @ W^T for m <= 16, as bf16 has it."),
+    K("kSm90Skinny16Bf16F32NN", "sm90_skinny", None, "bf16->f32", "NN", "1", "bf16 x @ W into float32 for m <= 16 (a decode step's logits in float32)."),
+    K("kSm90Skinny16Bf16F32NT", "sm90_skinny", None, "bf16->f32", "NT", "1", "bf16 x @ W^T into float32 for m <= 16 (logits against tied embeddings)."),
+    K("kSm90Skinny16F16F32NN", "sm90_skinny", None, "f16->f32", "NN", "1", "f16 x @ W into float32 for m <= 16."),
+    K("kSm90Skinny16F16F32NT", "sm90_skinny", None, "f16->f32", "NT", "1", "f16 x @ W^T into float32 for m <= 16."),
     ]),
     Unit("sm90_tf32", "kernels/sm90_tf32_gemm.h", SM90A,
          "SM90 TF32 ptr-array kernels for float32 (TF32 wgmma): A row-major, B "

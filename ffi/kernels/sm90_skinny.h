@@ -22,9 +22,10 @@
 // Windows: any (row-major A, B, C and D; the handler's SkinnyOperand
 // locates each on the device from the clamped offsets).  Loads are 16-byte
 // cp.async, predicated (zero-filled) past the window along K and ignored
-// past m and n; stores are 16-byte vectors of whole 8-column chunks, so the
-// plan proves every window address, leading dimension and width a multiple
-// of 16 bytes (jax_dynoff/plan.py, alignment_proof).  Elements outside D's
+// past m and n; stores are 16-byte vectors of whole 8-column chunks (for a
+// float32 C and D two, the second only inside the width), so the plan
+// proves every window address, leading dimension and width a multiple of 16
+// bytes (jax_dynoff/plan.py, alignment_proof).  Elements outside D's
 // window are never written.  sm_90 (clusters) only.
 #ifndef JAX_DYNOFF_KERNELS_SM90_SKINNY_H_
 #define JAX_DYNOFF_KERNELS_SM90_SKINNY_H_
@@ -117,6 +118,41 @@ __device__ __forceinline__ T FromFloat(float x) {
   else return __float2half_rn(x);
 }
 
+// One 8-column chunk of a C or D row, of which the first `valid` columns
+// lie inside the window (at least 8 for 16-bit elements: the plan proves
+// widths 16-byte multiples; at least 4 for float32, whose second 16 bytes
+// are then past the window's width and left alone).
+template <typename TOut>
+__device__ __forceinline__ void LoadChunk(const TOut* p, int valid,
+                                          float (&v)[8]) {
+  if constexpr (std::is_same_v<TOut, float>) {
+    const float4 lo = *reinterpret_cast<const float4*>(p);
+    const float4 hi = valid >= 8 ? *reinterpret_cast<const float4*>(p + 4)
+                                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+  } else {
+    alignas(16) TOut c[8];
+    *reinterpret_cast<uint4*>(c) = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = ToFloat(c[e]);
+  }
+}
+template <typename TOut>
+__device__ __forceinline__ void StoreChunk(TOut* p, int valid,
+                                           const float (&v)[8]) {
+  if constexpr (std::is_same_v<TOut, float>) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    if (valid >= 8)
+      *reinterpret_cast<float4*>(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+    alignas(16) TOut out[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) out[e] = FromFloat<TOut>(v[e]);
+    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(out);
+  }
+}
+
 // Shared-memory rows hold 16-byte chunks; chunk c of row r sits at
 // c ^ (r % 8), so the 8 rows one ldmatrix reads (same logical chunk) hit 8
 // different bank groups, and the cp.async writes stay 16-byte aligned.
@@ -124,7 +160,9 @@ __device__ __forceinline__ uint32_t Swz(int row, int chunk, int row_bytes) {
   return static_cast<uint32_t>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
 }
 
-template <typename T, int kMFrags, int kStages, bool kTransB>
+// TOut: C's and D's element (T's, or float32).
+template <typename T, int kMFrags, int kStages, bool kTransB,
+          typename TOut = T>
 __global__ void __launch_bounds__(kThreads, 1)
     SkinnyKernel(const SkinnyLaunch L) {
   namespace cg = cooperative_groups;
@@ -264,9 +302,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // This rank's columns of the tile, 8 at a time: the ranks' partials in
   // rank order, then the epilogue.
   const int width = kTileN / split, chunks_per_row = width / 8;
-  T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate()));
-  const T* C = L.beta != 0.f ? reinterpret_cast<const T*>(L.c.Locate())
-                             : nullptr;
+  TOut* D = reinterpret_cast<TOut*>(const_cast<char*>(L.d.Locate()));
+  const TOut* C = L.beta != 0.f
+                      ? reinterpret_cast<const TOut*>(L.c.Locate())
+                      : nullptr;
   for (int q = tid; q < kM * chunks_per_row; q += kThreads) {
     const int row = q / chunks_per_row;
     const int col = rank * width + (q % chunks_per_row) * 8;
@@ -281,27 +320,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
       v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
     }
-    alignas(16) T out[8];
-    if (C != nullptr) {
-      alignas(16) T c[8];
-      *reinterpret_cast<uint4*>(c) =
-          *reinterpret_cast<const uint4*>(C + row * L.c.ld + n0 + col);
+    const int valid = L.n - (n0 + col);
+    float c[8] = {};
+    if (C != nullptr) LoadChunk(C + row * L.c.ld + n0 + col, valid, c);
 #pragma unroll
-      for (int e = 0; e < 8; ++e)
-        out[e] = FromFloat<T>(L.alpha * v[e] + L.beta * ToFloat(c[e]));
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) out[e] = FromFloat<T>(L.alpha * v[e]);
-    }
-    *reinterpret_cast<uint4*>(D + row * L.d.ld + n0 + col) =
-        *reinterpret_cast<const uint4*>(out);
+    for (int e = 0; e < 8; ++e) v[e] = L.alpha * v[e] + L.beta * c[e];
+    StoreChunk(D + row * L.d.ld + n0 + col, valid, v);
   }
   if (split > 1) cluster.sync();  // no rank leaves while others read it
 }
 
 // The shared memory above 48 KiB needs opting in, once per device (as for
 // the CUTLASS kernels, kernels/run_sm90_gemm.h).
-template <typename T, int kMFrags, int kStages, bool kTransB>
+template <typename T, int kMFrags, int kStages, bool kTransB, typename TOut>
 cudaError_t PrepareOnce(int device) {
   static std::atomic<uint64_t> done{0};
   const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
@@ -309,7 +340,7 @@ cudaError_t PrepareOnce(int device) {
     return cudaSuccess;
   const cudaError_t e = cudaFuncSetAttribute(
       reinterpret_cast<const void*>(
-          &SkinnyKernel<T, kMFrags, kStages, kTransB>),
+          &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut>),
       cudaFuncAttributeMaxDynamicSharedMemorySize, Smem<kMFrags, kStages>::kBytes);
   if (e == cudaSuccess && bit != 0)
     done.fetch_or(bit, std::memory_order_release);
@@ -317,14 +348,15 @@ cudaError_t PrepareOnce(int device) {
 }
 
 template <typename T, int kMFrags, bool kTransB = false,
-          int kStages = kDefaultStages>
+          int kStages = kDefaultStages, typename TOut = T>
 std::string Run(const SkinnyLaunch& l) {
   if (l.m < 1 || l.m > 16 * kMFrags || l.n < 1 || l.k < 1)
     return "skinny kernel: bad m, n or k";
   if (l.split_k < 1 || l.split_k > kSkinnyMaxSplit ||
       (l.split_k & (l.split_k - 1)) != 0)
     return "skinny kernel: split must be 1, 2, 4 or 8";
-  if (cudaError_t e = PrepareOnce<T, kMFrags, kStages, kTransB>(l.device);
+  if (cudaError_t e =
+          PrepareOnce<T, kMFrags, kStages, kTransB, TOut>(l.device);
       e != cudaSuccess)
     return std::string("skinny kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
@@ -342,7 +374,8 @@ std::string Run(const SkinnyLaunch& l) {
   config.attrs = attr;
   config.numAttrs = 1;
   const cudaError_t e =
-      cudaLaunchKernelEx(&config, &SkinnyKernel<T, kMFrags, kStages, kTransB>, l);
+      cudaLaunchKernelEx(
+          &config, &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut>, l);
   if (e != cudaSuccess)
     return std::string("skinny kernel: launch: ") + cudaGetErrorString(e);
   return "";
@@ -353,12 +386,14 @@ std::string Run(const SkinnyLaunch& l) {
 }  // namespace jax_dynoff
 
 // One instantiation, B transposed or not:
-//   JAX_DYNOFF_SM90_SKINNY_KERNEL(kSm90Skinny16Bf16NN, __nv_bfloat16, 1, false)
-#define JAX_DYNOFF_SM90_SKINNY_KERNEL(NAME, ELEMENT, MFRAGS, TRANS_B)     \
+//   JAX_DYNOFF_SM90_SKINNY_KERNEL(kSm90Skinny16Bf16NN, __nv_bfloat16,
+//                                 __nv_bfloat16, 1, false)
+#define JAX_DYNOFF_SM90_SKINNY_KERNEL(NAME, IN, OUT, MFRAGS, TRANS_B)     \
   namespace jax_dynoff {                                                  \
   namespace kernels {                                                     \
   extern const SkinnyKernelEntry NAME = {                                 \
-      #NAME, 16 * (MFRAGS), &skinny::Run<ELEMENT, MFRAGS, TRANS_B>};      \
+      #NAME, 16 * (MFRAGS),                                               \
+      &skinny::Run<IN, MFRAGS, TRANS_B, skinny::kDefaultStages, OUT>};    \
   }                                                                       \
   }
 
