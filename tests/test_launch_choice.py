@@ -22,12 +22,13 @@ F32 = np.dtype(np.float32)
 
 
 def _spec(m=512, n=4096, k=4096, dt=BF16, tb=False, precision="default",
-          **opts):
+          out=None, **opts):
   b = (n, k) if tb else (k, n)
   return GemmSpec(
       m=m, n=n, k=k, a=WinSpec((m, k), (m, k), (0, 0)),
       b=WinSpec(b, b, (0, 0)), c=None, d=WinSpec((m, n), (m, n), (0, 0)),
-      in_dtype=dt, out_dtype=dt, trans_a=False, trans_b=tb, c_mode="none",
+      in_dtype=dt, out_dtype=dt if out is None else out, trans_a=False,
+      trans_b=tb, c_mode="none",
       has_out=False, alpha=1.0, beta=0.0, precision=precision,
       opts=KernelOptions(**opts))
 
@@ -67,6 +68,16 @@ CASES = [
     (_spec(m=16, skinny=False, direct=False), ALIGNED,
      ("ptr_array", "kSm90TinyBf16Bf16NN", 1)),
     (_spec(m=16), AB_ONLY, ("ptr_array", "kGenericBf16Bf16", 1)),
+    # A float32 result of bfloat16: its own lines in each family.
+    (_spec(m=16, out=F32), ALIGNED, ("skinny", "kSm90Skinny16Bf16F32NN", 4)),
+    (_spec(m=16, tb=True, out=F32), ALIGNED,
+     ("skinny", "kSm90Skinny16Bf16F32NT", 4)),
+    (_spec(m=16, out=F32, skinny=False), ALIGNED,
+     ("direct", "kSm90DirectTinyBf16F32NN", 1)),
+    (_spec(out=F32), ALIGNED, ("direct", "kSm90DirectMediumBf16F32NN", 1)),
+    (_spec(out=F32, direct=False), ALIGNED,
+     ("ptr_array", "kSm90MediumBf16F32NN", 1)),
+    (_spec(out=F32), AB_ONLY, ("ptr_array", "kGenericBf16F32", 1)),
     # Split-K: the direct kernel; else the ptr-array slices, which need
     # only A, B and the workspace aligned; else generic, unsplit.
     (_spec(m=16, split_k=True), ALIGNED,
