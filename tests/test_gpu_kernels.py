@@ -835,6 +835,34 @@ def _check_skinny_case(case, dt, opts=None, tb=False, out_dt=None):
   _check_window(got, want, args[3], dt, case[2])
 
 
+@pytest.mark.parametrize("out_dt", [BF16, F32])
+@pytest.mark.gpu
+@on_gpu
+def test_skinny_in_a_host_driven_loop(out_dt):
+  """A fori_loop of skinny calls at XLA's default flags: a body of the
+  call and the counter is no CUDA graph, so every iteration calls the
+  handler at the same addresses with a new counter value, and from the
+  second on it launches the launch it kept (the repeat cache)."""
+  L, m, n, k = 6, 8, 512, 1024
+  ks = jax.random.split(jax.random.key(31), 2)
+  x = _rand(ks[0], (L * m, k), BF16)
+  w = _rand(ks[1], (L, k, n), BF16)
+
+  def f(mod, x, w):
+    def body(i, out):
+      return mod.gemm(dyn.window(x, (i * m, 0), (m, k)),
+                      dyn.window(w, (i, 0, 0), (k, n)),
+                      out=dyn.window(out, (i * m, 0), (m, n)))
+    return jax.lax.fori_loop(0, L, body, jnp.zeros((L * m, n), out_dt))
+
+  assert plan_lib.traced_paths(lambda *a: f(dyn, *a), x, w) == [
+      "sm90_skinny"]
+  run = jax.jit(lambda *a: f(dyn, *a))
+  want = ref_highest(lambda *a: f(dyn.reference, *a))(x, w)
+  for _ in range(3):  # the whole loop again: the kept launches once more
+    _check(run(x, w), want, BF16, out_dt, k)
+
+
 # With B transposed, n need only suit D: 1004 float32 columns end half way
 # through the last 8-column chunk.
 SKINNY_F32_CASES = SKINNY_CASES + [(9, 1004, 512, 2, 1, 3, "own")]

@@ -139,10 +139,10 @@ struct GemmState {
 
   PreparedLaunchCache cache;  // the direct kernels' launches
 
-  // Whole calls made ready: where a call was one prepared direct launch
-  // and nothing else (a loop's small GEMM), that launch, keyed by the
-  // call's device and the addresses of every argument and result (the
-  // key's kernel field is a tag, RepeatKey).  A call with the same device
+  // Whole calls made ready: where a call was one prepared launch and
+  // nothing else (a direct or a skinny kernel: a loop's small GEMM), that
+  // launch, keyed by the call's device and the addresses of every argument
+  // and result (the key's kernel field is a tag, RepeatKey).  A call with the same device
   // and addresses makes the same launch (everything else the execute stage
   // decides is static per op instance), so it launches this one and skips
   // validation, windows and kernel choice: the host time of a call in a
@@ -326,9 +326,14 @@ ffi::Error GemmExecute(cudaStream_t stream, GemmState* state,
     case LaunchKind::kGrouped:
       LogCall(p, built.grouped->name, 1, stream);
       return RunGrouped(built.grouped, common, P, &state->cache);
-    case LaunchKind::kSkinny:
+    case LaunchKind::kSkinny: {
       LogCall(p, built.skinny->name, c.split, stream);
-      return RunSkinny(built.skinny, common, P, c.split);
+      kernels::PreparedLaunch launched;
+      ffi::Error err =
+          RunSkinny(built.skinny, common, P, c.split, &launched);
+      if (!err.failure() && keyed) state->repeat.Store(repeat_key, launched);
+      return err;
+    }
     case LaunchKind::kDirect: {
       LogCall(p, built.direct->name, c.split, stream);
       kernels::PreparedLaunch launched;

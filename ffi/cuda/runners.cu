@@ -106,7 +106,8 @@ ffi::Error SplitKGemm(const kernels::LaunchCommon& common,
 
 ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,
                      const kernels::LaunchCommon& common,
-                     const PrepParams& P, int split) {
+                     const PrepParams& P, int split,
+                     kernels::PreparedLaunch* launched) {
   const GemmProblem& p = P.p;
   kernels::SkinnyLaunch l;
   static_cast<kernels::LaunchCommon&>(l) = common;
@@ -121,12 +122,15 @@ ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,
   // Without a C read, D stands in (beta = 0: never loaded).
   l.c = P.c_read ? MakeSkinnyOperand(P, kC) : l.d;
   l.split_k = split;
-  const std::string r = kernel->run(l);
+  kernels::PreparedLaunch ready;
+  std::string r = kernel->prepare(l, &ready);
+  if (r.empty()) r = kernels::LaunchPrepared(ready, common.stream);
   if (!r.empty())
     return ffi::Error::Internal(std::string("jax_dynoff_gemm: ") +
                                 kernel->name + ": " + r);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return CudaError("skinny GEMM launch", e);
+  if (launched != nullptr) CopyPrepared(launched, ready);
   return ffi::Error::Success();
 }
 

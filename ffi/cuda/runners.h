@@ -132,10 +132,12 @@ inline ffi::Error RunPrepared(const Entry* kernel, const Launch& l,
 }
 
 // The skinny kernel: one launch, nothing before it, no workspace; `split`
-// CTAs (one cluster) share each column tile's K.
+// CTAs (one cluster) share each column tile's K.  `launched` (if not null)
+// receives the launch made, for the handler's repeat cache.
 ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,
                      const kernels::LaunchCommon& common,
-                     const PrepParams& P, int split);
+                     const PrepParams& P, int split,
+                     kernels::PreparedLaunch* launched = nullptr);
 
 // A direct SM90 kernel: one launch, nothing before it, made ready once per
 // kernel, device and addresses where the kernel can be (`cache`);

@@ -142,10 +142,14 @@ struct SkinnyLaunch : LaunchCommon {
   int split_k = 1;  // CTAs (one cluster) sharing each column tile's K
 };
 
+struct PreparedLaunch;  // below
+
 struct SkinnyKernelEntry {
   const char* name;
   int max_m;  // rows it covers (16 per m16n8k16 fragment)
   std::string (*run)(const SkinnyLaunch&);
+  // Makes the launch `run` would make, without launching it.
+  std::string (*prepare)(const SkinnyLaunch&, PreparedLaunch*);
 };
 
 // A kernel launch made ready on the host: the function, its launch shape

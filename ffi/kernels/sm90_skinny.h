@@ -37,6 +37,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -347,9 +348,14 @@ cudaError_t PrepareOnce(int device) {
   return e;
 }
 
+// Makes the launch Run makes, without launching it: the handler keeps it
+// and launches it again for a call at the same addresses (kernels/launch.h
+// PreparedLaunch), skipping the set-up of the call.
 template <typename T, int kMFrags, bool kTransB = false,
           int kStages = kDefaultStages, typename TOut = T>
-std::string Run(const SkinnyLaunch& l) {
+std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
+  static_assert(sizeof(SkinnyLaunch) <= kMaxParamBytes,
+                "the kernel's parameter must fit a PreparedLaunch");
   if (l.m < 1 || l.m > 16 * kMFrags || l.n < 1 || l.k < 1)
     return "skinny kernel: bad m, n or k";
   if (l.split_k < 1 || l.split_k > kSkinnyMaxSplit ||
@@ -361,24 +367,26 @@ std::string Run(const SkinnyLaunch& l) {
     return std::string("skinny kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
   const int tiles = (l.n + kTileN - 1) / kTileN;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(l.split_k);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(tiles * l.split_k));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = Smem<kMFrags, kStages>::kBytes;
-  config.stream = l.stream;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  const cudaError_t e =
-      cudaLaunchKernelEx(
-          &config, &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut>, l);
-  if (e != cudaSuccess)
-    return std::string("skinny kernel: launch: ") + cudaGetErrorString(e);
+  out->fn = reinterpret_cast<const void*>(
+      &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut>);
+  out->grid = dim3(static_cast<unsigned>(tiles * l.split_k));
+  out->block = dim3(kThreads);
+  out->cluster = dim3(static_cast<unsigned>(l.split_k), 1, 1);
+  out->smem = Smem<kMFrags, kStages>::kBytes;
+  out->param_bytes = sizeof(SkinnyLaunch);
+  std::memcpy(out->params, &l, sizeof(SkinnyLaunch));
   return "";
+}
+
+template <typename T, int kMFrags, bool kTransB = false,
+          int kStages = kDefaultStages, typename TOut = T>
+std::string Run(const SkinnyLaunch& l) {
+  PreparedLaunch ready;
+  if (std::string r = Prepare<T, kMFrags, kTransB, kStages, TOut>(l, &ready);
+      !r.empty())
+    return r;
+  const std::string r = LaunchPrepared(ready, l.stream);
+  return r.empty() ? "" : "skinny kernel: " + r;
 }
 
 }  // namespace skinny
@@ -393,7 +401,8 @@ std::string Run(const SkinnyLaunch& l) {
   namespace kernels {                                                     \
   extern const SkinnyKernelEntry NAME = {                                 \
       #NAME, 16 * (MFRAGS),                                               \
-      &skinny::Run<IN, MFRAGS, TRANS_B, skinny::kDefaultStages, OUT>};    \
+      &skinny::Run<IN, MFRAGS, TRANS_B, skinny::kDefaultStages, OUT>,     \
+      &skinny::Prepare<IN, MFRAGS, TRANS_B, skinny::kDefaultStages, OUT>};\
   }                                                                       \
   }
 
