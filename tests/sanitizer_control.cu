@@ -10,9 +10,12 @@
 #include <cuda_runtime.h>
 
 __device__ __forceinline__ void Race(int* out) {
-  __shared__ int s;
-  s = threadIdx.x;            // every thread writes: a write-write race
-  out[threadIdx.x] = s;       // and reads with no barrier in between
+  // Each thread writes its slot and reads the slot of a thread in the
+  // other warp, with no barrier in between: a read-after-write hazard
+  // across warps.  volatile keeps the compiler from forwarding the value.
+  __shared__ volatile int s[64];
+  s[threadIdx.x] = threadIdx.x;
+  out[threadIdx.x] = s[(threadIdx.x + 32) % 64];
 }
 
 __device__ __forceinline__ void Diverge(int* out) {
@@ -41,18 +44,24 @@ __global__ void UnwatchedRace(int* out) { Race(out); }
 __global__ void UnwatchedDivergence(int* out) { Diverge(out); }
 }  // namespace elsewhere
 
+// control race|sync jax_dynoff|cutlass|elsewhere: one kernel a process (a
+// divergent barrier reported by synccheck ends the context's later
+// launches).
 int main(int argc, char** argv) {
-  const bool race = argc > 1 && std::strcmp(argv[1], "race") == 0;
+  if (argc != 3) return 2;
+  const bool race = std::strcmp(argv[1], "race") == 0;
+  const char* where = argv[2];
   int* out = nullptr;
   if (cudaMalloc(&out, 64 * sizeof(int)) != cudaSuccess) return 2;
-  if (race) {
-    jax_dynoff::PlantedRace<<<1, 64>>>(out);
-    cutlass::device_kernel<0><<<1, 64>>>(out);
-    elsewhere::UnwatchedRace<<<1, 64>>>(out);
+  if (std::strcmp(where, "jax_dynoff") == 0) {
+    if (race) jax_dynoff::PlantedRace<<<1, 64>>>(out);
+    else jax_dynoff::PlantedDivergence<<<1, 64>>>(out);
+  } else if (std::strcmp(where, "cutlass") == 0) {
+    if (race) cutlass::device_kernel<0><<<1, 64>>>(out);
+    else cutlass::device_kernel<1><<<1, 64>>>(out);
   } else {
-    jax_dynoff::PlantedDivergence<<<1, 64>>>(out);
-    cutlass::device_kernel<1><<<1, 64>>>(out);
-    elsewhere::UnwatchedDivergence<<<1, 64>>>(out);
+    if (race) elsewhere::UnwatchedRace<<<1, 64>>>(out);
+    else elsewhere::UnwatchedDivergence<<<1, 64>>>(out);
   }
   cudaDeviceSynchronize();  // a divergent barrier may fault: not checked
   std::printf("LAUNCHED\n");
