@@ -186,6 +186,16 @@ def _sizes(r, gpu: bool):
   return int(r.integers(1, 40 if not gpu else 300))
 
 
+def _forced_direct(r, tile: str) -> KernelOptions:
+  """Options that force direct tile `tile` together with the path it
+  stands in for (split-K for its tile)."""
+  if tile == "split_k":
+    return KernelOptions(split_k=True, direct_tile=tile,
+                         deterministic=bool(r.random() < 0.8))
+  path = plan_lib.DIRECT_TILE_PATHS[tile].removeprefix("sm90_")
+  return KernelOptions(tile=path, direct_tile=tile)
+
+
 def _opts(r) -> KernelOptions:
   """Mostly the defaults; else options that steer the kernel choice: a
   direct tile forced together with the path it stands in for (each field
@@ -193,12 +203,7 @@ def _opts(r) -> KernelOptions:
   if r.random() < 0.6:
     return KernelOptions()
   if r.random() < 0.35:
-    tile = str(r.choice(DIRECT_TILES))
-    path = plan_lib.DIRECT_TILE_PATHS[tile].removeprefix("sm90_")
-    if tile == "split_k":
-      return KernelOptions(split_k=True, direct_tile=tile,
-                           deterministic=bool(r.random() < 0.8))
-    return KernelOptions(tile=path, direct_tile=tile)
+    return _forced_direct(r, str(r.choice(DIRECT_TILES)))
   pick = lambda names: (str(r.choice(names)) if r.random() < 0.3 else None)
   return KernelOptions(
       tile=pick(SM90_TILES), grouped_tile=pick(GROUPED_TILES),
@@ -286,13 +291,8 @@ def _aim(r) -> Aim:
     aim.opts = KernelOptions(split_k=True, direct=False)
     aim.small_m = True
   elif line.family == "sm90_direct":
-    if tile == "split_k":
-      aim.opts = KernelOptions(split_k=True, direct_tile=tile,
-                               deterministic=bool(r.random() < 0.8))
-      aim.small_m = True
-    else:
-      path = plan_lib.DIRECT_TILE_PATHS[tile].removeprefix("sm90_")
-      aim.opts = KernelOptions(tile=path, direct_tile=tile)
+    aim.opts = _forced_direct(r, tile)
+    aim.small_m = tile == "split_k"
   elif line.family == "sm90_grouped":
     aim.opts = KernelOptions(grouped_tile=tile)
     # ragged_dot runs NN forward; its gradient NT and TN in the input

@@ -147,8 +147,8 @@ struct PreparedLaunch;  // below
 struct SkinnyKernelEntry {
   const char* name;
   int max_m;  // rows it covers (16 per m16n8k16 fragment)
-  std::string (*run)(const SkinnyLaunch&);
-  // Makes the launch `run` would make, without launching it.
+  // Makes the launch (skinny::Prepare); the handler's runner launches it
+  // and keeps it for a call at the same addresses.
   std::string (*prepare)(const SkinnyLaunch&, PreparedLaunch*);
 };
 

@@ -378,6 +378,7 @@ std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
   return "";
 }
 
+// Prepare and launch at once (the probes, benchmarks/skinny).
 template <typename T, int kMFrags, bool kTransB = false,
           int kStages = kDefaultStages, typename TOut = T>
 std::string Run(const SkinnyLaunch& l) {
@@ -401,7 +402,6 @@ std::string Run(const SkinnyLaunch& l) {
   namespace kernels {                                                     \
   extern const SkinnyKernelEntry NAME = {                                 \
       #NAME, 16 * (MFRAGS),                                               \
-      &skinny::Run<IN, MFRAGS, TRANS_B, skinny::kDefaultStages, OUT>,     \
       &skinny::Prepare<IN, MFRAGS, TRANS_B, skinny::kDefaultStages, OUT>};\
   }                                                                       \
   }
