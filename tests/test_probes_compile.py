@@ -1,7 +1,9 @@
-"""The standalone CUDA probes under benchmarks/ (no JAX, no CUTLASS: each
-is one nvcc command, run on a GPU machine by hand or by a results
-script) still compile against today's kernel headers.  Needs nvcc (CI has
-it); compiles for sm_90a, runs nothing."""
+"""The standalone CUDA probes under benchmarks/ (no JAX: each is one nvcc
+command, run on a GPU machine by hand or by a results script) still
+compile against today's kernel headers.  Needs nvcc (CI has it), and for
+the probes built on CUTLASS the nvidia-cutlass package's headers (a build
+requirement: present where the package was built in place, as in a
+development environment); compiles for sm_90a, runs nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +13,12 @@ import subprocess
 
 import pytest
 
+try:
+  import cutlass_library  # pylint: disable=g-import-not-at-top
+  CUTLASS = pathlib.Path(cutlass_library.__file__).parent / "source"
+except ImportError:
+  CUTLASS = None
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 NVCC = shutil.which("nvcc")
 
@@ -18,6 +26,8 @@ PROBES = [
     "benchmarks/skinny/probe.cu",        # the skinny kernel alone
     "benchmarks/small_k_grad/probe.cu",  # a small-group weight gradient
 ]
+# Probes of CUTLASS kernels: the grouped GEMM with silu(gate) * up fused.
+CUTLASS_PROBES = ["benchmarks/grouped_glu/probe.cu"]
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
@@ -27,4 +37,18 @@ def test_probe_compiles(probe, tmp_path):
       [NVCC, "-O1", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a",
        "-I", str(REPO / "ffi"), str(REPO / probe), "-o",
        str(tmp_path / "probe")], capture_output=True, text=True, check=False)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.skipif(CUTLASS is None, reason="nvidia-cutlass not installed")
+@pytest.mark.parametrize("probe", CUTLASS_PROBES)
+def test_cutlass_probe_compiles(probe, tmp_path):
+  r = subprocess.run(
+      [NVCC, "-O1", "-DNDEBUG", "-std=c++17", "--expt-relaxed-constexpr",
+       "-gencode=arch=compute_90a,code=sm_90a", "-I", str(REPO / "ffi"),
+       "-I", str(CUTLASS / "include"),
+       "-I", str(CUTLASS / "tools" / "util" / "include"),
+       str(REPO / probe), "-o", str(tmp_path / "probe")],
+      capture_output=True, text=True, check=False)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
