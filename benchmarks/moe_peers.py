@@ -12,8 +12,8 @@ pydantic-core, annotated-types, typing-inspection, typing-extensions,
 qwix, immutabledict, jaxtyping, wadler-lindig, tqdm, tensorboardx,
 protobuf, absl-py, and for its top-level import xprof with fire,
 termcolor and gviz-api; qwix imports flax and six, which the H200 image
-has.  (Checked on a CPU, Python 3.12 with jax 0.11.2: with those wheels,
-flax and six, `import tokamax` and its ragged_dot run.)  Usage:
+has.  (So installed, tokamax 0.0.17 ran on the H200:
+benchmarks/results/2026-12-05-h200-efa90f3.)  Usage:
   python benchmarks/moe_peers.py [OUT_DIR] [--quick] [--cases NAME,...]
 writes OUT_DIR/moe_peers.json and prints one line per case and setting.
 """
