@@ -17,8 +17,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <string>
-
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/detail.hpp"
@@ -207,10 +205,6 @@ struct Sm90GroupedGluGemm {
   }
   static size_t Workspace(const GroupedLaunch& l) {
     return Gemm::get_workspace_size(Args(l));
-  }
-  static std::string Run(const GroupedLaunch& l) {
-    return RunSm90Gemm<Gemm>("SM90 grouped GLU GEMM", Args(l), l.workspace,
-                             l.stream, l.device);
   }
 };
 
