@@ -24,6 +24,7 @@ NVCC = shutil.which("nvcc")
 
 PROBES = [
     "benchmarks/skinny/probe.cu",        # the skinny kernel alone
+    "benchmarks/skinny/variants.cu",     # skinny tile shapes without a cluster
     "benchmarks/small_k_grad/probe.cu",  # a small-group weight gradient
 ]
 # Probes of CUTLASS kernels: the grouped GEMM with silu(gate) * up fused.
