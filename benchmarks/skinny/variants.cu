@@ -18,7 +18,11 @@
 // poisoned buffers, B's layer chosen on the device, NN and NT, beta 0 and
 // 1.5, odd m, n, k), then timed as 32 GEMMs captured in one CUDA graph, each
 // reading a new layer of B (cold, as in a stacked-weights loop).  Build and
-// run (offline, sm_90a, no CUTLASS):
+// run (offline, sm_90a, no CUTLASS; `--floors` instead times what a call
+// costs before its first byte: the counter alone, empty launches with and
+// without a cluster and shared memory, one dependent read, plain streams,
+// the shipped kernel on almost no bytes, and a candidate launched as a
+// programmatic dependent (PDL) after the counter and after itself):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/variants.cu -o /tmp/skinny_variants && /tmp/skinny_variants
 #include <cuda_bf16.h>
@@ -85,6 +89,10 @@ template <bool TB, int BN, int BK, int ST>
 __global__ void __launch_bounds__(BN, 1)
     SkinnyV(const SkinnyLaunch L, const Reduce R) {
   constexpr int kThreads = BN, kM = 16;
+  // Launched as a programmatic dependent (g_pdl), this grid may start while
+  // the kernel before it still runs: nothing of global memory is read
+  // before that kernel has finished.  A no-op in a plain launch.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   constexpr int kAStage = kM * BK * 2, kBStage = BK * BN * 2;
   constexpr int kAChunks = BK / 8;                      // per A row
   constexpr int kBRowChunks = TB ? BK / 8 : BN / 8;     // per B stage row
@@ -167,6 +175,9 @@ __global__ void __launch_bounds__(BN, 1)
     }
   }
   sk::CpAsyncWait<0>();
+  // The next grid, if a programmatic dependent, may launch now; it waits
+  // for this one's end before it reads anything.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   const bool two_halves = L.m > 8;  // rows 8-15 hold anything
   T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate()));
   const T* C = L.beta != 0.f ? reinterpret_cast<const T*>(L.c.Locate())
@@ -229,6 +240,8 @@ __global__ void __launch_bounds__(BN, 1)
   }
 }
 
+bool g_pdl = false;  // launch the candidates as programmatic dependents
+
 template <bool TB, int BN, int BK, int ST>
 std::string RunV(const SkinnyLaunch& l) {
   constexpr int kSmemPipe = ST * (16 * BK * 2 + BK * BN * 2);
@@ -242,8 +255,17 @@ std::string RunV(const SkinnyLaunch& l) {
     CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                             kSmem));
-  fn<<<tiles * l.split_k, BN, kSmem, l.stream>>>(l, g_red);
-  const cudaError_t e = cudaGetLastError();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(tiles * l.split_k);
+  config.blockDim = dim3(BN);
+  config.dynamicSmemBytes = kSmem;
+  config.stream = l.stream;
+  config.attrs = attr;
+  config.numAttrs = g_pdl ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&config, fn, l, g_red);
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
 
@@ -531,6 +553,33 @@ void Floors() {
         if (!RunShippedNN(li).empty()) std::exit(1);
       });
     }
+  // Programmatic dependent launch: the candidate v128x64s4 after the
+  // counter (which never triggers early: the gain is the launch's own
+  // latency) and after itself (it triggers once its main loop is done),
+  // each plain and as a dependent.
+  for (auto sh : {std::tuple{16, 512, 512, 4}, {8, 2048, 2048, 8}})
+    for (bool counter : {true, false})
+      for (bool pdl : {false, true}) {
+        const int m = std::get<0>(sh), n = std::get<1>(sh), k = std::get<2>(sh);
+        char label[80];
+        std::snprintf(label, sizeof label, "v128x64s4 %dx%dx%d s%d%s%s", m, n,
+                      k, std::get<3>(sh), counter ? " +counter" : " chained",
+                      pdl ? " PDL" : "");
+        SkinnyLaunch l;
+        l.m = m; l.n = n; l.k = k; l.alpha = 1.f; l.beta = 0.f;
+        l.a = Op(g_buf.a, k);
+        l.c = l.d = Op(g_buf.d, n);
+        l.split_k = std::get<3>(sh);
+        l.sm_count = sms;
+        g_pdl = pdl;
+        Floor(label, [&](cudaStream_t st, int i) {
+          SkinnyLaunch li = l;
+          li.stream = st;
+          li.b = Op(g_buf.b + size_t(i) * k * n, n);
+          if (!RunV<false, 128, 64, 4>(li).empty()) std::exit(1);
+        }, counter);
+        g_pdl = false;
+      }
   cudaFree(sb);
   cudaFree(so);
 }
