@@ -9,6 +9,8 @@ same FLOPs (what XLA runs for it), the library's plain gemm on it (planned,
 and the direct wide tile: 128x256 like the grouped one), and ragged_dot
 over 64 experts with skewed sizes (the bench's), uniform sizes (64 x 256)
 and one group holding every row.
+`--shape E,T,d,f` profiles another layer (Qwen3-30B-A3B's down projection:
+128,32768,768,2048).
 Usage (on the GPU machine; without XLA's preallocation, or ncu saves and
 restores the whole preallocated device memory around every replay pass
 and takes minutes per kernel; `-k regex:PtrArray` keeps the grouped
@@ -17,6 +19,8 @@ kernel alone):
     --section SpeedOfLight --section MemoryWorkloadAnalysis \
     python3 benchmarks/moe_profile.py
 """
+
+import argparse
 
 import jax
 import jax.numpy as jnp
@@ -29,8 +33,12 @@ from ncu_case import cuda_driver, profiled  # (benchmarks/ is on the path)
 PEAK_FLOPS, PEAK_BYTES = 790e12, 4.3e12
 
 
-def main():
-  E, T, d, f = 64, 16384, 2048, 2048
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--shape", default="64,16384,2048,2048",
+                  help="experts, tokens, model dim d, expert dim f "
+                  "(x is tokens x d, each expert's weight d x f)")
+  E, T, d, f = (int(v) for v in ap.parse_args(argv).shape.split(","))
   x, w, _, _ = bench.moe_operands(E, T, d, f, jnp.bfloat16, 1)
   probe = bench.moe_probe_sizes(E, T, 1)
   sizes = {name: probe[name] for name in ("skewed", "uniform", "one group")}
