@@ -26,6 +26,7 @@ PROBES = [
     "benchmarks/skinny/probe.cu",        # the skinny kernel alone
     "benchmarks/skinny/variants.cu",     # skinny tile shapes without a cluster
     "benchmarks/small_k_grad/probe.cu",  # a small-group weight gradient
+    "benchmarks/small_groups_fwd/probe.cu",  # a small-group forward
 ]
 # Probes of CUTLASS kernels: the grouped GEMM with silu(gate) * up fused.
 CUTLASS_PROBES = ["benchmarks/grouped_glu/probe.cu"]
