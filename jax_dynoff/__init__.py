@@ -5,6 +5,7 @@
     dyn.gemm(a, b, c=None, *, out=None, alpha=1.0, beta=1.0, ...)
     dyn.window(x, start, shape, valid=(rows, cols))   # ragged: sizes too
     dyn.ragged_dot(lhs, rhs, group_sizes)   # lax.ragged_dot, one launch
+    dyn.ragged_dot(x, w13, sizes, activation="swiglu")  # silu(gate) * up
     dyn.reference.gemm(...)          # the same in pure jax.lax: the oracle
 """
 
@@ -16,9 +17,10 @@ from jax_dynoff.ops import gemm
 from jax_dynoff.options import KernelOptions
 from jax_dynoff.plan import explain_calls as explain
 from jax_dynoff.ragged import ragged_dot
+from jax_dynoff.reference import interleave_gate_up
 from jax_dynoff.window import Window, window
 
-__all__ = ["gemm", "ragged_dot", "window", "Window", "KernelOptions", "explain", "reference",
+__all__ = ["gemm", "ragged_dot", "interleave_gate_up", "window", "Window", "KernelOptions", "explain", "reference",
            "cuda_available",
            "cuda_graph_flags", "cuda_graph_options", "check_capture",
            "CaptureReport", "NO_GRAPHS"]

@@ -115,7 +115,8 @@ _ragged_dot.defvjp(_fwd, _bwd)
 def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
                preferred_element_type: Any = None,
                group_offset: Any = None,
-               opts: Optional[KernelOptions] = None) -> jax.Array:
+               opts: Optional[KernelOptions] = None,
+               activation: Optional[str] = None) -> jax.Array:
   """`jax.lax.ragged_dot`'s signature and result: lhs (m, k) holds the
   groups' rows one group after the other (group g: `group_sizes[g]` rows),
   rhs (groups, k, n); returns (m, n) with rows of group g equal to
@@ -128,11 +129,22 @@ def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
   over an expert axis, each shard's offset is its first expert); rows of
   the other groups are zeros, and so is their part of the gradient wrt
   lhs.  `opts` (a `jax_dynoff.KernelOptions`) is
-  passed to every call, as `gemm` takes it (tests and tuning)."""
+  passed to every call, as `gemm` takes it (tests and tuning).
+  `activation="swiglu"`: rhs's n columns hold an up projection's gate and
+  up columns interleaved (column 2j gate j, 2j + 1 up j;
+  `jax_dynoff.interleave_gate_up` turns [gate | up] into that), and the
+  result is (m, n / 2): silu(gate) * up of the float32 product, then
+  cast; its gradient goes through the product."""
   lhs, rhs, sizes, group_offset = reference.check_ragged_dot(
       lhs, rhs, group_sizes, group_offset)
   out_dtype = jnp.dtype(preferred_element_type
                         if preferred_element_type is not None else lhs.dtype)
+  reference.check_activation(activation, rhs.shape[2])
+  if activation is not None:
+    # The product in float32, the activation by XLA (one fused pass).
+    h = ragged_dot(lhs, rhs, sizes, precision, jnp.float32, group_offset,
+                   opts)
+    return reference.ACTIVATIONS[activation](h).astype(out_dtype)
   if lhs.shape[0] == 0 or rhs.shape[0] == 0:
     return jnp.zeros((lhs.shape[0], rhs.shape[2]), out_dtype)
   offsets, rows = reference.expert_rows(sizes, lhs.shape[0], rhs.shape[0],

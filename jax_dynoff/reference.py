@@ -218,9 +218,51 @@ def ragged_rows(group_sizes: Any, m: int):
   return offsets, ends - offsets
 
 
+# Activations `ragged_dot` applies to its product (h, float32) before the
+# cast: name -> function of h's last dim.
+def _swiglu(h: jax.Array) -> jax.Array:
+  """silu(gate) * up, gate and up interleaved along the last dim (column
+  2j: gate j, 2j + 1: up j; `interleave_gate_up` makes that layout)."""
+  gate, up = h[..., 0::2], h[..., 1::2]
+  return gate * jax.nn.sigmoid(gate) * up
+
+
+ACTIVATIONS = {"swiglu": _swiglu}
+
+
+def check_activation(activation: Any, n: int) -> None:
+  """A ValueError naming `activation` unless it is None or one of
+  ACTIVATIONS over an even n (the gate and up columns)."""
+  if activation is None:
+    return
+  if activation not in ACTIVATIONS:
+    raise ValueError(
+        f"ragged_dot: activation must be None or one of "
+        f"{', '.join(repr(a) for a in ACTIVATIONS)}, got {activation!r}")
+  if n % 2:
+    raise ValueError(
+        f"ragged_dot: activation={activation!r} needs rhs's n (gate and up "
+        f"columns interleaved) to be even, got n = {n}")
+
+
+def interleave_gate_up(w: Any) -> jax.Array:
+  """Gate and up projections stored side by side along the last dim
+  ([gate | up], n = 2i) as `activation="swiglu"` takes them: interleaved,
+  column 2j gate j and 2j + 1 up j.  A weight layout, made once (at load
+  time), not per call."""
+  w = jnp.asarray(w)
+  if w.ndim < 1 or w.shape[-1] % 2:
+    raise ValueError(
+        f"interleave_gate_up: the last dim must be even ([gate | up]), got "
+        f"shape {w.shape}")
+  i = w.shape[-1] // 2
+  return jnp.stack([w[..., :i], w[..., i:]], axis=-1).reshape(w.shape)
+
+
 def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
                preferred_element_type: Any = None,
-               group_offset: Any = None) -> jax.Array:
+               group_offset: Any = None,
+               activation: Any = None) -> jax.Array:
   """`lax.ragged_dot` written with ragged windows: rows
   [offset_g, offset_g + size_g) of `lhs` (`ragged_rows`: the groups' rows
   in order) times `rhs[g]`, each group one `gemm` whose A and out are
@@ -229,12 +271,18 @@ def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
   past m the rows are cut.  With `group_offset` ((1,) integers) rhs holds
   the rhs.shape[0] experts from that group of group_sizes on (one
   expert-parallel shard): rows of other groups are zeros
-  (`expert_rows`)."""
+  (`expert_rows`).  With an `activation` (ACTIVATIONS), the result is
+  that activation of the float32 product, then cast: (m, n / 2) for
+  "swiglu"."""
   lhs, rhs, sizes, group_offset = check_ragged_dot(lhs, rhs, group_sizes,
                                                    group_offset)
   (m, k), (g, _, n) = lhs.shape, rhs.shape
   out_dtype = (jnp.dtype(preferred_element_type)
                if preferred_element_type is not None else lhs.dtype)
+  check_activation(activation, n)
+  if activation is not None:
+    h = ragged_dot(lhs, rhs, sizes, precision, jnp.float32, group_offset)
+    return ACTIVATIONS[activation](h).astype(out_dtype)
   offsets, sizes = expert_rows(sizes, m, g, group_offset)
   out = jnp.zeros((m, n), out_dtype)
   for i in range(g):
