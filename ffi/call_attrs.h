@@ -138,6 +138,7 @@ inline std::string DecodeCallAttrs(const AttrReader& attrs, GemmProblem* p) {
   p->trans_b = f.Bool("trans_b");
   p->c_mode = f.Enum<CMode, 3>("c_mode", CModeName);
   p->precision = f.Enum<Precision, 2>("precision", PrecisionName);
+  p->epilogue = f.Enum<Epilogue, kNumEpilogues>("epilogue", EpilogueName);
   p->alpha = f.Float("alpha");
   p->beta = f.Float("beta");
   p->offsets_arg = f.Int("offsets_arg");
@@ -375,8 +376,19 @@ inline std::string DecodeCallAttrs(const AttrReader& attrs, GemmProblem* p) {
   const int64_t bn = p->trans_b ? B.rows() : B.cols();
   if (am != p->m || ak != p->k || bk != p->k || bn != p->n)
     return err("A or B window does not match m, n, k");
-  if (D.rows() != p->m || D.cols() != p->n)
-    return err("D window does not match m, n");
+  if (p->epilogue == Epilogue::kSwiglu) {
+    // Pairs of h's columns, on the paths that take ragged windows (the
+    // CPU handler, the fused grouped kernel, the composed XLA ops), with
+    // no C to add: nothing else implements it.
+    if (p->n % 2 != 0) return err("epilogue swiglu needs an even n");
+    if (p->c_mode != CMode::kNone)
+      return err("epilogue swiglu takes no C");
+    if (!D.ragged) return err("epilogue swiglu needs a ragged D window");
+  }
+  if (D.rows() != p->m || D.cols() != p->out_cols())
+    return err(p->epilogue == Epilogue::kSwiglu
+                   ? "D window does not match m, n / 2 (epilogue swiglu)"
+                   : "D window does not match m, n");
   if (p->op[kC].present &&
       (p->op[kC].rows() != p->m || p->op[kC].cols() != p->n))
     return err("C window does not match m, n");

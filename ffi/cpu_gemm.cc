@@ -346,7 +346,7 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
   // never shares memory with A or B: XLA copies an array passed as both an
   // operand and the aliased `out`.)
   const bool straight_ok =
-      in_place && p.out_dtype == DType::kF32 && m > 0 && n > 0 && k > 0 &&
+      in_place && p.epilogue == Epilogue::kNone && p.out_dtype == DType::kF32 && m > 0 && n > 0 && k > 0 &&
       D.ld() <= INT_MAX && (!has_c || (beta != 0.0 && C.ld() <= INT_MAX));
   const bool need_acc = !straight_ok || p.c_mode == CMode::kFromD;
   std::vector<float> pa(in_place ? 0 : static_cast<size_t>(m * k)),
@@ -479,6 +479,11 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
         } else {
           for (int64_t j = 0; j < n; ++j) row[j] *= fa;
         }
+        if (p.epilogue == Epilogue::kSwiglu)  // D's column j from h's 2j, 2j + 1
+          for (int64_t j = 0; j < n / 2; ++j) {
+            const float g = row[2 * j], u = row[2 * j + 1];
+            row[j] = g / (1.0f + std::exp(-g)) * u;
+          }
       }
     });
     char* db = static_cast<char*>(d_buf.untyped_data());

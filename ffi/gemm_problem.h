@@ -37,7 +37,8 @@
 //          the Python side fixed at trace time.
 //   attrs: named and typed (call_attrs.h reads them; jax_dynoff/spec.py's
 //          call_attrs writes them): the product (m, n, k, dtypes,
-//          transposes, c_mode, precision, alpha, beta, batch_shape), one
+//          transposes, c_mode, precision, alpha, beta, batch_shape, the
+//          epilogue), one
 //          dictionary per operand (a, b, c, d: its array, window, starts
 //          and their slots), the slots' sources, the caller's options and
 //          the planner's answer (plan).
@@ -67,6 +68,15 @@ enum Operand : int { kA = 0, kB = 1, kC = 2, kD = 3 };
 // windows of one array as `c` and `out`; the windows may differ or overlap).
 enum class CMode : int64_t { kNone = 0, kOwn = 1, kFromD = 2 };
 enum class Precision : int64_t { kDefault = 0, kHighest = 1 };
+// What the epilogue does with the float32 product h = alpha op(A) op(B)
+// (+ beta C) before D's cast.  kSwiglu: h's n columns hold a gated
+// activation's gate and up columns interleaved (column 2j gate j, 2j + 1 up
+// j), and D's column j is silu(h[:, 2j]) * h[:, 2j + 1]: D has n / 2
+// columns (jax_dynoff.ragged_dot(activation="swiglu")).  It is read on
+// calls with ragged windows only, without C (DecodeCallAttrs), so that it
+// runs on the CPU handler, the fused grouped kernel or, composed, in XLA.
+enum class Epilogue : int64_t { kNone = 0, kSwiglu = 1 };
+inline constexpr int kNumEpilogues = 2;
 
 // Kernel paths, chosen at trace time by jax_dynoff/plan.py from static
 // information only.  The CPU handler ignores the choice; the CUDA handler
@@ -194,6 +204,7 @@ struct GemmProblem {
   bool trans_a = false, trans_b = false;
   CMode c_mode = CMode::kNone;
   Precision precision = Precision::kDefault;
+  Epilogue epilogue = Epilogue::kNone;
   Path path = Path::kGeneric;
   int64_t split_k = 1;
   int batch_rank = 0;
@@ -211,6 +222,11 @@ struct GemmProblem {
   bool offsets_batched = false;
   CallOptions opts;
   PlannedKernel planned;  // with path and split_k: the planner's answer
+
+  // D's columns: n, or n / 2 where the epilogue pairs h's columns.
+  JAX_DYNOFF_HD int64_t out_cols() const {
+    return epilogue == Epilogue::kSwiglu ? n / 2 : n;
+  }
 
   // Multi-index of flat batch item t along batch dim j (row-major).
   JAX_DYNOFF_HD int64_t BatchIndex(int64_t t, int j) const {

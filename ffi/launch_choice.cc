@@ -48,7 +48,9 @@ LaunchChoice ChooseLaunch(const GemmProblem& p, const RunFacts& f) {
   // another GPU or unaligned buffers land here without it).
   if (p.path == Path::kSm90Grouped) {
     c.kind = LaunchKind::kGrouped;
-    c.line = line(KernelFamily::kSm90Grouped, [&](KernelQuery q) {
+    // The epilogue picks the family: the fused swiglu kernel, or the plain
+    // grouped one.
+    c.line = line(kernels::GroupedFamily(p.epilogue), [&](KernelQuery q) {
       return q.Tile(p.planned.grouped_tile).Dtypes(p.in_dtype, p.out_dtype)
           .Transposes(ta, tb);
     });

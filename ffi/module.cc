@@ -202,6 +202,11 @@ nb::dict CallCodes() {
   for (int t = 0; t < 3; ++t)
     dtypes.append(jax_dynoff::DTypeName(static_cast<jax_dynoff::DType>(t)));
   c["dtypes"] = dtypes;
+  nb::list epilogues;  // the epilogues' names (gemm_problem.h Epilogue)
+  for (int e = 0; e < jax_dynoff::kNumEpilogues; ++e)
+    epilogues.append(
+        jax_dynoff::EpilogueName(static_cast<jax_dynoff::Epilogue>(e)));
+  c["epilogues"] = epilogues;
   nb::dict slot_kinds;
   slot_kinds["vector"] = static_cast<int64_t>(SlotKind::kVector);
   slot_kinds["scalar"] = static_cast<int64_t>(SlotKind::kScalar);
@@ -274,7 +279,9 @@ nb::dict PlannerTables() {
         };
         break;
       case KernelFamily::kSm90Grouped:
-        family = "sm90_grouped";
+      case KernelFamily::kSm90GroupedSwiglu:
+        family = k.family == KernelFamily::kSm90Grouped
+                     ? "sm90_grouped" : "sm90_grouped_swiglu";
         tile_name = [](int t) {
           return GroupedTileName(static_cast<GroupedTile>(t));
         };

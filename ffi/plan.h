@@ -105,6 +105,42 @@ JAX_DYNOFF_HD int64_t RoundUp(int64_t x, int64_t a) {
 inline constexpr int64_t kGroupedShapeBytes = 12;
 inline constexpr int64_t kGroupedStrideBytes = 8;
 
+// One item of a grouped call (path kSm90Grouped), from its valid extents:
+// the product the kernel runs, (m, n, k) = (min(op(A)'s valid rows, D's
+// valid rows), min(op(B)'s valid columns, h's columns D's valid columns
+// hold), min of op(A)'s and op(B)'s valid K), none at all (0, 0, 0) where
+// any of them is 0, so that the kernel schedules no tile for it; D's
+// valid part (dvr x dvc); and `covered`, D's columns the kernel writes in
+// rows [0, m): n, or n / 2 rounded up where the swiglu epilogue writes a
+// column per pair of h's (an odd n's last gate pairs with a zero up).
+// The rest of D's valid part is zeros (the operands' zeros past their
+// valid parts, no C), which the grouped pointer kernel writes: columns
+// [covered, dvc) of rows [0, m), then every column of rows [m, dvr).
+struct GroupedItem {
+  int64_t m, n, k, dvr, dvc, covered;
+};
+JAX_DYNOFF_HD GroupedItem GroupedItemOf(const GemmProblem& p, int64_t t,
+                                        const SlotRef* slots) {
+  const auto valid = [&](int o, int j) {
+    return ValidExtent(p.op[o], j, t, slots);
+  };
+  const auto lesser = [](int64_t x, int64_t y) { return x < y ? x : y; };
+  const int64_t ar = valid(kA, 0), ac = valid(kA, 1);
+  const int64_t br = valid(kB, 0), bc = valid(kB, 1);
+  const bool pairs = p.epilogue == Epilogue::kSwiglu;
+  GroupedItem g;
+  g.dvr = valid(kD, 0);
+  g.dvc = valid(kD, 1);
+  const int64_t am = p.trans_a ? ac : ar, ak = p.trans_a ? ar : ac;
+  const int64_t bk = p.trans_b ? bc : br, bn = p.trans_b ? br : bc;
+  g.m = lesser(am, g.dvr);
+  g.n = lesser(bn, pairs ? 2 * g.dvc : g.dvc);
+  g.k = lesser(ak, bk);
+  if (g.m == 0 || g.n == 0 || g.k == 0) g.m = g.n = g.k = 0;
+  g.covered = pairs ? (g.n + 1) / 2 : g.n;
+  return g;
+}
+
 inline bool IsSm90Path(Path p) {
   return p != Path::kGeneric && p != Path::kTf32;
 }

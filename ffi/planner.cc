@@ -44,6 +44,14 @@ const char* PrecisionName(Precision p) {
   return "unknown";
 }
 
+const char* EpilogueName(Epilogue e) {
+  switch (e) {
+    case Epilogue::kNone: return "none";
+    case Epilogue::kSwiglu: return "swiglu";
+  }
+  return "unknown";
+}
+
 const char* PathName(Path p) {
   switch (p) {
     case Path::kGeneric: return "generic";
@@ -114,13 +122,14 @@ bool HasSkinnyKernel(DType in, DType out, bool ta, bool tb) {
       .Transposes(ta, tb).Any();
 }
 
-bool HasGroupedKernel(DType in, DType out, bool ta, bool tb) {
-  return KernelQuery(KernelFamily::kSm90Grouped).Dtypes(in, out)
+bool HasGroupedKernel(DType in, DType out, bool ta, bool tb, Epilogue e) {
+  return KernelQuery(kernels::GroupedFamily(e)).Dtypes(in, out)
       .Transposes(ta, tb).Any();
 }
 
-bool HasGroupedTile(DType in, DType out, bool ta, bool tb, GroupedTile t) {
-  return KernelQuery(KernelFamily::kSm90Grouped).Tile(t).Dtypes(in, out)
+bool HasGroupedTile(DType in, DType out, bool ta, bool tb, Epilogue e,
+                    GroupedTile t) {
+  return KernelQuery(kernels::GroupedFamily(e)).Tile(t).Dtypes(in, out)
       .Transposes(ta, tb).Any();
 }
 
@@ -130,7 +139,7 @@ GroupedTile GroupedTileChoice(const GemmProblem& p) {
   // rows where the 256-row one pads 56%), and than a 64x256 ping-pong
   // tile (11%, but a slower tile); benchmarks/moe_tile_ab.py.
   if (!HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
-                      GroupedTile::kWide))
+                      p.epilogue, GroupedTile::kWide))
     return GroupedTile::kMedium;
   return GroupedTile::kWide;
 }
@@ -162,7 +171,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
       const bool forced =
           o.grouped_tile >= 0 &&
           HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
-                         static_cast<GroupedTile>(o.grouped_tile));
+                         p.epilogue, static_cast<GroupedTile>(o.grouped_tile));
       k.kernel.grouped_tile = forced
                                   ? static_cast<GroupedTile>(o.grouped_tile)
                                   : GroupedTileChoice(p);
@@ -170,7 +179,11 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
           kGroupedTileShapes[static_cast<int>(k.kernel.grouped_tile)];
       k.layout = Layout(LayoutProblem(p, k.path));
       k.explain = std::string(PathName(k.path)) + " (one grouped launch over " +
-                  items + ", " + GroupedTileName(k.kernel.grouped_tile) + " tile " +
+                  items + ", " +
+                  (p.epilogue == Epilogue::kSwiglu
+                       ? "silu(gate) * up fused in its epilogue, "
+                       : "") +
+                  GroupedTileName(k.kernel.grouped_tile) + " tile " +
                   Str(t.m) + "x" + Str(t.n) +
                   (forced ? " (forced)" : "") +
                   ", problem shapes from the valid extents on the device; "
@@ -355,7 +368,7 @@ std::string CheckPlanned(const GemmProblem& p) {
   if (p.path == Path::kSm90Grouped) {
     Reasons why = GroupedReasons(p, nullptr);
     if (!HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
-                        k.grouped_tile))
+                        p.epilogue, k.grouped_tile))
       why.push_back(std::string("grouped tile ") +
                     GroupedTileName(k.grouped_tile) +
                     " is not built for these dtypes and transposes");

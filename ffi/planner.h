@@ -56,8 +56,8 @@ inline constexpr TileMN kDirectTileShapes[] = {
     {kernels::kClusterKTileM, 64}};
 
 // The grouped kernel's tiles (GroupedTile, gemm_problem.h): medium for
-// every HasGroupedKernel combination, wide for bfloat16 NN, planned where
-// built (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one
+// every HasGroupedKernel combination, wide for 16-bit NN (the one tile of
+// the fused swiglu kernel), planned where built (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one
 // where it is built.  (tile m, tile n) by GroupedTile: m is the granule a ragged item's rows
 // are padded to.
 inline constexpr TileMN kGroupedTileShapes[kNumGroupedTiles] = {
@@ -106,6 +106,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev);
 const char* DTypeName(DType t);
 const char* CModeName(CMode c);
 const char* PrecisionName(Precision p);
+const char* EpilogueName(Epilogue e);
 const char* PathName(Path p);
 const char* Sm90TileName(Sm90Tile t);
 const char* DirectTileName(DirectTile t);
@@ -138,10 +139,11 @@ bool HasSm90Tile(DType in, DType out, bool ta, bool tb, Sm90Tile t);
 bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
 // Whether a skinny kernel is built for the dtypes and transposes.
 bool HasSkinnyKernel(DType in, DType out, bool ta, bool tb);
-// Whether a grouped kernel (of any tile, or of tile `t`) is built for the
-// dtypes and transposes.
-bool HasGroupedKernel(DType in, DType out, bool ta, bool tb);
-bool HasGroupedTile(DType in, DType out, bool ta, bool tb, GroupedTile t);
+// Whether a grouped kernel (of any tile, or of tile `t`) with epilogue `e`
+// is built for the dtypes and transposes.
+bool HasGroupedKernel(DType in, DType out, bool ta, bool tb, Epilogue e);
+bool HasGroupedTile(DType in, DType out, bool ta, bool tb, Epilogue e,
+                    GroupedTile t);
 // The grouped tile the planner picks for a ragged call (GroupedReasons
 // empty) where no option forces one.
 GroupedTile GroupedTileChoice(const GemmProblem& p);

@@ -230,6 +230,7 @@ Reasons GroupedExtentReasons(const GemmProblem& p) {
     const char* operand;
     const OperandDesc* op;
     int j;  // 0: rows, 1: columns of the stored window
+    int64_t scale = 1;  // h's columns per column of the window
   };
   const int64_t align = kTmaAlignBytes / ElementBytes(p.in_dtype);
   const struct {
@@ -238,7 +239,11 @@ Reasons GroupedExtentReasons(const GemmProblem& p) {
     Part parts[2];
   } dims[] = {
       {"m", p.trans_a, {{"a", &A, p.trans_a ? 1 : 0}, {"d", &D, 0}}},
-      {"n", true, {{"b", &B, p.trans_b ? 0 : 1}, {"d", &D, 1}}},
+      // With the swiglu epilogue D's column j holds h's columns 2j and
+      // 2j + 1: the kernel's n is min(B's columns, 2 x D's).
+      {"n", true,
+       {{"b", &B, p.trans_b ? 0 : 1},
+        {"d", &D, 1, p.epilogue == Epilogue::kSwiglu ? 2 : 1}}},
       {"k", !p.trans_a || p.trans_b,
        {{"a", &A, p.trans_a ? 0 : 1}, {"b", &B, p.trans_b ? 1 : 0}}},
   };
@@ -254,8 +259,8 @@ Reasons GroupedExtentReasons(const GemmProblem& p) {
                       " are dynamic along a contiguous dim (the grouped "
                       "kernel moves whole 16-byte vectors there)");
         known = false;
-      } else if (least < 0 || q.op->valid[q.j] < least) {
-        least = q.op->valid[q.j];
+      } else if (least < 0 || q.op->valid[q.j] * q.scale < least) {
+        least = q.op->valid[q.j] * q.scale;
       }
     }
     if (known && least % align != 0)
@@ -279,8 +284,10 @@ Reasons GroupedReasons(const GemmProblem& p, const DeviceFacts* dev) {
     why.push_back("no ragged window");
     return why;
   }
-  if (!HasGroupedKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b))
-    why.push_back(NoKernelFor("grouped", p));
+  if (!HasGroupedKernel(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+                        p.epilogue))
+    why.push_back(NoKernelFor(
+        p.epilogue == Epilogue::kSwiglu ? "grouped swiglu" : "grouped", p));
   if (CRead(p)) why.push_back("C is read (the grouped epilogue has no source)");
   if (EmptyProblem(p)) why.push_back("empty problem");
   if (HugeExtent(p)) why.push_back("extent >= 2^31");

@@ -47,7 +47,7 @@ def make_spec(call: GemmCall) -> GemmSpec:
       trans_a=call.trans_a, trans_b=call.trans_b, c_mode=c_mode,
       has_out=call.out is not None, alpha=call.alpha,
       beta=call.beta if call.c is not None else 0.0,
-      precision=call.precision, opts=call.opts)
+      precision=call.precision, opts=call.opts, epilogue=call.epilogue)
 
 
 def gemm(a: Operand, b: Operand, c: Optional[Operand] = None, *,

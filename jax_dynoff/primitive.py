@@ -100,7 +100,7 @@ def shared_out(spec: GemmSpec) -> bool:
 
 
 def _abstract_eval(*args, spec: GemmSpec):
-  dims = spec.d.dims if spec.has_out else (spec.m, spec.n)
+  dims = spec.d.dims if spec.has_out else (spec.m, spec.out_cols)
   # Without a mesh a plain ShapedArray; with one, its sharding and manual
   # axes (sharding.result_type).
   return sharding.result_type(spec, args, result_batch_shape(spec) +

@@ -10,6 +10,16 @@ the same rows.  The gradient is two more such calls: d lhs (the groups'
 rows of the cotangent times rhs[g]^T, again one shared out) and d rhs (for
 each group lhs_g^T times its rows of the cotangent: a contraction over the
 group's rows, a ragged K).
+
+With `activation="swiglu"` the call's epilogue pairs the product's columns
+(gate 2j, up 2j + 1) into out's column j, silu(gate) * up in float32 before
+the cast: on an H100 / H200 the grouped kernel's epilogue does it
+(``sm90_grouped_swiglu``), so the (m, n) product is never written.  Its
+gradient recomputes the product in float32 (one more grouped call), forms
+d gate and d up, then runs the two gradient calls above.  Where the plan
+does not run it fused (`plan.grouped_reasons`: float32, a float32 result,
+windows TMA cannot read, another GPU), it is composed: the product in
+float32, then XLA's activation.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax_dynoff import plan as plan_lib
 from jax_dynoff import reference
 from jax_dynoff.call import make_spec
 from jax_dynoff.options import KernelOptions
@@ -75,6 +86,58 @@ def _weight_grad(x, g, offsets, sizes, groups, precision, opts):
                   groups)
   starts = {"a": [offsets, sizes], "b": [offsets, sizes], "c": [], "d": []}
   return bind(spec, Operands(x, g, None, None, starts))
+
+
+def _activation_call(x, w, offsets, sizes, out_dtype, precision, opts,
+                     activation):
+  """(spec, operands) of out[rows_g] = activation(x[rows_g] @ w[g]) for
+  every group g (the product in float32, then cast), rows past the groups
+  zero: one call whose items share the (m, n / 2) out."""
+  groups, m, n = w.shape[0], x.shape[0], w.shape[2]
+  out = jnp.zeros((m, n // 2), out_dtype)
+  call = check_call(_rows(x, offsets, sizes), w[0],
+                    out=_rows(out, offsets, sizes), precision=precision,
+                    opts=opts, epilogue=activation)
+  spec = _batched(make_spec(call), {"a": False, "b": True, "d": False},
+                  groups)
+  starts = {"a": [offsets, sizes], "b": [], "c": [], "d": [offsets, sizes]}
+  return spec, Operands(x, w, None, out, starts)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7))
+def _ragged_dot_act(lhs, rhs, offsets, sizes, precision, out_dtype, opts,
+                    activation):
+  """activation(lhs_g @ rhs[g]) for every group, one fused call."""
+  return bind(*_activation_call(lhs, rhs, offsets, sizes, out_dtype,
+                                precision, opts, activation))
+
+
+def _act_fwd(lhs, rhs, offsets, sizes, precision, out_dtype, opts,
+             activation):
+  out = _ragged_dot_act(lhs, rhs, offsets, sizes, precision, out_dtype, opts,
+                        activation)
+  return out, (lhs, rhs, offsets, sizes)
+
+
+def _act_bwd(precision, out_dtype, opts, activation, res, ct):
+  """The product h again (float32, one grouped call: the forward kept
+  none of it), the activation's vjp at h (d gate, d up; zeros past the
+  groups, where h is), then the plain gradient calls."""
+  del out_dtype
+  lhs, rhs, offsets, rows = res
+  h = _rows_call(lhs, rhs, offsets, rows, jnp.float32, False, precision,
+                 opts)
+  _, pull = jax.vjp(reference.ACTIVATIONS[activation], h)
+  (dh,) = pull(ct.astype(jnp.float32))
+  g = dh.astype(lhs.dtype)
+  dlhs = _rows_call(g, rhs, offsets, rows, lhs.dtype, True, precision, opts)
+  drhs = _weight_grad(lhs, g, offsets, rows, rhs.shape[0], precision, opts)
+  return (_summed_like(dlhs, lhs), _summed_like(drhs, rhs),
+          np.zeros(offsets.shape, jax.dtypes.float0),
+          np.zeros(rows.shape, jax.dtypes.float0))
+
+
+_ragged_dot_act.defvjp(_act_fwd, _act_bwd)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
@@ -140,13 +203,19 @@ def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
   out_dtype = jnp.dtype(preferred_element_type
                         if preferred_element_type is not None else lhs.dtype)
   reference.check_activation(activation, rhs.shape[2])
-  if activation is not None:
-    # The product in float32, the activation by XLA (one fused pass).
-    h = ragged_dot(lhs, rhs, sizes, precision, jnp.float32, group_offset,
-                   opts)
-    return reference.ACTIVATIONS[activation](h).astype(out_dtype)
+  cols = rhs.shape[2] if activation is None else rhs.shape[2] // 2
   if lhs.shape[0] == 0 or rhs.shape[0] == 0:
-    return jnp.zeros((lhs.shape[0], rhs.shape[2]), out_dtype)
+    return jnp.zeros((lhs.shape[0], cols), out_dtype)
   offsets, rows = reference.expert_rows(sizes, lhs.shape[0], rhs.shape[0],
                                         group_offset)
-  return _ragged_dot(lhs, rhs, offsets, rows, precision, out_dtype, opts)
+  if activation is None:
+    return _ragged_dot(lhs, rhs, offsets, rows, precision, out_dtype, opts)
+  spec, _ = _activation_call(lhs, rhs, offsets, rows, out_dtype, precision,
+                             opts, activation)
+  if not plan_lib.grouped_reasons(spec):  # the planner runs it fused
+    return _ragged_dot_act(lhs, rhs, offsets, rows, precision, out_dtype,
+                           opts, activation)
+  # Composed: the product in float32, the activation by XLA (one fused
+  # pass), where no fused kernel serves the call.
+  h = _ragged_dot(lhs, rhs, offsets, rows, precision, jnp.float32, opts)
+  return reference.ACTIVATIONS[activation](h).astype(out_dtype)

@@ -7,7 +7,9 @@ Each ragged operand is read with `reference.read_window` (its valid part,
 zeros elsewhere: one XLA fusion, which reads only the valid part) into a
 dense (rows, cols) array; the plain windows stay windows; `gemm` runs on
 them; a ragged `out` then gets the result's valid part through
-`reference.write_window`, the rest of `out` untouched.  Exact semantics,
+`reference.write_window`, the rest of `out` untouched (with the swiglu
+epilogue: the product in float32, `reference.ACTIVATIONS`' swiglu, the
+cast, then the write).  Exact semantics,
 one extra pass over each ragged operand, no tile skipped.  Batched calls
 run the same per item (`primitive.per_item`, a vmap: one batched gemm);
 a call whose items share one out (`primitive.shared_out`) runs its items
@@ -16,6 +18,7 @@ in order in a `fori_loop`, each writing its valid part into the out.
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
@@ -51,6 +54,10 @@ def _item_fn(spec: GemmSpec):
     kw = dict(alpha=spec.alpha, beta=spec.beta, transpose_a=spec.trans_a,
               transpose_b=spec.trans_b, precision=lax_precision(spec),
               preferred_element_type=spec.out_dtype, opts=spec.opts)
+    if spec.epilogue != "none":  # a ragged out, no C (check_call)
+      h = gemm(a, b, **dict(kw, preferred_element_type=jnp.float32))
+      act = reference.ACTIVATIONS[spec.epilogue](h).astype(spec.out_dtype)
+      return {"d": reference.write_window(out, act)}
     if out is None:
       return {"d": gemm(a, b, c, **kw)}
     if not out.ragged:

@@ -125,6 +125,11 @@ def _accumulate_spec(spec: GemmSpec) -> GemmSpec:
 
 
 def _no_shared_out_ad(spec: GemmSpec):
+  if spec.epilogue != "none":
+    raise NotImplementedError(
+        f"jax_dynoff_gemm: a call with epilogue {spec.epilogue!r} has no "
+        "automatic derivative; differentiate jax_dynoff.ragged_dot, which "
+        "defines its own")
   if shared_out(spec):
     raise NotImplementedError(
         "jax_dynoff_gemm: a call whose items share one out (as "

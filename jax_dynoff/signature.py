@@ -17,6 +17,7 @@ from jax import lax
 
 from jax_dynoff.options import DEFAULT as DEFAULT_OPTS
 from jax_dynoff.options import KernelOptions, check_opts
+from jax_dynoff.spec import EPILOGUES
 from jax_dynoff.window import Window, as_window
 
 INPUT_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16),
@@ -42,6 +43,11 @@ class GemmCall:
   lax_precision: Any      # what to hand lax.dot_general (the reference)
   c_is_out: bool          # c is a window of the very array passed as out
   opts: KernelOptions = DEFAULT_OPTS
+  epilogue: str = "none"  # spec.EPILOGUES: "swiglu" makes out (m, n / 2)
+
+  @property
+  def out_cols(self) -> int:
+    return self.n // 2 if self.epilogue == "swiglu" else self.n
 
 
 def _static_float(arg: str, v: Any) -> float:
@@ -129,9 +135,24 @@ def _precision(v: Any, in_dtype: np.dtype) -> tuple[str, Any]:
   return ("highest" if highest else "default"), lp
 
 
+def _epilogue(v: Any) -> str:
+  if v is None:
+    return "none"
+  if not isinstance(v, str) or v not in EPILOGUES:
+    raise ValueError(f"epilogue must be None or one of "
+                     f"{', '.join(repr(e) for e in EPILOGUES)}, got {v!r}")
+  return v
+
+
 def check_call(a, b, c=None, *, out=None, alpha=1.0, beta=1.0,
                transpose_a=False, transpose_b=False, precision=None,
-               preferred_element_type=None, opts=None) -> GemmCall:
+               preferred_element_type=None, opts=None,
+               epilogue=None) -> GemmCall:
+  """`epilogue` (spec.EPILOGUES, None: "none"): "swiglu" pairs the
+  product's columns (2j gate, 2j + 1 up) into out's column j, so out's
+  window is (m, n / 2); it needs an even n, no c and a ragged out (the
+  calls jax_dynoff.ragged_dot makes)."""
+  epilogue = _epilogue(epilogue)
   a, b = as_window("a", a), as_window("b", b)
   opts = check_opts(opts)
   c = None if c is None else as_window("c", c)
@@ -189,7 +210,20 @@ def check_call(a, b, c=None, *, out=None, alpha=1.0, beta=1.0,
     if tuple(c.shape) != (m, n):
       raise ValueError(
           f"c window must be (m, n) = {(m, n)}, got {tuple(c.shape)}")
-  if out is not None and tuple(out.shape) != (m, n):
+  if epilogue == "swiglu":
+    if n % 2:
+      raise ValueError(f"epilogue 'swiglu' needs an even n (gate and up "
+                       f"columns interleaved), got n = {n}")
+    if c is not None:
+      raise ValueError("epilogue 'swiglu' takes no c")
+    if out is None or not out.ragged:
+      raise ValueError("epilogue 'swiglu' needs a ragged out window "
+                       "(window(..., valid=...)), as ragged_dot passes")
+    if tuple(out.shape) != (m, n // 2):
+      raise ValueError(
+          f"out window must be (m, n / 2) = {(m, n // 2)} with epilogue "
+          f"'swiglu', got {tuple(out.shape)}")
+  elif out is not None and tuple(out.shape) != (m, n):
     raise ValueError(
         f"out window must be (m, n) = {(m, n)}, got {tuple(out.shape)}")
   if beta == 0.0:
@@ -198,4 +232,4 @@ def check_call(a, b, c=None, *, out=None, alpha=1.0, beta=1.0,
     c = None
   c_is_out = c is not None and out is not None and c.x is out.x
   return GemmCall(a, b, c, out, m, n, k, in_dtype, out_dtype, ta, tb, alpha,
-                  beta, prec, lax_prec, c_is_out, opts)
+                  beta, prec, lax_prec, c_is_out, opts, epilogue)

@@ -24,6 +24,11 @@ MAX_BATCH_RANK = _CODES["max_batch_rank"]
 MAX_SLOTS = _CODES["max_slots"]   # every start and valid extent dynamic
 # numpy's names of the dtypes a call takes, as the extension spells them.
 DTYPES = tuple(_CODES["dtypes"])
+# What the epilogue does with the float32 product before D's cast
+# (gemm_problem.h Epilogue): "none", or "swiglu" (D's column j is
+# silu(h[:, 2j]) * h[:, 2j + 1]: n / 2 columns; calls with a ragged out
+# only, no C).
+EPILOGUES = tuple(_CODES["epilogues"])
 
 # Where a dynamic start comes from (SlotKind).
 SLOT_VECTOR, SLOT_SCALAR, SLOT_LOOKUP = (
@@ -123,6 +128,12 @@ class GemmSpec:
   precision: str       # "default" (tf32 for float32) or "highest"
   batch_shape: tuple[int, ...] = ()
   opts: KernelOptions = DEFAULT_OPTS  # kernel overrides (tests, tuning)
+  epilogue: str = "none"  # EPILOGUES
+
+  @property
+  def out_cols(self) -> int:
+    """D's columns: n, or n / 2 where the epilogue pairs h's columns."""
+    return self.n // 2 if self.epilogue == "swiglu" else self.n
 
   @property
   def batch(self) -> int:
@@ -180,6 +191,13 @@ def _dtype_name(dtype) -> str:
   return name
 
 
+def _epilogue_name(e: str) -> str:
+  if e not in EPILOGUES:
+    raise ValueError(f"epilogue must be one of {', '.join(EPILOGUES)}, "
+                     f"got {e!r}")
+  return e
+
+
 def call_attrs(spec: GemmSpec, sources: Optional[StartSources] = None,
                plan: Optional[dict] = None) -> dict:
   """The call's named attributes (ffi/gemm_problem.h's header lists
@@ -204,6 +222,7 @@ def call_attrs(spec: GemmSpec, sources: Optional[StartSources] = None,
       out_dtype=_dtype_name(spec.out_dtype),
       trans_a=bool(spec.trans_a), trans_b=bool(spec.trans_b),
       c_mode=spec.c_mode, precision=spec.precision,
+      epilogue=_epilogue_name(spec.epilogue),
       alpha=float(spec.alpha), beta=float(spec.beta),
       offsets_arg=int(sources.offsets_arg),
       options=options_attrs(spec.opts))

@@ -1,5 +1,5 @@
-// The grouped GEMM with its gated activation fused (sm90_grouped_glu.h)
-// against the library's grouped kernel (ffi/kernels/sm90_grouped.h, the
+// The grouped GEMM with its gated activation fused (the swiglu epilogue of
+// ffi/kernels/sm90_grouped.h) against the library's grouped kernel (the
 // wide tile) followed by a separate activation kernel, on MoE up
 // projections of real layers (W: E x K x 2I, gate and up columns
 // interleaved), uniform and skewed group sizes (some groups empty).
@@ -30,12 +30,14 @@
 #include "../cuda_check.h"
 #include "../sm90_tiles/fill.h"
 #include "kernels/sm90_grouped.h"
-#include "sm90_grouped_glu.h"
 
 using namespace jax_dynoff::kernels;
 using T = __nv_bfloat16;
 using CT = cutlass::bfloat16_t;
-using Fused = Sm90GroupedGluGemm<CT, CT>;
+using Fused = Sm90GroupedGemm<Sm90GroupedWideConfig, CT, CT,
+                              cutlass::layout::RowMajor,
+                              cutlass::layout::RowMajor,
+                              jax_dynoff::Epilogue::kSwiglu>;
 using Plain = Sm90GroupedGemm<Sm90GroupedWideConfig, CT, CT,
                               cutlass::layout::RowMajor,
                               cutlass::layout::RowMajor>;

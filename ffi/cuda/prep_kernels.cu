@@ -111,37 +111,10 @@ __global__ void SplitPointerKernel(const __grid_constant__ PrepParams P) {
   }
 }
 
-// The grouped path.  Item t multiplies the valid parts of its windows: its
-// problem is (M, N, K) = (min(op(A)'s valid rows, D's valid rows),
-// min(op(B)'s valid columns, D's valid columns), min of op(A)'s and
-// op(B)'s valid K), and none at all (0, 0, 0) where any of them is 0, so
-// the grouped kernel schedules no tile for it.  The rest of D's valid part
-// is alpha * 0 (the operands' zeros past their valid parts; no C): this
-// kernel writes those zeros.  Block (0, y) thread 0 writes the item's
-// pointers, shape and strides; every block of the item shares the zeros.
-struct GroupedItem {
-  int64_t m, n, k, dvr, dvc;
-};
-__device__ GroupedItem GroupedShape(const PrepParams& P, int64_t t) {
-  const GemmProblem& p = P.p;
-  const auto valid = [&](int o, int j) {
-    return ValidExtent(p.op[o], j, t, P.slots);
-  };
-  const int64_t ar = valid(kA, 0), ac = valid(kA, 1);
-  const int64_t br = valid(kB, 0), bc = valid(kB, 1);
-  GroupedItem g;
-  g.dvr = valid(kD, 0);
-  g.dvc = valid(kD, 1);
-  const int64_t am = p.trans_a ? ac : ar, ak = p.trans_a ? ar : ac;
-  const int64_t bk = p.trans_b ? bc : br, bn = p.trans_b ? br : bc;
-  const auto lesser = [](int64_t x, int64_t y) { return x < y ? x : y; };
-  g.m = lesser(am, g.dvr);
-  g.n = lesser(bn, g.dvc);
-  g.k = lesser(ak, bk);
-  if (g.m == 0 || g.n == 0 || g.k == 0) g.m = g.n = g.k = 0;
-  return g;
-}
-
+// The grouped path.  Item t's product, D's valid part and the zeros the
+// product does not cover: plan.h GroupedItemOf.  Block (0, y) thread 0
+// writes the item's pointers, shape and strides; every block of the item
+// shares the zeros.
 // Zeros over bytes [lo, hi) of one row (whole elements of `elt` bytes),
 // by the `width` threads of which this is number `lane`: 16-byte stores
 // over the aligned middle, the ends an element a thread.  (A weight
@@ -176,7 +149,7 @@ __global__ void GroupedPointerKernel(const __grid_constant__ PrepParams P) {
   const GemmProblem& p = P.p;
   const int64_t batch = p.batch;
   for (int64_t t = blockIdx.y; t < batch; t += gridDim.y) {
-    const GroupedItem g = GroupedShape(P, t);
+    const GroupedItem g = GroupedItemOf(p, t, P.slots);
     char* d = const_cast<char*>(P.base[kD]) +
               Offset(P, kD, t) * P.elt[kD];
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -193,18 +166,18 @@ __global__ void GroupedPointerKernel(const __grid_constant__ PrepParams P) {
       P.strides[3 * batch + t] = p.op[kD].ld();
     }
     // Zeros, a row a warp (narrow rows keep a block's warps busy too):
-    // columns [n, dvc) of rows [0, m), then columns [0, dvc) of rows
+    // columns [covered, dvc) of rows [0, m), then columns [0, dvc) of rows
     // [m, dvr).
     const int elt = P.elt[kD];
     const int64_t row_bytes = p.op[kD].ld() * elt;
-    const int64_t first = g.n < g.dvc ? 0 : g.m;
+    const int64_t first = g.covered < g.dvc ? 0 : g.m;
     const int warps = static_cast<int>(blockDim.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
     for (int64_t r = first + int64_t{blockIdx.x} * warps + threadIdx.x / 32;
          r < g.dvr; r += int64_t{gridDim.x} * warps) {
       char* row = d + r * row_bytes;
-      ZeroSpan(row + (r < g.m ? g.n : 0) * elt, row + g.dvc * elt, elt, lane,
-               32);
+      ZeroSpan(row + (r < g.m ? g.covered : 0) * elt, row + g.dvc * elt, elt,
+               lane, 32);
     }
   }
 }

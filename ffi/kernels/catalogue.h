@@ -29,6 +29,10 @@ enum class KernelFamily {
   kSm90SplitK,       // SM90 ptr-array K slices: KernelEntry
   kSm90Direct,       // SM90 direct: DirectKernelEntry, DirectTile
   kSm90Grouped,      // SM90 grouped: GroupedKernelEntry, GroupedTile
+  // SM90 grouped with the swiglu epilogue fused (Epilogue::kSwiglu):
+  // GroupedKernelEntry, GroupedTile.  A family of its own: its lines
+  // serve the same tiles, dtypes and layouts as plain grouped ones.
+  kSm90GroupedSwiglu,
   kSm90Skinny,       // the skinny kernel: SkinnyKernelEntry
 };
 
@@ -60,6 +64,12 @@ struct CatalogueKernel {
 
 namespace jax_dynoff {
 namespace kernels {
+
+// The grouped family that runs a call with epilogue `e`.
+constexpr KernelFamily GroupedFamily(Epilogue e) {
+  return e == Epilogue::kSwiglu ? KernelFamily::kSm90GroupedSwiglu
+                                : KernelFamily::kSm90Grouped;
+}
 
 inline constexpr int kCatalogueSize =
     static_cast<int>(sizeof(kCatalogue) / sizeof(kCatalogue[0]));
