@@ -354,6 +354,26 @@ NB_MODULE(_jax_dynoff, m) {
   m.def("workspace_layout", [](const nb::dict& attrs) {
     return LayoutDict(jax_dynoff::Layout(DecodeOrThrow(attrs)));
   });
+  // One item of a grouped call whose valid extents are all static (no
+  // slot to read): the product the grouped kernel runs and the zeros the
+  // pointer kernel writes (plan.h GroupedItemOf, which both share).
+  m.def("grouped_item", [](const nb::dict& attrs, int64_t t) {
+    using namespace jax_dynoff;
+    const GemmProblem p = DecodeOrThrow(attrs);
+    if (p.num_slots != 0)
+      throw std::invalid_argument("grouped_item: the call has dynamic slots");
+    if (t < 0 || t >= p.batch)
+      throw std::invalid_argument("grouped_item: no such batch item");
+    const GroupedItem g = GroupedItemOf(p, t, nullptr);
+    nb::dict d;
+    d["m"] = g.m;
+    d["n"] = g.n;
+    d["k"] = g.k;
+    d["dvr"] = g.dvr;
+    d["dvc"] = g.dvc;
+    d["covered"] = g.covered;
+    return d;
+  });
   // The planner (planner.h): the whole plan of the call the attributes
   // describe (their `plan`, if any, is ignored: it is the answer), their
   // `options` included, on a device of `sms` SMs and compute capability

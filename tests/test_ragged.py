@@ -18,8 +18,11 @@ import pytest
 from jax import lax
 
 import jax_dynoff as dyn
-from checks import assert_ragged_dot_grads_equal_lax
+from checks import assert_ragged_dot_grads_equal_lax, bits
+from jax_dynoff import plan
 from jax_dynoff import reference as ref
+from jax_dynoff.extension import ext
+from jax_dynoff.spec import call_attrs
 
 F32, BF16, F16 = jnp.float32, jnp.bfloat16, jnp.float16
 
@@ -437,6 +440,261 @@ def test_ragged_dot_swiglu_checks_its_arguments():
     dyn.ragged_dot(lhs, jnp.zeros((2, 4, 5)), gs, activation="swiglu")
   with pytest.raises(ValueError, match="last dim must be even"):
     dyn.interleave_gate_up(jnp.zeros((2, 4, 5)))
+
+
+# --- The fused swiglu call (epilogue "swiglu": one call, out (m, n / 2)) ---
+
+
+def _fused_specs(f, *args):
+  return [s for s in plan.traced_specs(f, *args) if s.epilogue == "swiglu"]
+
+
+def _swiglu_data(seed, dt, m=40, k=32, n=48, g=4):
+  r = np.random.default_rng(seed)
+  lhs = jnp.asarray(r.uniform(-1, 1, (m, k)), dt)
+  rhs = jnp.asarray(r.uniform(-1, 1, (g, k, n)) / np.sqrt(k), dt)
+  return lhs, rhs
+
+
+FUSED_SIZES = [[10, 0, 17, 5], [40, 0, 0, 0], [0, 0, 0, 0], [3, 1, 2, 30],
+               [30, 20, 0, 9]]  # the last sums past m
+
+
+@pytest.mark.parametrize("sizes", FUSED_SIZES)
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_fused_swiglu_equals_numpy_and_the_reference(sizes, dt, route):
+  """bfloat16 / float16 swiglu is one call with the swiglu epilogue
+  (planned on the fused grouped kernel), whose result is float64 NumPy's
+  and the reference's to the output dtype's rounding, rows of no group
+  zero."""
+  lhs, rhs = _swiglu_data(21, dt)
+  gs = jnp.asarray(sizes, jnp.int32)
+  f = functools.partial(dyn.ragged_dot, activation="swiglu")
+  [spec] = _fused_specs(f, lhs, rhs, gs)
+  assert plan.grouped_tile(spec) == "wide"
+  got = jax.jit(f)(lhs, rhs, gs)
+  assert got.shape == (40, 24) and got.dtype == dt
+  want = _swiglu_numpy(lhs, rhs, gs)
+  np.testing.assert_allclose(np.asarray(got, np.float32), want, rtol=2 ** -7,
+                             atol=2 ** -8)
+  np.testing.assert_allclose(
+      np.asarray(got, np.float32),
+      np.asarray(ref.ragged_dot(lhs, rhs, gs, activation="swiglu"),
+                 np.float32), rtol=2 ** -7, atol=2 ** -8)
+  np.testing.assert_array_equal(np.asarray(got, np.float32)[sum(sizes):], 0)
+
+
+@pytest.mark.parametrize("offset", [0, 1, 2, -1])
+def test_fused_swiglu_group_offset(offset, route):
+  """group_offset on the fused call: rhs's 2 experts from the offset on
+  (clamped), rows of the other groups zeros."""
+  lhs, rhs4 = _swiglu_data(22, BF16)
+  gs = jnp.asarray([10, 7, 13, 5], jnp.int32)
+  first = min(max(offset + 4 if offset < 0 else offset, 0), 2)
+  go = jnp.asarray([offset], jnp.int32)
+  f = lambda a, b: dyn.ragged_dot(a, b, gs, group_offset=go,
+                                  activation="swiglu")
+  assert len(_fused_specs(f, lhs, rhs4[first:first + 2])) == 1
+  got = jax.jit(f)(lhs, rhs4[first:first + 2])
+  np.testing.assert_allclose(
+      np.asarray(got, np.float32),
+      _swiglu_numpy(lhs, rhs4[first:first + 2], gs, first), rtol=2 ** -7,
+      atol=2 ** -8)
+
+
+def _fused_into(lhs, rhs, offsets, sizes, out):
+  """The fused call writing into a window of `out` (m, >= n / 2) at
+  column 0: what ragged_dot binds, but with the caller's out."""
+  from jax_dynoff import ragged  # pylint: disable=g-import-not-at-top
+  from jax_dynoff.call import make_spec  # pylint: disable=g-import-not-at-top
+  from jax_dynoff.primitive import Operands, bind  # pylint: disable=g-import-not-at-top
+  from jax_dynoff.signature import check_call  # pylint: disable=g-import-not-at-top
+  m, h = lhs.shape[0], rhs.shape[2] // 2
+  ow = dyn.window(out, (offsets[0], 0), (m, h), valid=(sizes[0], h))
+  call = check_call(ragged._rows(lhs, offsets, sizes), rhs[0], out=ow,
+                    epilogue="swiglu")
+  spec = ragged._batched(make_spec(call), {"a": False, "b": True,
+                                           "d": False}, rhs.shape[0])
+  starts = {"a": [offsets, sizes], "b": [], "c": [], "d": [offsets, sizes]}
+  return bind(spec, Operands(lhs, rhs, None, out, starts))
+
+
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_fused_swiglu_leaves_the_rest_of_out_alone(dt, route):
+  """Into a NaN-poisoned out wider than n / 2: the groups' rows of the
+  window get silu(gate) * up, every other element (rows past the groups,
+  the columns past the window) keeps its bits."""
+  lhs, rhs = _swiglu_data(23, dt)
+  sizes = np.asarray([9, 0, 14, 6], np.int32)
+  offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+  out = jnp.full((40, 24 + 8), jnp.nan, dt)
+  got = jax.jit(_fused_into)(lhs, rhs, jnp.asarray(offsets),
+                             jnp.asarray(sizes), out)
+  rows = int(sizes.sum())
+  want = _swiglu_numpy(lhs, rhs, sizes)
+  np.testing.assert_allclose(np.asarray(got[:rows, :24], np.float32),
+                             want[:rows], rtol=2 ** -7, atol=2 ** -8)
+  np.testing.assert_array_equal(bits(got[rows:]), bits(out[rows:]))
+  np.testing.assert_array_equal(bits(got[:, 24:]), bits(out[:, 24:]))
+
+
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_fused_swiglu_gradients(dt, route):
+  """The fused call's custom vjp (the float32 product again, d gate and
+  d up, the two gradient calls) against the reference's gradient, and the
+  gradient calls are plain grouped ones."""
+  lhs, rhs = _swiglu_data(24, dt)
+  gs = jnp.asarray([10, 0, 17, 5], jnp.int32)
+  dy = jnp.asarray(np.random.default_rng(5).uniform(-1, 1, (40, 24)), F32)
+
+  def loss(fn, a, b):
+    return jnp.sum(fn(a, b, gs, activation="swiglu").astype(F32) * dy)
+
+  grad = jax.grad(functools.partial(loss, dyn.ragged_dot), argnums=(0, 1))
+  specs = plan.traced_specs(grad, lhs, rhs)
+  assert [s.epilogue for s in specs] == ["swiglu", "none", "none", "none"]
+  got = jax.jit(grad)(lhs, rhs)
+  want = jax.grad(functools.partial(loss, ref.ragged_dot),
+                  argnums=(0, 1))(lhs.astype(F32), rhs.astype(F32))
+  for g, w in zip(got, want):
+    assert g.dtype == dt
+    np.testing.assert_allclose(np.asarray(g, np.float32), w, rtol=2 ** -6,
+                               atol=2 ** -6)
+
+
+def test_fused_swiglu_under_vmap(route):
+  """A vmap over the fused ragged_dot: each batch element's own sizes."""
+  r = np.random.default_rng(25)
+  lhs = jnp.asarray(r.uniform(-1, 1, (3, 40, 32)), BF16)
+  _, rhs = _swiglu_data(25, BF16)
+  gs = jnp.asarray([[10, 0, 17, 5], [40, 0, 0, 0], [0, 3, 2, 1]], jnp.int32)
+  f = jax.vmap(lambda a, g: dyn.ragged_dot(a, rhs, g, activation="swiglu"))
+  assert len(_fused_specs(f, lhs, gs)) == 1
+  got = jax.jit(f)(lhs, gs)
+  for i in range(3):
+    np.testing.assert_allclose(np.asarray(got[i], np.float32),
+                               _swiglu_numpy(lhs[i], rhs, gs[i]),
+                               rtol=2 ** -7, atol=2 ** -8)
+
+
+def test_swiglu_composed_where_no_fused_kernel_serves():
+  """float32, a float32 result of 16-bit inputs, an out whose width is not
+  16 bytes, a K along the contiguous dim that is not, or
+  KernelOptions(sm90=False): the composed path (the product in float32
+  through a plain grouped call, then XLA), no swiglu call at all."""
+  gs = jnp.asarray([10, 0, 17, 5], jnp.int32)
+  for dt, pref, k, n, opts in [(F32, None, 32, 48, None),
+                               (BF16, F32, 32, 48, None),
+                               (BF16, None, 32, 20, None),
+                               (BF16, None, 21, 48, None),
+                               (F16, None, 32, 48,
+                                dyn.KernelOptions(sm90=False))]:
+    lhs, rhs = _swiglu_data(26, dt, k=k, n=n)
+    f = functools.partial(dyn.ragged_dot, activation="swiglu", opts=opts,
+                          preferred_element_type=pref)
+    specs = plan.traced_specs(f, lhs, rhs, gs)
+    assert [s.epilogue for s in specs] == ["none"], (dt, pref, k, n)
+    assert specs[0].out_dtype == F32
+    got = jax.jit(f)(lhs, rhs, gs)
+    assert got.shape == (40, n // 2)
+    np.testing.assert_allclose(np.asarray(got, np.float32),
+                               _swiglu_numpy(lhs, rhs, gs), rtol=2 ** -7,
+                               atol=2 ** -8)
+
+
+def _fused_spec(dt=BF16, n=48, **kw):
+  lhs, rhs = _swiglu_data(27, dt, n=n)
+  gs = jnp.asarray([10, 0, 17, 5], jnp.int32)
+  [spec] = _fused_specs(functools.partial(dyn.ragged_dot, activation="swiglu",
+                                          **kw), lhs, rhs, gs)
+  return spec
+
+
+def test_fused_swiglu_plan_and_launch():
+  """The planner's fused line: the epilogue attribute reaches the planner
+  (its explain, the wide tile even where another is forced) and the choice
+  function (the swiglu kernel of the dtype); the plain call of the same
+  shapes keeps its own kernel; a GPU of another kind composes it."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  for dt, name in [(BF16, "kSm90GroupedSwigluWideBf16NN"),
+                   (F16, "kSm90GroupedSwigluWideF16NN")]:
+    spec = _fused_spec(dt)
+    assert "silu(gate) * up fused" in plan.explain(spec)
+    assert plan.plan(spec).path == "sm90_grouped"
+    assert plan.launch_choice(spec)["kernel"] == name
+    plain = dataclasses.replace(
+        spec, epilogue="none",
+        d=dataclasses.replace(spec.d, dims=(40, 48), win=(40, 48),
+                              valid=(spec.d.valid[0], 48)), n=48)
+    assert "Swiglu" not in plan.launch_choice(plain)["kernel"]
+    assert "fused" not in plan.explain(plain)
+  forced = _fused_spec(opts=dyn.KernelOptions(grouped_tile="medium"))
+  assert plan.grouped_tile(forced) == "wide"
+  assert plan.launch_choice(forced)["kernel"] == "kSm90GroupedSwigluWideBf16NN"
+  a = ext.plan(call_attrs(_fused_spec()), 132, 8, 0)
+  assert a["path"] == "generic" and "compute capability 8.0" in a["explain"]
+  assert plan.launch_choice(_fused_spec(), sm90_device=False)["error"]
+
+
+def test_fused_swiglu_zero_span_is_half_of_n():
+  """The grouped item (plan.h GroupedItemOf, the pointer kernel's zeros):
+  with the swiglu epilogue the kernel's n is h's (min of B's columns and
+  twice D's) and the product covers D's n / 2 columns; zeros start there
+  in the product's rows, and whole rows past them."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from jax_dynoff.spec import WinSpec  # pylint: disable=g-import-not-at-top
+  a = WinSpec((40, 32), (40, 32), (0, 0), valid=(12, 32))
+  b = WinSpec((32, 48), (32, 48), (0, 0))
+  d = WinSpec((40, 24), (40, 24), (0, 0), valid=(20, 24))
+  spec = dataclasses.replace(_fused_spec(), a=a, b=b, d=d, batch_shape=())
+  item = ext.grouped_item(call_attrs(spec), 0)
+  assert item == dict(m=12, n=48, k=32, dvr=20, dvc=24, covered=24)
+  # Fewer valid columns of D than B's pairs: h's n follows D's.
+  d16 = dataclasses.replace(d, valid=(20, 16))
+  item = ext.grouped_item(call_attrs(dataclasses.replace(spec, d=d16)), 0)
+  assert (item["n"], item["covered"], item["dvc"]) == (32, 16, 16)
+  plain = dataclasses.replace(
+      spec, epilogue="none", d=WinSpec((40, 48), (40, 48), (0, 0),
+                                       valid=(20, 48)))
+  assert ext.grouped_item(call_attrs(plain), 0)["covered"] == 48
+
+
+def test_epilogue_errors():
+  """The epilogue's static checks, at trace time, naming the argument;
+  the extension refuses attributes that break them."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from jax_dynoff.signature import check_call  # pylint: disable=g-import-not-at-top
+  x, w = jnp.zeros((8, 16), BF16), jnp.zeros((16, 12), BF16)
+  out = jnp.zeros((8, 6), BF16)
+  rag = dyn.window(out, (0, 0), (8, 6), valid=(4, 6))
+  with pytest.raises(ValueError, match="epilogue must be None or one of"):
+    check_call(x, w, out=rag, epilogue="gelu")
+  with pytest.raises(ValueError, match="even n"):
+    check_call(x, jnp.zeros((16, 11), BF16), out=rag, epilogue="swiglu")
+  with pytest.raises(ValueError, match="takes no c"):
+    check_call(x, w, jnp.zeros((8, 12), BF16), out=rag, epilogue="swiglu")
+  with pytest.raises(ValueError, match="ragged out"):
+    check_call(x, w, out=out, epilogue="swiglu")
+  with pytest.raises(ValueError, match=r"\(m, n / 2\) = \(8, 6\)"):
+    check_call(x, w, out=dyn.window(jnp.zeros((8, 12), BF16), (0, 0),
+                                    (8, 12), valid=(4, 12)),
+               epilogue="swiglu")
+  spec = _fused_spec()
+  with pytest.raises(ValueError, match="epilogue must be one of"):
+    call_attrs(dataclasses.replace(spec, epilogue="gelu"))
+  attrs = call_attrs(spec)
+  assert attrs["epilogue"] == "swiglu"
+  with pytest.raises(ValueError, match="attribute epilogue: unknown value"):
+    ext.plan(dict(attrs, epilogue="gelu"), 132, 9, 0)
+  wide = dict(attrs, d=dict(attrs["d"], win=(40, 48), dims=(40, 48)))
+  with pytest.raises(ValueError, match=r"m, n / 2 \(epilogue swiglu\)"):
+    ext.plan(wide, 132, 9, 0)
+  odd = dict(attrs, n=47, b=dict(attrs["b"], win=(32, 47), dims=(32, 47)))
+  with pytest.raises(ValueError, match="even n"):
+    ext.plan(odd, 132, 9, 0)
+  plain_d = dataclasses.replace(spec.d, valid=None)
+  with pytest.raises(ValueError, match="ragged D"):
+    ext.plan(call_attrs(dataclasses.replace(spec, d=plain_d)), 132, 9, 0)
 
 
 def _run_on_four_cpus(script: str):
