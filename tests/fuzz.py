@@ -169,6 +169,9 @@ class Problem:
   experts: int = 0           # ragged_dot: rhs's groups (< groups: an offset)
   group_offset: bool = False  # ragged_dot: rhs's first group a traced start
   grad: bool = False          # ragged_dot: and its gradient wrt lhs and rhs
+  # ragged_dot: its activation (None, or "swiglu": rhs's n columns gate
+  # and up interleaved, the result n / 2 wide; forward only).
+  activation: Optional[str] = None
   # The integer dtype of every traced start, valid extent, group size and
   # group offset (any integer dtype, as lax.dynamic_slice takes): values
   # drawn are cut to its range.
@@ -304,6 +307,10 @@ def _aim(r) -> Aim:
       aim.kind, aim.grad = "ragged_dot", True
     else:
       aim.ragged_rows = True
+  elif line.family == "sm90_grouped_swiglu":
+    # ragged_dot(activation="swiglu") in the line's dtype: the fused call.
+    aim.opts = KernelOptions(grouped_tile=tile)
+    aim.kind = "ragged_dot"
   elif line.family == "sm90_skinny":
     aim.small_m = True
   return aim
@@ -346,6 +353,15 @@ def _make_problem(seed: int, gpu: bool) -> Problem:
       p.group_offset = True
       p.experts = int(r.integers(1, p.groups + 1))
     p.grad = bool(r.random() < 0.4) if aim is None else aim.grad
+    # Drawn last, so that the draws above are what they were before it.
+    swiglu = (aim.line.family == "sm90_grouped_swiglu" if aim is not None
+              else r.random() < 0.2)
+    if swiglu:
+      p.activation, p.grad = "swiglu", False
+      # Even n; for the fused line a multiple of 16 (out's n / 2 columns
+      # whole 16-byte vectors, the planner's rule), else any even n.
+      step = 16 if aim is not None else 2
+      p.n = max(step, p.n - p.n % step)
     return p
   # With --gpu-sizes fewer calls with both operands transposed, which no
   # SM90 kernel serves (they plan the generic path).
@@ -575,7 +591,8 @@ def ragged_dot_case(p: Problem) -> Case:
     def fwd(lhs, rhs):
       return dyn.ragged_dot(
           lhs, rhs, sizes, preferred_element_type=p.out_dtype, opts=p.opts,
-          group_offset=offset if p.group_offset else None)
+          group_offset=offset if p.group_offset else None,
+          activation=p.activation)
     if not p.grad:
       return (fwd(lhs, rhs),)
     out, vjp = jax.vjp(fwd, lhs, rhs)
@@ -588,7 +605,7 @@ def ragged_dot_case(p: Problem) -> Case:
     sizes[r.random(p.groups) < 0.3] = 0  # empty groups
     sizes = np.stack([_fit(v, p.index_dtype) for v in sizes])
     offset = _fit(random_start(r, p.groups, p.experts), p.index_dtype)[None]
-    ct = _rand(r, (p.m, p.n), p.out_dtype)
+    ct = _rand(r, (p.m, p.n // 2 if p.activation else p.n), p.out_dtype)
     args = (lhs, rhs, sizes, offset, ct)
     return args, lambda got: _check_ragged(p, got, *args)
 
@@ -612,13 +629,19 @@ def _check_ragged(p, got, lhs, rhs, sizes, offset, ct) -> list[str]:
     if 0 <= e < p.experts:
       x, w, c = f64(lhs[row:row + s]), f64(rhs[e]), f64(ct[row:row + s])
       want[row:row + s], absval[row:row + s] = x @ w, np.abs(x) @ np.abs(w)
+      if not p.grad:  # (a swiglu problem's cotangent is n / 2 wide)
+        row += s
+        continue
       dl[row:row + s] = c @ w.T
       dl_abs[row:row + s] = np.abs(c) @ np.abs(w).T
       dw[e], dw_abs[e] = x.T @ c, np.abs(x).T @ np.abs(c)
       rows_k = max(rows_k, s)
     row += s
   fails = []
-  if not _close(f64(got[0]), want, bound(p, absval, want)):
+  bnd = bound(p, absval, want)
+  if p.activation == "swiglu":
+    want, bnd = _swiglu_oracle(p, want, absval)
+  if not _close(f64(got[0]), want, bnd):
     fails.append(f"group sizes {sizes.tolist()}, offset {offset.tolist()}: "
                  "values")
   if p.grad:
@@ -633,6 +656,21 @@ def _check_ragged(p, got, lhs, rhs, sizes, offset, ct) -> list[str]:
       fails.append(f"group sizes {sizes.tolist()}, offset "
                    f"{offset.tolist()}: gradient wrt rhs")
   return fails
+
+
+def _swiglu_oracle(p, h, absval):
+  """silu(gate) * up of the float64 product h (columns 2j gate, 2j + 1
+  up) and a bound on its error: h's own (float32, as the kernels keep
+  it) carried through the activation (|silu'| <= 1.1, |silu(g)| <= |g|),
+  the float32 exp and division, and the rounding to the output dtype."""
+  g, u = h[:, 0::2], h[:, 1::2]
+  eh = bound(p, absval, h, out_dtype=F32)
+  eg, eu = eh[:, 0::2], eh[:, 1::2]
+  want = g / (1 + np.exp(-g)) * u
+  tiny = float(ml_dtypes.finfo(p.out_dtype).smallest_subnormal)
+  bnd = (1.1 * (np.abs(u) + eu) * eg + (np.abs(g) + eg) * eu
+         + (2 * EPS[p.out_dtype] + 2.0**-18) * np.abs(want) + tiny + 1e-30)
+  return want, bnd
 
 
 def case(p: Problem) -> Case:
