@@ -102,7 +102,8 @@ def grouped_cases() -> bool:
   empty group, a group past the rows (cut), rows past the groups, on
   the planned (wide) and the medium tile; its gradient (NT, and TN whose
   K is each group's rows: an empty group's is zeros written by the
-  pointer kernel); a vmap whose out's valid parts exceed A's (zeros)."""
+  pointer kernel); a vmap whose out's valid parts exceed A's (zeros);
+  ragged_dot with the swiglu epilogue fused, and its gradient."""
   ok = True
   xg = rand(25, (200, 136), BF16)
   wg = rand(26, (4, 136, 72), BF16)
@@ -131,6 +132,22 @@ def grouped_cases() -> bool:
         out=dyn.window(out, (0, 8), (64, 72), valid=(vd, 72))))(
             b, out, sa, va, vd)
 
+  # ragged_dot with the swiglu epilogue fused: rhs's 144 interleaved
+  # columns -> out 72 wide (the planner fuses where out's width is whole
+  # 16-byte vectors), an empty group, rows past the groups zeroed by the
+  # pointer kernel at out's width, a sum past the rows (float16); and the
+  # gradient (the float32 product again, then the plain grouped calls).
+  wsw = rand(27, (4, 136, 144), BF16)
+  ok &= check("grouped_swiglu", lambda mod, a, b, g: mod.ragged_dot(
+      a, b, g, activation="swiglu"), xg, wsw, gs)
+  ok &= check("grouped_swiglu_past_m", lambda mod, a, b, g: mod.ragged_dot(
+      a, b, g, activation="swiglu"), xg.astype(F16), wsw.astype(F16),
+      jnp.asarray([120, 0, 30, 90], jnp.int32))
+  ok &= check("grouped_swiglu_grad", lambda mod, a, b, g: jax.grad(
+      lambda a, b: jnp.sum(mod.ragged_dot(
+          a, b, g, activation="swiglu").astype(F32) ** 2),
+      argnums=(0, 1))(a, b)[1], xg, wsw,
+      jnp.asarray([60, 0, 20, 30], jnp.int32))
   ok &= check("grouped_vmap", grouped_vmap, xg, wg,
               jnp.full((4, 80, 88), jnp.nan, BF16),
               jnp.asarray([190, -3, 10 ** 6, 5], jnp.int32),

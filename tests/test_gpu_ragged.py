@@ -309,3 +309,124 @@ def test_grouped_tiles(sizes, tile, dt):
   got = jax.jit(f)(lhs, rhs, gs)
   assert _err(got, _lax32(lhs, rhs, gs)) < 2 ** -7
   np.testing.assert_array_equal(np.asarray(got[sum(sizes):], np.float32), 0)
+
+
+# --- ragged_dot(activation="swiglu"): the fused grouped kernel -------------
+
+SWIGLU_KERNELS = {BF16: "kSm90GroupedSwigluWideBf16NN",
+                  F16: "kSm90GroupedSwigluWideF16NN"}
+
+
+def _swiglu64(lhs, rhs, sizes, first=0):
+  """silu(gate) * up of each group's rows in float64 (rhs's columns gate
+  2j, up 2j + 1; group g is rhs's g - first), rows of no group zero."""
+  x, w = np.asarray(lhs, np.float64), np.asarray(rhs, np.float64)
+  out = np.zeros((x.shape[0], w.shape[2] // 2))
+  start = 0
+  for g, size in enumerate(np.asarray(sizes)):
+    size = int(min(max(size, 0), x.shape[0] - start))
+    if 0 <= g - first < w.shape[0] and size:
+      h = x[start:start + size] @ w[g - first]
+      out[start:start + size] = h[:, 0::2] / (1 + np.exp(-h[:, 0::2])) * (
+          h[:, 1::2])
+    start += size
+  return out
+
+
+def _fused(f, *args):
+  return [s for s in plan_lib.traced_specs(f, *args)
+          if s.epilogue == "swiglu"]
+
+
+@pytest.mark.parametrize("k", [136, 135])  # 135: odd K, composed
+@pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_swiglu_fused_matches_float64(sizes, dt, k):
+  """The fused kernel (K a multiple of 8; an odd K composes the call: the
+  product in float32, then XLA) against float64 NumPy: uniform, skewed and
+  empty groups, sums below and past m, rows past the groups zero."""
+  lhs, rhs, _ = _data(11, dt, k=k, n=208)
+  gs = jnp.asarray(sizes, jnp.int32)
+  f = lambda a, b, g: dyn.ragged_dot(a, b, g, activation="swiglu")
+  assert len(_fused(f, lhs, rhs, gs)) == (1 if k % 8 == 0 else 0)
+  got = jax.jit(f)(lhs, rhs, gs)
+  assert got.shape == (300, 104) and got.dtype == dt
+  assert _err(got, _swiglu64(lhs, rhs, gs)) < 2 ** -7
+  want = ref_highest(lambda a, b, g: dyn.reference.ragged_dot(
+      a, b, g, activation="swiglu"))(lhs, rhs, gs)
+  assert _err(got, want) < 2 ** -7
+  np.testing.assert_array_equal(np.asarray(got[sum(sizes):], np.float32), 0)
+
+
+@pytest.mark.parametrize("offset", [0, 2, 3, -1, 10 ** 6])
+def test_swiglu_fused_group_offset(offset):
+  """group_offset on the fused kernel: rhs's 2 experts from the offset on
+  (clamped), rows of the other groups zeros; its gradient against the
+  reference's."""
+  lhs, rhs5, _ = _data(12, BF16, n=208)
+  gs = jnp.asarray(SIZES[0], jnp.int32)
+  first = min(max(offset + 5 if offset < 0 else offset, 0), 3)
+  rhs = rhs5[first:first + 2]
+  go = jnp.asarray([offset], jnp.int32)
+  f = lambda mod: lambda a, b: mod.ragged_dot(a, b, gs, group_offset=go,
+                                              activation="swiglu")
+  assert len(_fused(f(dyn), lhs, rhs)) == 1
+  got = jax.jit(f(dyn))(lhs, rhs)
+  assert _err(got, _swiglu64(lhs, rhs, gs, first)) < 2 ** -7
+  ct = jnp.asarray(np.random.default_rng(3).uniform(-1, 1, (300, 104)), F32)
+  grads = lambda mod: jax.grad(
+      lambda a, b: jnp.sum(f(mod)(a, b).astype(F32) * ct), argnums=(0, 1))
+  dl, dw = jax.jit(grads(dyn))(lhs, rhs)
+  wl, ww = ref_highest(lambda a, b: grads(dyn.reference)(
+      a.astype(F32), b.astype(F32)))(lhs, rhs)
+  assert _err(dl, wl) < 2 ** -6 and _err(dw, ww) < 2 ** -6
+
+
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_swiglu_fused_writes_only_the_groups_rows(dt):
+  """Into a NaN-poisoned out wider than n / 2 (the fused call with the
+  caller's out): the groups' rows of the window are silu(gate) * up, every
+  other element keeps its bits (rows past the groups: the pointer kernel's
+  zero span is D's valid part only; columns past the window)."""
+  from checks import fused_swiglu_into  # pylint: disable=g-import-not-at-top
+  lhs, rhs, _ = _data(13, dt, n=208)
+  sizes = np.asarray([40, 0, 131, 29, 50], np.int32)
+  offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+  out = jnp.full((300, 104 + 24), jnp.nan, dt)
+  got = jax.jit(fused_swiglu_into)(lhs, rhs, jnp.asarray(offsets),
+                                   jnp.asarray(sizes), out)
+  rows = int(sizes.sum())
+  assert _err(got[:rows, :104], _swiglu64(lhs, rhs, sizes)[:rows]) < 2 ** -7
+  np.testing.assert_array_equal(bits(got[rows:]), bits(out[rows:]))
+  np.testing.assert_array_equal(bits(got[:, 104:]), bits(out[:, 104:]))
+
+
+_LOGGED_SWIGLU = textwrap.dedent("""
+    import sys, json
+    import jax, jax.numpy as jnp
+    import jax_dynoff as dyn
+    m, k, n, dt = json.loads(sys.argv[1])
+    lhs = jnp.ones((m, k), dt) / k
+    rhs = jnp.ones((4, k, n), dt)
+    gs = jnp.asarray([m // 2, 0, m // 4, m // 4], jnp.int32)
+    f = lambda a, b: dyn.ragged_dot(a, b, gs, activation="swiglu")
+    print(dyn.explain(f, lhs, rhs)[0])
+    jax.block_until_ready(jax.jit(jax.value_and_grad(
+        lambda a, b: jnp.sum(f(a, b).astype(jnp.float32)), (0, 1)))(lhs, rhs))
+""")
+
+
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_swiglu_fused_kernel_ran(dt):
+  """The handler's log: the forward is one launch of the fused swiglu
+  kernel; the backward recomputes the product on the float32 grouped
+  kernel, then d lhs (NT) and d rhs (TN) on the plain grouped ones."""
+  name = jnp.dtype(dt).name
+  out, lines = run_logged(_LOGGED_SWIGLU, [256, 128, 192, name])
+  assert "silu(gate) * up fused" in out.splitlines()[0], out
+  kernels = sorted(l.split("kernel=")[1].split()[0] for l in lines)
+  short = "Bf16" if dt == BF16 else "F16"
+  assert kernels == sorted([SWIGLU_KERNELS[dt], f"kSm90Grouped{short}F32NN",
+                            f"kSm90Grouped{short}NT",
+                            f"kSm90Grouped{short}TN"]), (out, lines)
+  assert all("planned=sm90_grouped" in l for l in lines), lines

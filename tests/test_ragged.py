@@ -18,7 +18,7 @@ import pytest
 from jax import lax
 
 import jax_dynoff as dyn
-from checks import assert_ragged_dot_grads_equal_lax, bits
+from checks import assert_ragged_dot_grads_equal_lax, bits, fused_swiglu_into
 from jax_dynoff import plan
 from jax_dynoff import reference as ref
 from jax_dynoff.extension import ext
@@ -502,23 +502,6 @@ def test_fused_swiglu_group_offset(offset, route):
       atol=2 ** -8)
 
 
-def _fused_into(lhs, rhs, offsets, sizes, out):
-  """The fused call writing into a window of `out` (m, >= n / 2) at
-  column 0: what ragged_dot binds, but with the caller's out."""
-  from jax_dynoff import ragged  # pylint: disable=g-import-not-at-top
-  from jax_dynoff.call import make_spec  # pylint: disable=g-import-not-at-top
-  from jax_dynoff.primitive import Operands, bind  # pylint: disable=g-import-not-at-top
-  from jax_dynoff.signature import check_call  # pylint: disable=g-import-not-at-top
-  m, h = lhs.shape[0], rhs.shape[2] // 2
-  ow = dyn.window(out, (offsets[0], 0), (m, h), valid=(sizes[0], h))
-  call = check_call(ragged._rows(lhs, offsets, sizes), rhs[0], out=ow,
-                    epilogue="swiglu")
-  spec = ragged._batched(make_spec(call), {"a": False, "b": True,
-                                           "d": False}, rhs.shape[0])
-  starts = {"a": [offsets, sizes], "b": [], "c": [], "d": [offsets, sizes]}
-  return bind(spec, Operands(lhs, rhs, None, out, starts))
-
-
 @pytest.mark.parametrize("dt", [BF16, F16])
 def test_fused_swiglu_leaves_the_rest_of_out_alone(dt, route):
   """Into a NaN-poisoned out wider than n / 2: the groups' rows of the
@@ -528,7 +511,7 @@ def test_fused_swiglu_leaves_the_rest_of_out_alone(dt, route):
   sizes = np.asarray([9, 0, 14, 6], np.int32)
   offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
   out = jnp.full((40, 24 + 8), jnp.nan, dt)
-  got = jax.jit(_fused_into)(lhs, rhs, jnp.asarray(offsets),
+  got = jax.jit(fused_swiglu_into)(lhs, rhs, jnp.asarray(offsets),
                              jnp.asarray(sizes), out)
   rows = int(sizes.sum())
   want = _swiglu_numpy(lhs, rhs, sizes)
