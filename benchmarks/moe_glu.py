@@ -1,0 +1,208 @@
+"""The up projection's gated activation, fused or not: jax_dynoff.ragged_dot
+with activation="swiglu" (silu(gate) * up in the grouped kernel's
+epilogue, over interleaved gate and up columns) beside the same product
+followed by XLA's activation, on the expert layers of moe_peers.py, forward
+and forward + backward (the vjp wrt lhs and rhs), device-timed in one
+process (bench.time_loops: the sides take turns), each side's accuracy
+against a float32 reference of the same bfloat16 operands.
+
+Sides (each returns the (rows, n / 2) activation):
+  fused:      ragged_dot(x, w_interleaved, sizes, activation="swiglu")
+  interleave: h = ragged_dot(x, w_interleaved, sizes); silu(h[:, 0::2]) * h[:, 1::2]
+  halves:     h = ragged_dot(x, w_halves, sizes); silu(h[:, :n/2]) * h[:, n/2:]
+The unfused sides round h to bfloat16 before the activation, as a model
+that calls ragged_dot and then the activation does.  Usage:
+  python benchmarks/moe_glu.py [OUT_DIR] [--quick] [--cases NAME,...]
+writes OUT_DIR/moe_glu.json and prints one line per case and setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+import traceback
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+import jax_dynoff as dyn
+import bench      # benchmarks/bench.py, beside this script
+import moe_peers  # the layers and the group sizes
+
+# The up projections (N = gate and up columns together) and decode layers
+# of moe_peers.CASES.
+CASES = tuple(c for c in moe_peers.CASES
+              if c[0].endswith("_up") or c[0].startswith("decode"))
+QUICK = ("mixtral_up", "qwen3_30b_up", "decode_e64")
+
+
+def _swiglu(h, interleaved):
+  h = h.astype(jnp.float32)
+  if interleaved:
+    gate, up = h[:, 0::2], h[:, 1::2]
+  else:
+    half = h.shape[1] // 2
+    gate, up = h[:, :half], h[:, half:]
+  return jax.nn.silu(gate) * up
+
+
+def sides():
+  """name -> (fn(x, w, sizes) -> (rows, n / 2) bfloat16, whether w is
+  interleaved)."""
+  def fused(x, w, g):
+    return dyn.ragged_dot(x, w, g, activation="swiglu")
+
+  def unfused(interleaved):
+    def f(x, w, g):
+      return _swiglu(dyn.ragged_dot(x, w, g), interleaved).astype(x.dtype)
+    return f
+  return {"fused": (fused, True), "interleave": (unfused(True), True),
+          "halves": (unfused(False), False)}
+
+
+def _outputs(fn, x, w, g, dy):
+  y, vjp = jax.vjp(lambda a, b: fn(a, b, g), x, w)
+  return (y, *vjp(dy))
+
+
+def accuracy(fn, interleaved, x, w, sizes, dy) -> list[float]:
+  """Max |error| over max |reference| of the output, d lhs and d rhs on
+  moe_peers.sample_groups, against float32 products at HIGHEST of the
+  same bfloat16 operands and the activation in float32."""
+  g = jnp.asarray(sizes)
+  y, dx, dw = jax.jit(functools.partial(_outputs, fn))(x, w, g, dy)
+  ends = np.cumsum(sizes)
+  hi = lax.Precision.HIGHEST
+  f32 = lambda a: jnp.asarray(a, jnp.float32)
+  err, scale = np.zeros(3), np.zeros(3)
+  for grp in moe_peers.sample_groups(sizes):
+    r1 = int(ends[grp])
+    r0 = r1 - int(sizes[grp])
+    xs, ws, ds = f32(x[r0:r1]), f32(w[grp]), f32(dy[r0:r1])
+
+    def ref(a, b):
+      return _swiglu(jnp.dot(a, b, precision=hi), interleaved)
+    ry, vjp = jax.vjp(ref, xs, ws)
+    rdx, rdw = vjp(ds)
+    for i, (a, b) in enumerate(zip((y[r0:r1], dx[r0:r1], dw[grp]),
+                                   (ry, rdx, rdw))):
+      err[i] = max(err[i], float(jnp.max(jnp.abs(f32(a) - b), initial=0.0)))
+      scale[i] = max(scale[i], float(jnp.max(jnp.abs(b), initial=0.0)))
+  return [float(e / max(sc, 1e-30)) for e, sc in zip(err, scale)]
+
+
+def _fwd_loop(fn, x, w, g):
+  def body(i, y, x, w, g):
+    xx, ww, _ = lax.optimization_barrier((x, w, i))
+    return fn(xx, ww, g)
+  return bench.Loop(body, jnp.zeros((x.shape[0], w.shape[2] // 2), x.dtype),
+                    (x, w, g))
+
+
+def _train_loop(fn, x, w, g, dy):
+  def body(i, c, x, w, g):
+    xx, ww, _ = lax.optimization_barrier((x, w, i))
+    y, dx, dw = _outputs(fn, xx, ww, g, c[0])
+    return c[0], dx, dw + y[:1, :1].astype(dw.dtype)  # nothing is dead
+  return bench.Loop(body, (dy, jnp.zeros_like(x), jnp.zeros_like(w)),
+                    (x, w, g))
+
+
+def run_case(name, experts, rows, k, n, kind, repeats) -> dict:
+  dtype = jnp.bfloat16
+  kx, kw, ky = jax.random.split(jax.random.key(experts * 7 + k + 1), 3)
+  x = bench._rand(kx, (rows, k), dtype)  # pylint: disable=protected-access
+  w_halves = bench._rand(kw, (experts, k, n), dtype, 1 / np.sqrt(k))  # pylint: disable=protected-access
+  w_inter = dyn.interleave_gate_up(w_halves)
+  dy = bench._rand(ky, (rows, n // 2), dtype)  # pylint: disable=protected-access
+  sizes = moe_peers.group_sizes(kind, experts, rows)
+  g = jnp.asarray(sizes)
+  rec = dict(case=name, experts=experts, rows=rows, k=k, n=n, groups=kind,
+             empty=int((sizes == 0).sum()), max_group=int(sizes.max()),
+             flops=2.0 * rows * k * n, sides={})
+  fns = sides()
+  for side, (fn, inter) in fns.items():
+    rec["sides"][side] = {"error": accuracy(
+        fn, inter, x, w_inter if inter else w_halves, sizes, dy)}
+  iters = max(3, min(100, int(3e12 / rec["flops"])))
+  names = list(fns)
+  for mode, it in (("fwd", iters), ("train", max(2, iters // 3))):
+    loops = []
+    for s in names:
+      fn, inter = fns[s]
+      w = w_inter if inter else w_halves
+      loops.append(_fwd_loop(fn, x, w, g) if mode == "fwd" else
+                   _train_loop(fn, x, w, g, dy))
+    try:
+      ms = bench.time_loops(loops, it, repeats)
+    except Exception as e:  # pylint: disable=broad-except
+      rec[f"{mode}_failed"] = f"{type(e).__name__}: {e}"[:300]
+      continue
+    for s, t in zip(names, ms):
+      rec["sides"][s][f"{mode}_ms"] = t
+  return rec
+
+
+def _line(r) -> str:
+  s = r["sides"]
+  parts = [f"{r['case']:<15} {r['groups']:<7} E{r['experts']:<4} "
+           f"{r['rows']}x{r['k']}->{r['n']}"]
+  for mode in ("fwd", "train"):
+    t = s["fused"].get(f"{mode}_ms")
+    if t is None:
+      parts.append(f"{mode}: failed")
+      continue
+    others = ", ".join(f"{p} {s[p][f'{mode}_ms'] / t:5.2f}"
+                       for p in ("interleave", "halves")
+                       if f"{mode}_ms" in s[p])
+    parts.append(f"{mode} fused {t:8.3f} ms ({others})")
+  parts.append("err " + " ".join(f"{p} {max(v['error']):.1e}"
+                                 for p, v in s.items()))
+  return " | ".join(parts)
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("out_dir", nargs="?", default=None)
+  ap.add_argument("--quick", action="store_true",
+                  help=f"cases {', '.join(QUICK)}; 0.5-s windows")
+  ap.add_argument("--cases", default=None, help="comma-separated names")
+  ap.add_argument("--groups", default="uniform,skewed")
+  ap.add_argument("--repeats", type=int, default=3)
+  a = ap.parse_args(argv)
+  gpu = jax.default_backend() == "gpu"
+  bench.WINDOW_S = (0.5 if a.quick else 1.0) if gpu else 0.0
+  names = (a.cases.split(",") if a.cases else QUICK if a.quick
+           else [c[0] for c in CASES])
+  print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}; "
+        "ratio = the side's time / fused", flush=True)
+  rows = []
+  for c in CASES:
+    if c[0] not in names:
+      continue
+    for kind in a.groups.split(","):
+      t0 = time.time()
+      try:
+        r = run_case(*c, kind, a.repeats)
+      except Exception:  # pylint: disable=broad-except
+        print(f"{c[0]} {kind}: failed\n{traceback.format_exc()}", flush=True)
+        continue
+      r["seconds"] = time.time() - t0
+      rows.append(r)
+      print(_line(r), flush=True)
+      if a.out_dir:  # after every row: a run cut short keeps its rows
+        os.makedirs(a.out_dir, exist_ok=True)
+        with open(os.path.join(a.out_dir, "moe_glu.json"), "w") as f:
+          json.dump({"device": jax.devices()[0].device_kind,
+                     "jax": jax.__version__, "rows": rows}, f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
