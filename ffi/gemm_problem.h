@@ -129,9 +129,12 @@ enum class DirectTile : int64_t {
 };
 inline constexpr int kNumDirectTiles = 7;  // kNone aside
 
-// The grouped kernel's tiles (kernels/sm90_grouped.h says why each exists).
-enum class GroupedTile : int64_t { kMedium = 0, kWide };
-inline constexpr int kNumGroupedTiles = 2;
+// The grouped kernel's tiles (kernels/sm90_grouped.h says why each
+// exists), and kSmallGroups: the small-group weight-gradient kernel
+// (kernels/small_group_grad.h), a grouped launch of its own for A
+// transposed over few rows per item.
+enum class GroupedTile : int64_t { kMedium = 0, kWide, kSmallGroups };
+inline constexpr int kNumGroupedTiles = 3;
 
 // The caller's KernelOptions (jax_dynoff/options.py) that reach C++, all
 // of them by one channel (the call's `options` attribute): the planner

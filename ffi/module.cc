@@ -307,6 +307,9 @@ nb::dict PlannerTables() {
   d["direct_tiles"] = direct_tiles;
   d["direct_tile_paths"] = direct_paths;
   d["grouped_tiles"] = grouped_tiles;
+  // The small-group weight-gradient kernel's bound on a call's mean rows
+  // per item (plan.h SmallGroupRows).
+  d["small_group_max_mean_rows"] = kernels::kSmallGroupMaxMeanRows;
   d["sm90_kernels"] = sm90_kernels;
   return d;
 }

@@ -90,6 +90,23 @@ inline constexpr int ClusterKForcedTileN(int64_t m, int64_t n, int64_t k,
   return tn != 0 ? tn : 64;
 }
 
+// The small-group weight-gradient kernel (kernels/small_group_grad.h):
+// its output tile, and where the planner gives it a grouped call with A
+// transposed (ragged_dot's dW[e] = X_e^T G_e, K the expert's rows): where
+// the static mean of the rows per item, K's capacity / items, is at most
+// kSmallGroupMaxMeanRows.  The probe (benchmarks/small_k_grad/probe.cu, on
+// an H100) ran it at 0.85-0.97 of a write-only kernel on decode layers of
+// 1 to 8 rows per expert (E64 512 x 4096 -> 4096, E128 1024 x 2048 ->
+// 1536, E256 256 x 7168 -> 2048; uniform and skewed sizes) and at
+// 0.24-0.41 of it on groups of hundreds of rows, where the CUTLASS grouped
+// kernel stays.  64 lies between the two and is to be tuned from GPU
+// timings of the library's own calls on both sides of it.
+inline constexpr int kSmallGroupTileM = 128, kSmallGroupTileN = 128;
+inline constexpr int64_t kSmallGroupMaxMeanRows = 64;
+inline constexpr bool SmallGroupRows(int64_t k, int64_t items) {
+  return items > 0 && k <= kSmallGroupMaxMeanRows * items;
+}
+
 }  // namespace kernels
 
 inline constexpr int64_t kWorkspaceAlign = 256;
@@ -113,6 +130,9 @@ inline constexpr int64_t kGroupedStrideBytes = 8;
 // valid part (dvr x dvc); and `covered`, D's columns the kernel writes in
 // rows [0, m): n, or n / 2 rounded up where the swiglu epilogue writes a
 // column per pair of h's (an odd n's last gate pairs with a zero up).
+// The small-group weight-gradient kernel (planned grouped tile
+// kSmallGroups) writes the zeros of an item without K itself: there k = 0
+// keeps m and n (none at all only where m or n is 0).
 // The rest of D's valid part is zeros (the operands' zeros past their
 // valid parts, no C), which the grouped pointer kernel writes: columns
 // [covered, dvc) of rows [0, m), then every column of rows [m, dvr).
@@ -136,7 +156,10 @@ JAX_DYNOFF_HD GroupedItem GroupedItemOf(const GemmProblem& p, int64_t t,
   g.m = lesser(am, g.dvr);
   g.n = lesser(bn, pairs ? 2 * g.dvc : g.dvc);
   g.k = lesser(ak, bk);
-  if (g.m == 0 || g.n == 0 || g.k == 0) g.m = g.n = g.k = 0;
+  const bool writes_empty =
+      p.planned.grouped_tile == GroupedTile::kSmallGroups;
+  if (g.m == 0 || g.n == 0 || (g.k == 0 && !writes_empty))
+    g.m = g.n = g.k = 0;
   g.covered = pairs ? (g.n + 1) / 2 : g.n;
   return g;
 }

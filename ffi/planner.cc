@@ -80,7 +80,7 @@ const char* DirectTileName(DirectTile t) {
 }
 
 const char* GroupedTileName(GroupedTile t) {
-  static const char* const kNames[] = {"medium", "wide"};
+  static const char* const kNames[] = {"medium", "wide", "small_groups"};
   return kNames[static_cast<int>(t)];
 }
 
@@ -134,6 +134,13 @@ bool HasGroupedTile(DType in, DType out, bool ta, bool tb, Epilogue e,
 }
 
 GroupedTile GroupedTileChoice(const GemmProblem& p) {
+  // The small-group weight-gradient kernel where it is built (A
+  // transposed: a contraction over each item's rows) and the items hold
+  // few rows on average (plan.h SmallGroupRows: the probe's figures).
+  if (HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+                     p.epilogue, GroupedTile::kSmallGroups) &&
+      kernels::SmallGroupRows(p.k, p.batch))
+    return GroupedTile::kSmallGroups;
   // The wide tile where built: on an H200 as fast as or faster than a
   // 256x128 tile at every moe bench case (its 128-row granule pads 21%
   // rows where the 256-row one pads 56%), and than a 64x256 ping-pong
@@ -177,15 +184,41 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
                                   : GroupedTileChoice(p);
       const TileMN t =
           kGroupedTileShapes[static_cast<int>(k.kernel.grouped_tile)];
-      k.layout = Layout(LayoutProblem(p, k.path));
+      GemmProblem planned = LayoutProblem(p, k.path);
+      planned.planned = k.kernel;
+      k.layout = Layout(planned);
+      // The small-group weight-gradient kernel: which, and why (the mean
+      // rows per item against plan.h's bound, or forced).
+      const bool small = k.kernel.grouped_tile == GroupedTile::kSmallGroups;
+      const std::string kind =
+          small ? std::string("the small-group weight-gradient kernel "
+                              "(mma.sync, ") +
+                      Str(t.m) + "x" + Str(t.n) + " output tiles, " +
+                      (forced ? std::string("forced")
+                              : "mean rows per item " + Str(p.k) + " / " +
+                                    Str(p.batch) + " <= " +
+                                    Str(kernels::kSmallGroupMaxMeanRows)) +
+                      ", items without rows zeroed in the same launch)"
+                : std::string(GroupedTileName(k.kernel.grouped_tile)) +
+                      " tile " + Str(t.m) + "x" + Str(t.n) +
+                      (forced ? " (forced)" : "") +
+                      // Where the small-group kernel is built but the
+                      // items are tall: why not it.
+                      (!forced &&
+                               HasGroupedTile(p.in_dtype, p.out_dtype,
+                                              p.trans_a, p.trans_b, p.epilogue,
+                                              GroupedTile::kSmallGroups)
+                           ? ", not the small-group weight-gradient kernel: "
+                             "mean rows per item " +
+                                 Str(p.k) + " / " + Str(p.batch) + " > " +
+                                 Str(kernels::kSmallGroupMaxMeanRows)
+                           : std::string());
       k.explain = std::string(PathName(k.path)) + " (one grouped launch over " +
                   items + ", " +
                   (p.epilogue == Epilogue::kSwiglu
                        ? "silu(gate) * up fused in its epilogue, "
                        : "") +
-                  GroupedTileName(k.kernel.grouped_tile) + " tile " +
-                  Str(t.m) + "x" + Str(t.n) +
-                  (forced ? " (forced)" : "") +
+                  kind +
                   ", problem shapes from the valid extents on the device; "
                   "workspace " + Str(k.layout.total) + " bytes)";
     } else {

@@ -57,11 +57,13 @@ inline constexpr TileMN kDirectTileShapes[] = {
 
 // The grouped kernel's tiles (GroupedTile, gemm_problem.h): medium for
 // every HasGroupedKernel combination, wide for 16-bit NN (the one tile of
-// the fused swiglu kernel), planned where built (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one
+// the fused swiglu kernel), small_groups (the small-group weight-gradient
+// kernel) for 16-bit TN, planned where built (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one
 // where it is built.  (tile m, tile n) by GroupedTile: m is the granule a ragged item's rows
 // are padded to.
 inline constexpr TileMN kGroupedTileShapes[kNumGroupedTiles] = {
-    {128, 128}, {128, 256}};
+    {128, 128}, {128, 256},
+    {kernels::kSmallGroupTileM, kernels::kSmallGroupTileN}};
 
 using Reasons = std::vector<std::string>;
 

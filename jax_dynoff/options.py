@@ -22,7 +22,7 @@ from typing import Optional
 SM90_TILES = ("large", "medium", "small_m", "tiny")
 DIRECT_TILES = ("large", "wide", "medium", "small_m", "tiny", "split_k",
                 "cluster_k")
-GROUPED_TILES = ("medium", "wide")
+GROUPED_TILES = ("medium", "wide", "small_groups")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +42,12 @@ class KernelOptions:
                  Calls with ragged windows ignore it (grouped_tile).
   grouped_tile:  forces the grouped kernel's tile for calls with ragged
                  windows that run as one grouped launch: "medium"
-                 (128x128, every dtype and transpose it runs) or "wide"
+                 (128x128, every dtype and transpose it runs), "wide"
                  (128x256, bfloat16 NN: planned there; ignored
-                 elsewhere).
+                 elsewhere) or "small_groups" (the small-group
+                 weight-gradient kernel, A transposed: ragged_dot's
+                 weight gradient, planned there where the groups hold
+                 few rows on average; ignored elsewhere).
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or

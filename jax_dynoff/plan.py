@@ -86,7 +86,10 @@ Paths (enum Path in ffi/gemm_problem.h):
   after CUTLASS example 57; its tiles GROUPED_TILES: 128x256 cooperative,
   cluster 1x2, for bfloat16 NN, 128x128 ping-pong for the others;
   `grouped_tile` says which runs and ``KernelOptions(grouped_tile=...)``
-  forces one) after one pointer
+  forces one; A transposed over few rows per item, the weight gradient of
+  a decode-sized `ragged_dot`, runs the small-group weight-gradient kernel
+  instead, grouped tile ``small_groups``: ffi/kernels/small_group_grad.h,
+  SMALL_GROUP_MAX_MEAN_ROWS) after one pointer
   kernel that writes every item's operand addresses, strides and problem
   shape (its valid extents) into the workspace, and the zeros of D's valid
   part that no product covers.  The kernel's scheduler reads the shapes on
@@ -178,6 +181,10 @@ DIRECT_TILE_PATHS = dict(_TABLES["direct_tile_paths"])
 # The grouped kernel's tiles (ragged windows): tile -> (tile m, tile n);
 # m is the granule each item's rows are padded to.
 GROUPED_TILES = {k: tuple(v) for k, v in _TABLES["grouped_tiles"].items()}
+# The small-group weight-gradient kernel (grouped tile "small_groups") is
+# planned for a grouped call with A transposed whose mean rows per item
+# (K's capacity / items) are at most this (ffi/plan.h SmallGroupRows).
+SMALL_GROUP_MAX_MEAN_ROWS = _TABLES["small_group_max_mean_rows"]
 
 # The kernel catalogue (ffi/kernels/catalogue.py, as the extension holds
 # it): one line per kernel the CUDA build compiles, whichever build this

@@ -1,5 +1,5 @@
-// A candidate kernel for ragged_dot's weight gradient where the groups are
-// small (decode-sized MoE): dW[e] = X_e^T @ G_e for every expert e, X_e and
+// The small-group weight-gradient kernel for ragged_dot's weight gradient
+// where the groups are small (decode-sized MoE): dW[e] = X_e^T @ G_e for every expert e, X_e and
 // G_e the rows [offset_e, offset_e + rows_e) of X (m x K) and G (m x N),
 // dW (E x K x N), bfloat16 in and out, float32 accumulation.
 //
@@ -16,9 +16,12 @@
 //
 // The probe checks it against a naive float32 kernel (uniform and skewed
 // sizes with empty experts, edge tiles, dW poisoned first) and times it
-// beside a kernel that only writes the same bytes (the floor).  Build and
-// run (offline, sm_90a; no JAX, no CUTLASS; the PTX helpers are the skinny
-// kernel's, kernels/sm90_skinny.h):
+// beside a kernel that only writes the same bytes (the floor).  The kernel
+// was written here first; it is now the library's (kernels/
+// small_group_grad.h, the grouped tile small_groups), which this probe
+// includes, writing the per-expert arrays the grouped pointer kernel
+// writes in the library.  Build and run (offline, sm_90a; no JAX, no
+// CUTLASS):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/small_k_grad/probe.cu -o /tmp/small_k_grad && /tmp/small_k_grad
 #include <cuda_bf16.h>
@@ -35,141 +38,93 @@
 
 #include "../cuda_check.h"
 #include "../sm90_tiles/fill.h"
-#include "kernels/sm90_skinny.h"  // the cp.async, ldmatrix and mma helpers
+#include "kernels/small_group_grad.h"  // the kernel
 
 using T = __nv_bfloat16;
 
 namespace small_k {
 
-constexpr int kBM = 128, kBN = 128, kBR = 16;  // output tile, rows a step
-constexpr int kThreads = 256;                  // 8 warps: 4 (M) x 2 (N)
-constexpr int kStageBytes = kBR * kBM * 2 + kBR * kBN * 2;  // X and G
-constexpr int kOutLd = kBN + 8;  // staged tile's row, in elements (+16 B)
-constexpr int kSmemBytes = kBM * kOutLd * 2 > 2 * kStageBytes
-                               ? kBM * kOutLd * 2
-                               : 2 * kStageBytes;
-
-using jax_dynoff::kernels::skinny::CpAsync16;
-using jax_dynoff::kernels::skinny::CpAsyncCommit;
-using jax_dynoff::kernels::skinny::CpAsyncWait;
-using jax_dynoff::kernels::skinny::Ldsm4T;
-using jax_dynoff::kernels::skinny::Mma;
-// A stage row holds 16 chunks of 16 bytes (128 elements), swizzled as the
-// skinny kernel's: the 8 rows one ldmatrix reads hit 8 bank groups.
-__device__ __forceinline__ uint32_t Swz(int row, int chunk) {
-  return jax_dynoff::kernels::skinny::Swz(row, chunk, 256);
-}
-
+// The kernel is the library's (kernels/small_group_grad.h): it reads each
+// expert's shape (m = K, n = N, k = its rows), operand addresses and
+// leading dimensions from device arrays, as the grouped pointer kernel
+// writes them; here the host writes them once.
 struct Args {
   const T* x;  // m x k, row-major (ld k)
   const T* g;  // m x n, row-major (ld n)
   T* dw;       // e x k x n
-  const int* offsets;  // per expert: first row
-  const int* rows;     // per expert: rows (0: the tile is zeros)
+  const int* offsets;  // per expert: first row (host)
+  const int* rows;     // per expert: rows (0: the tile is zeros) (host)
   int k, n;
 };
 
-__global__ void __launch_bounds__(kThreads)
-    SmallKGrad(const __grid_constant__ Args A) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int e = blockIdx.z;
-  const int k0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
-  const int rows = A.rows[e];
-  const int64_t first = A.offsets[e];
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int wm = warp >> 1, wn = warp & 1;  // warp tile: 32 (M) x 64 (N)
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  auto xs = [&](int s) { return base + s * kStageBytes; };
-  auto gs = [&](int s) { return base + s * kStageBytes + kBR * kBM * 2; };
+// The device arrays of one case: shapes, then the A, B, C, D pointers,
+// then the A, B, C, D leading dimensions, per expert.
+struct Items {
+  int32_t* shapes = nullptr;
+  const void** ptrs = nullptr;
+  int64_t* strides = nullptr;
+};
 
-  // Step t: rows [16 t, 16 t + 16) of the expert: one 16-byte chunk of X
-  // and one of G per thread (16 rows x 16 chunks each), zeros past the
-  // expert's rows and past K and N.
-  auto load = [&](int t, int s) {
-    const int r = tid >> 4, c = tid & 15, row = t * kBR + r;
-    const bool in = row < rows;
-    const int kk = k0 + c * 8, nn = n0 + c * 8;
-    const bool xv = in && kk < A.k, gv = in && nn < A.n;
-    CpAsync16(xs(s) + Swz(r, c),
-              xv ? A.x + (first + row) * A.k + kk : A.x, xv);
-    CpAsync16(gs(s) + Swz(r, c),
-              gv ? A.g + (first + row) * A.n + nn : A.g, gv);
-  };
-
-  float acc[2][8][4] = {};
-  const int steps = (rows + kBR - 1) / kBR;
-  if (steps > 0) load(0, 0);
-  CpAsyncCommit();
-  for (int t = 0; t < steps; ++t) {
-    if (t + 1 < steps) load(t + 1, (t + 1) & 1);
-    CpAsyncCommit();
-    CpAsyncWait<1>();
-    __syncthreads();
-    const int s = t & 1;
-    const int q = lane >> 3, j = lane & 7;
-    // A = X^T (i along K-dim, r along rows): 8x8 blocks of the stage
-    // (rows r, columns i), transposed by ldmatrix: matrix q holds
-    // (i + (q % 2) 8, r + (q / 2) 8).
-    uint32_t af[2][4];
-#pragma unroll
-    for (int f = 0; f < 2; ++f) {
-      const int i0 = wm * 32 + f * 16;
-      Ldsm4T(xs(s) + Swz((q >> 1) * 8 + j, (i0 >> 3) + (q & 1)), af[f]);
-    }
-    // B = G (r along rows, columns n): matrix q holds
-    // (r + (q % 2) 8, n + (q / 2) 8): b0, b1 of two n8 fragments.
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      const int j0 = wn * 64 + p * 16;
-      uint32_t bf[4];
-      Ldsm4T(gs(s) + Swz((q & 1) * 8 + j, (j0 >> 3) + (q >> 1)), bf);
-#pragma unroll
-      for (int f = 0; f < 2; ++f) {
-        Mma<T>(acc[f][2 * p], af[f], bf[0], bf[1]);
-        Mma<T>(acc[f][2 * p + 1], af[f], bf[2], bf[3]);
-      }
-    }
-    __syncthreads();  // the stage is free for step t + 2
+Items MakeItems(const Args& a, int experts) {
+  std::vector<int32_t> shapes(3 * experts);
+  std::vector<const void*> ptrs(4 * experts);
+  std::vector<int64_t> strides(4 * experts);
+  for (int e = 0; e < experts; ++e) {
+    shapes[3 * e] = a.k;
+    shapes[3 * e + 1] = a.n;
+    shapes[3 * e + 2] = a.rows[e];
+    ptrs[e] = a.x + int64_t{a.offsets[e]} * a.k;
+    ptrs[experts + e] = a.g + int64_t{a.offsets[e]} * a.n;
+    ptrs[2 * experts + e] = ptrs[3 * experts + e] =
+        a.dw + int64_t{e} * a.k * a.n;
+    strides[e] = a.k;
+    strides[experts + e] = a.n;
+    strides[2 * experts + e] = strides[3 * experts + e] = a.n;
   }
-  CpAsyncWait<0>();
-  __syncthreads();
+  Items it;
+  CK(cudaMalloc(&it.shapes, shapes.size() * 4));
+  CK(cudaMalloc(&it.ptrs, ptrs.size() * 8));
+  CK(cudaMalloc(&it.strides, strides.size() * 8));
+  CK(cudaMemcpy(it.shapes, shapes.data(), shapes.size() * 4,
+                cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(it.ptrs, ptrs.data(), ptrs.size() * 8,
+                cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(it.strides, strides.data(), strides.size() * 8,
+                cudaMemcpyHostToDevice));
+  return it;
+}
 
-  // The tile through shared memory, then 16-byte rows of global memory.
-  T* out = reinterpret_cast<T*>(smem);
-#pragma unroll
-  for (int f = 0; f < 2; ++f)
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      const int row = wm * 32 + f * 16 + (lane >> 2);
-      const int col = wn * 64 + jj * 8 + (lane & 3) * 2;
-      *reinterpret_cast<__nv_bfloat162*>(&out[row * kOutLd + col]) =
-          __floats2bfloat162_rn(acc[f][jj][0], acc[f][jj][1]);
-      *reinterpret_cast<__nv_bfloat162*>(&out[(row + 8) * kOutLd + col]) =
-          __floats2bfloat162_rn(acc[f][jj][2], acc[f][jj][3]);
-    }
-  __syncthreads();
-  T* dw = A.dw + static_cast<int64_t>(e) * A.k * A.n;
-  for (int i = tid; i < kBM * (kBN / 8); i += kThreads) {
-    const int row = i / (kBN / 8), c = (i % (kBN / 8)) * 8;
-    if (k0 + row < A.k && n0 + c < A.n)  // n a multiple of 8 (Run)
-      *reinterpret_cast<uint4*>(dw + int64_t(k0 + row) * A.n + n0 + c) =
-          *reinterpret_cast<const uint4*>(&out[row * kOutLd + c]);
-  }
+void FreeItems(const Items& it) {
+  CK(cudaFree(it.shapes));
+  CK(cudaFree(const_cast<void**>(it.ptrs)));
+  CK(cudaFree(it.strides));
 }
 
 // K and N multiples of 8: every 16-byte chunk of a row lies inside it
 // (the library's grouped path proves the same of its operands).
-cudaError_t Run(const Args& a, int experts, cudaStream_t stream) {
+cudaError_t Run(const Args& a, const Items& it, int experts,
+                cudaStream_t stream) {
   if (a.k % 8 != 0 || a.n % 8 != 0) return cudaErrorInvalidValue;
-  static bool once = false;
-  if (!once) {
-    cudaError_t e = cudaFuncSetAttribute(
-        SmallKGrad, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-    if (e != cudaSuccess) return e;
-    once = true;
+  jax_dynoff::kernels::GroupedLaunch l;
+  l.stream = stream;
+  l.groups = experts;
+  l.m = a.k;
+  l.n = a.n;
+  l.shapes = it.shapes;
+  l.ptr_a = it.ptrs;
+  l.ptr_b = it.ptrs + experts;
+  l.ptr_c = it.ptrs + 2 * experts;
+  l.ptr_d = const_cast<void* const*>(it.ptrs + 3 * experts);
+  l.stride_a = it.strides;
+  l.stride_b = it.strides + experts;
+  l.stride_c = it.strides + 2 * experts;
+  l.stride_d = it.strides + 3 * experts;
+  const std::string r =
+      jax_dynoff::kernels::small_group_grad::Run<T, T>(l);
+  if (!r.empty()) {
+    std::fprintf(stderr, "%s\n", r.c_str());
+    return cudaErrorLaunchFailure;
   }
-  const dim3 grid((a.n + kBN - 1) / kBN, (a.k + kBM - 1) / kBM, experts);
-  SmallKGrad<<<grid, kThreads, kSmemBytes, stream>>>(a);
   return cudaGetLastError();
 }
 
@@ -243,8 +198,9 @@ bool RunCase(const Case& c, bool skewed, bool check) {
   Fill<<<512, 256>>>(x, size_t(c.m) * c.k, 1);
   Fill<<<512, 256>>>(g, size_t(c.m) * c.n, 2);
   CK(cudaMemset(dw, 0x7f, size_t(out_elems) * 2));  // poison
-  small_k::Args a{x, g, dw, d_off, d_rows, c.k, c.n};
-  CK(small_k::Run(a, c.experts, 0));
+  small_k::Args a{x, g, dw, offs.data(), sizes.data(), c.k, c.n};
+  const small_k::Items items = small_k::MakeItems(a, c.experts);
+  CK(small_k::Run(a, items, c.experts, 0));
   CK(cudaDeviceSynchronize());
   bool ok = true;
   if (check) {
@@ -280,7 +236,7 @@ bool RunCase(const Case& c, bool skewed, bool check) {
   CK(cudaEventCreate(&t1));
   const int reps = 20;
   CK(cudaEventRecord(t0));
-  for (int i = 0; i < reps; ++i) CK(small_k::Run(a, c.experts, 0));
+  for (int i = 0; i < reps; ++i) CK(small_k::Run(a, items, c.experts, 0));
   CK(cudaEventRecord(t1));
   CK(cudaEventSynchronize(t1));
   float ms_k = 0;
@@ -304,6 +260,7 @@ bool RunCase(const Case& c, bool skewed, bool check) {
   CK(cudaFree(dw));
   CK(cudaFree(d_off));
   CK(cudaFree(d_rows));
+  small_k::FreeItems(items);
   return ok;
 }
 

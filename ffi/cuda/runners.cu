@@ -198,6 +198,8 @@ ffi::Error RunGrouped(const kernels::GroupedKernelEntry* kernel,
   kernels::GroupedLaunch l;
   static_cast<kernels::LaunchCommon&>(l) = common;
   l.groups = static_cast<int>(p.batch);
+  l.m = static_cast<int>(p.m);
+  l.n = static_cast<int>(p.n);
   l.shapes = P.shapes;
   l.ptr_a = P.ptrs;
   l.ptr_b = P.ptrs + p.batch;

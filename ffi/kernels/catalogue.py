@@ -61,7 +61,8 @@ FAMILIES = {
         "small_m": "kSmall", "tiny": "kTiny", "split_k": "kSplitK",
         "cluster_k": "kClusterK"}),
     "sm90_grouped": ("kSm90Grouped", "GroupedTile", {
-        "medium": "kMedium", "wide": "kWide"}),
+        "medium": "kMedium", "wide": "kWide",
+        "small_groups": "kSmallGroups"}),
     "sm90_grouped_swiglu": ("kSm90GroupedSwiglu", "GroupedTile", {
         "medium": "kMedium", "wide": "kWide"}),
     "sm90_skinny": ("kSm90Skinny", None, {}),
@@ -172,6 +173,16 @@ KINDS = {
             [k.config, _cutlass(k.dtype_in), _cutlass(k.dtype_out)]),
         dtypes=("bf16->bf16", "f16->f16"), layouts=("NN",), config=True,
         any_layout=False),
+    # The small-group weight-gradient kernel (kernels/small_group_grad.h):
+    # a grouped launch of its own, A transposed (a contraction over each
+    # item's rows), the grouped tile small_groups; D of the input's dtype
+    # or float32.
+    "sm90_small_group_grad": Kind(
+        "sm90_grouped", "GroupedKernelEntry", lambda k: (
+            "JAX_DYNOFF_SM90_SMALL_GROUP_GRAD_KERNEL",
+            [DTYPES[k.dtype_in][1], DTYPES[k.dtype_out][1]]),
+        dtypes=("bf16->bf16", "f16->f16", "bf16->f32", "f16->f32"),
+        layouts=("TN",), config=False, any_layout=False),
     # Skinny kernels (kernels/sm90_skinny.h), A not transposed; the
     # configuration is the m16 fragments a CTA covers (max m = 16 x it).
     "sm90_skinny": Kind(
@@ -435,6 +446,20 @@ UNITS = [
     # docs/design.md), and it is the tile the plain bfloat16 NN call takes.
     K("kSm90GroupedSwigluWideBf16NN", "sm90_grouped_swiglu", "wide", "bf16->bf16", "NN", "Sm90GroupedWideConfig", "bf16 ragged_dot(activation='swiglu'): an MoE up projection's silu(gate) * up in one grouped launch, h never written."),
     K("kSm90GroupedSwigluWideF16NN", "sm90_grouped_swiglu", "wide", "f16->f16", "NN", "Sm90GroupedWideConfig", "f16 ragged_dot(activation='swiglu'), as bf16 has it."),
+    ]),
+    Unit("sm90_small_group_grad", "kernels/small_group_grad.h", SM90A,
+         "SM90 small-group weight-gradient kernels (grouped tile "
+         "small_groups): ragged_dot's dW[e] = X_e^T G_e where the experts "
+         "hold few rows, one CTA per 128 x 128 tile of dW[e], mma.sync over "
+         "the expert's rows, experts without rows zeroed in the same launch.", [
+    # The probe (benchmarks/small_k_grad/probe.cu) measured and checked the
+    # bfloat16 one on an H100; float16 runs the same code with f16 mma.
+    K("kSm90SmallGroupGradBf16TN", "sm90_small_group_grad", "small_groups", "bf16->bf16", "TN", None, "bf16 ragged_dot weight gradient with few rows per expert (decode-sized MoE layers): its time is writing dW, which this kernel does at near the write rate where the CUTLASS grouped kernel spends a k-block and an epilogue per tile."),
+    K("kSm90SmallGroupGradF16TN", "sm90_small_group_grad", "small_groups", "f16->f16", "TN", None, "f16 ragged_dot weight gradient with few rows per expert, as bf16 has it (the grouped path runs f16 TN as well)."),
+    # float32 results: a ragged x^T @ dY kept in float32
+    # (preferred_element_type=float32), which the grouped path runs too.
+    K("kSm90SmallGroupGradBf16F32TN", "sm90_small_group_grad", "small_groups", "bf16->f32", "TN", None, "bf16 ragged x^T @ dY with few rows per item into float32 (a weight gradient kept in float32)."),
+    K("kSm90SmallGroupGradF16F32TN", "sm90_small_group_grad", "small_groups", "f16->f32", "TN", None, "f16 ragged x^T @ dY with few rows per item into float32."),
     ]),
     Unit("sm90_skinny", "kernels/sm90_skinny.h", SM90A,
          "SM90 skinny kernels (m <= 16): mma.sync CTAs streaming B, the CTAs "
