@@ -101,9 +101,11 @@ def grouped_cases() -> bool:
   """The grouped kernel's cases (ragged windows): ragged_dot with an
   empty group, a group past the rows (cut), rows past the groups, on
   the planned (wide) and the medium tile; its gradient (NT, and TN whose
-  K is each group's rows: an empty group's is zeros written by the
-  pointer kernel); a vmap whose out's valid parts exceed A's (zeros);
-  ragged_dot with the swiglu epilogue fused, and its gradient."""
+  K is each group's rows, on the small-group kernel where the groups hold
+  few rows: an empty group's zeros written by it, and on the CUTLASS
+  kernel: by the pointer kernel); a vmap whose out's valid parts exceed
+  A's (zeros); ragged_dot with the swiglu epilogue fused, and its
+  gradient."""
   ok = True
   xg = rand(25, (200, 136), BF16)
   wg = rand(26, (4, 136, 72), BF16)
@@ -118,6 +120,20 @@ def grouped_cases() -> bool:
   ok &= check("grouped_weight_grad", lambda mod, a, b, g: jax.grad(
       lambda a, b: jnp.sum(mod.ragged_dot(a, b, g).astype(F32) ** 2),
       argnums=1)(a, b), xg, wg, jnp.asarray([60, 0, 20, 30], jnp.int32))
+  # The same weight gradient on the CUTLASS kernel (200 rows over 4
+  # groups plan the small-group kernel), and a decode-shaped one: 16
+  # groups over 96 rows, skewed, empty groups, edge tiles (K 136, N 72).
+  ok &= check("grouped_weight_grad_medium", lambda mod, a, b, g: jax.grad(
+      lambda a, b: jnp.sum((mod.ragged_dot(a, b, g, opts=medium)
+                            if mod is dyn else mod.ragged_dot(a, b, g)
+                            ).astype(F32) ** 2),
+      argnums=1)(a, b), xg, wg, jnp.asarray([60, 0, 20, 30], jnp.int32))
+  ok &= check("small_group_weight_grad", lambda mod, a, b, g: jax.grad(
+      lambda a, b: jnp.sum(mod.ragged_dot(a, b, g).astype(F32) ** 2),
+      argnums=1)(a, b), rand(28, (96, 136), BF16),
+      rand(29, (16, 136, 72), BF16),
+      jnp.asarray([40, 0, 0, 1, 0, 9, 0, 0, 30, 0, 2, 0, 0, 14, 0, 0],
+                  jnp.int32))
   # A float32 result (its own grouped kernel), and float16's gradients.
   ok &= check("grouped_ragged_dot_f32", lambda mod, a, b, g: mod.ragged_dot(
       a, b, g, preferred_element_type=F32), xg, wg, gs)

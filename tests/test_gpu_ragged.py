@@ -245,13 +245,17 @@ _LOGGED_GRAD = textwrap.dedent("""
 @pytest.mark.parametrize("tile", [None, *NN_KERNELS])
 def test_grouped_kernels_ran(tile):
   """The handler's log: the forward is one grouped launch of the planned
-  (or forced) tile's kernel, the gradient two more on the medium tile (NT
-  for d lhs, TN for d rhs)."""
+  (or forced) tile's kernel, the gradient two more: d lhs on the medium
+  tile (NT), d rhs (TN, 256 rows over 4 groups: 64 a group, at the
+  small-group bound) on the small-group kernel, or on the medium tile
+  where it is forced."""
   out, lines = run_logged(_LOGGED_GRAD, [256, 128, 192, tile])
   planned = tile or next(t for t in NN_KERNELS
                          if f"{t} tile" in out.splitlines()[0])
+  small = tile != "medium" and 256 // 4 <= plan_lib.SMALL_GROUP_MAX_MEAN_ROWS
+  tn = "kSm90SmallGroupGradBf16TN" if small else "kSm90GroupedBf16TN"
   kernels = sorted(l.split("kernel=")[1].split()[0] for l in lines)
-  assert kernels == sorted(["kSm90GroupedBf16NT", "kSm90GroupedBf16TN",
+  assert kernels == sorted(["kSm90GroupedBf16NT", tn,
                             NN_KERNELS[planned]]), (out, lines)
   assert all("planned=sm90_grouped" in l for l in lines), lines
 
@@ -309,6 +313,172 @@ def test_grouped_tiles(sizes, tile, dt):
   got = jax.jit(f)(lhs, rhs, gs)
   assert _err(got, _lax32(lhs, rhs, gs)) < 2 ** -7
   np.testing.assert_array_equal(np.asarray(got[sum(sizes):], np.float32), 0)
+
+
+# --- The small-group weight-gradient kernel (grouped tile small_groups) ----
+
+SMALL_GRAD_KERNELS = {(BF16, BF16): "kSm90SmallGroupGradBf16TN",
+                      (F16, F16): "kSm90SmallGroupGradF16TN",
+                      (BF16, F32): "kSm90SmallGroupGradBf16F32TN",
+                      (F16, F32): "kSm90SmallGroupGradF16F32TN"}
+
+# Few rows per group (16 groups over 96 rows: 6 a group on average).
+SMALL_SIZES = [
+    [6] * 16,                                          # uniform
+    [40, 0, 0, 1, 0, 9, 0, 0, 30, 0, 2, 0, 0, 14, 0, 0],  # skewed, empties
+    [0] * 16,                                          # no rows at all
+    [3, 1, 0, 2, 5, 0, 0, 4, 1, 1, 0, 0, 2, 0, 3, 1],  # sum 23 < m
+    [0] * 15 + [96],                                   # one group, the last
+]
+
+
+def _dw64(lhs, ct, sizes, groups, first=0):
+  """dW[e] = lhs_g^T ct_g (g = first + e) in float64, rows cut at m."""
+  x, c = np.asarray(lhs, np.float64), np.asarray(ct, np.float64)
+  out = np.zeros((groups, x.shape[1], c.shape[1]))
+  start = 0
+  for g, size in enumerate(np.asarray(sizes)):
+    size = int(min(max(size, 0), x.shape[0] - start))
+    if 0 <= g - first < groups:
+      out[g - first] = x[start:start + size].T @ c[start:start + size]
+    start += size
+  return out
+
+
+def _small_grad_data(seed, dt, m=96, k=136, n=200, g=16):
+  r = np.random.default_rng(seed)
+  lhs = jnp.asarray(r.uniform(-1, 1, (m, k)), dt)
+  rhs = jnp.asarray(r.uniform(-1, 1, (g, k, n)) / np.sqrt(k), dt)
+  ct = jnp.asarray(r.uniform(-1, 1, (m, n)), dt)
+  return lhs, rhs, ct
+
+
+def _dw_err(got, want):
+  """Error of a dW against float64, relative to its largest element."""
+  g = np.asarray(got, np.float64)
+  return float(np.abs(g - want).max() / max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("kn", [(136, 200), (264, 72), (128, 128)])
+@pytest.mark.parametrize("sizes", SMALL_SIZES)
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_small_group_weight_grad(sizes, dt, kn):
+  """jax.grad of ragged_dot over few rows per group: d rhs runs on the
+  small-group kernel, against float64 NumPy and the reference: uniform,
+  skewed and empty groups, sums below m, K and N multiples of 8 but not of
+  128 (edge tiles); an empty group's dW is zeros bit for bit."""
+  k, n = kn
+  lhs, rhs, ct = _small_grad_data(11, dt, k=k, n=n)
+  gs = jnp.asarray(sizes, jnp.int32)
+
+  def grads(mod):
+    def loss(a, b):
+      return jnp.sum(mod.ragged_dot(a, b, gs).astype(F32) * ct.astype(F32))
+    return jax.grad(loss, argnums=(0, 1))
+
+  tiles = [plan_lib.grouped_tile(s)
+           for s in plan_lib.traced_specs(grads(dyn), lhs, rhs)]
+  assert sorted(tiles) == ["medium", "small_groups", "wide"], tiles
+  _, dw = jax.jit(grads(dyn))(lhs, rhs)
+  assert dw.dtype == dt and dw.shape == rhs.shape
+  assert _dw_err(dw, _dw64(lhs, ct, sizes, 16)) < 2 ** -7
+  _, want = ref_highest(lambda a, b: grads(dyn.reference)(
+      a.astype(F32), b.astype(F32)))(lhs, rhs)
+  assert _err(dw, want) < 2 ** -7
+  for e, size in enumerate(sizes):
+    if size == 0:
+      np.testing.assert_array_equal(bits(dw[e]), 0)
+
+
+@pytest.mark.parametrize("offset", [0, 5, 12, -3, 10 ** 6])
+@pytest.mark.parametrize("sizes", [SMALL_SIZES[1], SMALL_SIZES[3]])
+def test_small_group_weight_grad_group_offset(sizes, offset):
+  """group_offset: rhs holds 4 of the 16 groups from the offset on
+  (clamped); d rhs on the small-group kernel holds their dW, zeros for
+  the empty ones."""
+  lhs, rhs16, ct = _small_grad_data(12, BF16)
+  gs = jnp.asarray(sizes, jnp.int32)
+  first = min(max(offset + 16 if offset < 0 else offset, 0), 12)
+  rhs = rhs16[first:first + 4]
+  go = jnp.asarray([offset], jnp.int32)
+  loss = lambda a, b: jnp.sum(dyn.ragged_dot(
+      a, b, gs, group_offset=go).astype(F32) * ct.astype(F32))
+  specs = plan_lib.traced_specs(jax.grad(loss, argnums=1), lhs, rhs)
+  assert "small_groups" in [plan_lib.grouped_tile(s) for s in specs]
+  dw = jax.jit(jax.grad(loss, argnums=1))(lhs, rhs)
+  assert _dw_err(dw, _dw64(lhs, ct, sizes, 4, first)) < 2 ** -7
+
+
+@pytest.mark.parametrize("dt,out", list(SMALL_GRAD_KERNELS))
+def test_small_group_weight_grad_into_a_poisoned_out(dt, out):
+  """The dW call as a vmapped gemm of transposed ragged windows into a
+  NaN-poisoned out (each item's K x N window at column 8 of a wider,
+  taller array), in the input dtype and in float32: the window holds
+  x_g^T ct_g (zeros for an empty group), everything else keeps its bits;
+  the planned line is the small-group kernel of the dtypes."""
+  sizes = np.asarray(SMALL_SIZES[1], np.int32)
+  lhs, _, ct = _small_grad_data(13, dt, k=136, n=72)
+  offs = jnp.asarray(np.concatenate([[0], np.cumsum(sizes)[:-1]]), jnp.int32)
+  poison = jnp.full((16, 136 + 8, 72 + 16), jnp.nan, out)
+
+  def f(mod, x, c, offs, gs, o):
+    return jax.vmap(lambda s, v, o: mod.gemm(
+        dyn.window(x, (s, 0), (96, 136), valid=(v, 136)),
+        dyn.window(c, (s, 0), (96, 72), valid=(v, 72)), transpose_a=True,
+        out=dyn.window(o, (0, 8), (136, 72))))(offs, gs, o)
+
+  args = (lhs, ct, offs, jnp.asarray(sizes), poison)
+  [spec] = plan_lib.traced_specs(lambda *a: f(dyn, *a), *args)
+  assert plan_lib.grouped_tile(spec) == "small_groups"
+  assert (plan_lib.launch_choice(spec)["kernel"]
+          == SMALL_GRAD_KERNELS[(dt, out)])
+  got = np.asarray(jax.jit(lambda *a: f(dyn, *a))(*args))
+  assert not np.isnan(got[:, :136, 8:80].astype(np.float32)).any()
+  assert _dw_err(got[:, :136, 8:80], _dw64(lhs, ct, sizes, 16)) < (
+      2 ** -7 if out != F32 else 2 ** -12)
+  inside = np.zeros(got.shape, bool)
+  inside[:, :136, 8:80] = True
+  np.testing.assert_array_equal(bits(got)[~inside],
+                                bits(np.asarray(poison))[~inside])
+  for e, size in enumerate(sizes):
+    if size == 0:
+      np.testing.assert_array_equal(bits(got[e, :136, 8:80]), 0)
+
+
+_LOGGED_SMALL_GRAD = textwrap.dedent("""
+    import sys, json
+    import jax, jax.numpy as jnp
+    import jax_dynoff as dyn
+    dt, tile = json.loads(sys.argv[1])
+    dt = jnp.dtype(dt)
+    lhs = jnp.ones((512, 128), dt)   # 64 experts, 8 rows each
+    rhs = jnp.ones((64, 128, 136), dt)
+    gs = jnp.asarray([8] * 32 + [16] * 8 + [0] * 24, jnp.int32)
+    opts = dyn.KernelOptions(grouped_tile=tile)
+    f = lambda a, b: jnp.sum(
+        dyn.ragged_dot(a, b, gs, opts=opts).astype(jnp.float32))
+    dw = jax.jit(jax.grad(f, argnums=1))(lhs, rhs)
+    print(float(dw[0, 0, 0]), float(dw[40, 0, 0]),
+          float(dw.astype(jnp.float32).sum()))
+""")
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("tile", [None, "medium"])
+def test_small_group_weight_grad_kernel_ran(dt, tile):
+  """The handler's log: a decode-sized weight gradient runs the
+  small-group kernel of its dtype (KernelOptions(grouped_tile="medium"):
+  the CUTLASS one), with the same result."""
+  out, lines = run_logged(_LOGGED_SMALL_GRAD, [dt, tile])
+  kernels = [l.split("kernel=")[1].split()[0] for l in lines]
+  name = "Bf16" if dt == "bfloat16" else "F16"
+  want = (f"kSm90Grouped{name}TN" if tile == "medium"
+          else f"kSm90SmallGroupGrad{name}TN")
+  assert want in kernels, (out, lines)
+  # dW[e] of ones: each element is the expert's rows; 8 * 32 + 16 * 8 rows
+  # over 128 x 136 elements.
+  first, empty, total = (float(v) for v in out.split())
+  assert (first, empty, total) == (8.0, 0.0, 384.0 * 128 * 136)
 
 
 # --- ragged_dot(activation="swiglu"): the fused grouped kernel -------------

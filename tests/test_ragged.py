@@ -779,3 +779,173 @@ for x, y in zip(got, ref):
 print("OK")
 """
   _run_on_four_cpus(script)
+
+
+# --- The small-group weight-gradient kernel (grouped tile small_groups) ---
+
+
+def _grad_specs(dt, m, groups, k=64, n=48, out=None, **opts):
+  """The specs of jax.grad(ragged_dot) over (m, k) x (groups, k, n) (the
+  forward, d lhs, d rhs), or with `out` the weight gradient alone as one
+  vmapped gemm of transposed ragged windows into `out`'s dtype."""
+  x = jnp.ones((m, k), dt)
+  w = jnp.ones((groups, k, n), dt)
+  gs = jnp.full((groups,), m // groups, jnp.int32)
+  o = dyn.KernelOptions(**opts)
+  if out is None:
+    f = jax.grad(lambda a, b: jnp.sum(dyn.ragged_dot(
+        a, b, gs, opts=o).astype(F32)), argnums=(0, 1))
+    return plan.traced_specs(f, x, w)
+  g = jnp.ones((m, n), dt)
+  offs = jnp.arange(groups, dtype=jnp.int32) * (m // groups)
+
+  def wgrad(x, g, offs, gs):
+    return jax.vmap(lambda s, v: dyn.gemm(
+        dyn.window(x, (s, 0), (m, k), valid=(v, k)),
+        dyn.window(g, (s, 0), (m, n), valid=(v, n)), transpose_a=True,
+        preferred_element_type=out, opts=o))(offs, gs)
+  return plan.traced_specs(wgrad, x, g, offs, gs)
+
+
+def _weight_grad_spec(*args, **kw):
+  [spec] = [s for s in _grad_specs(*args, **kw) if s.trans_a]
+  return spec
+
+
+SMALL = plan.SMALL_GROUP_MAX_MEAN_ROWS
+
+
+@pytest.mark.parametrize("dt, out, name", [
+    (BF16, None, "kSm90SmallGroupGradBf16TN"),
+    (F16, None, "kSm90SmallGroupGradF16TN"),
+    (BF16, F32, "kSm90SmallGroupGradBf16F32TN"),
+    (F16, F32, "kSm90SmallGroupGradF16F32TN"),
+])
+def test_small_group_grad_planned_for_decode_groups(dt, out, name):
+  """A weight gradient over few rows per group (a decode-sized MoE
+  layer: 1024 rows over 128 experts) runs the small-group kernel of its
+  dtypes; the forward and d lhs of the same call keep their kernels."""
+  spec = _weight_grad_spec(dt, 1024, 128, out=out)
+  assert plan.grouped_tile(spec) == "small_groups"
+  assert plan.launch_choice(spec)["kernel"] == name
+  line = plan.explain(spec)
+  assert "the small-group weight-gradient kernel" in line, line
+  assert f"mean rows per item 1024 / 128 <= {SMALL}" in line, line
+  if out is None:
+    tiles = sorted(plan.grouped_tile(s) for s in _grad_specs(dt, 1024, 128))
+    assert tiles == ["medium", "small_groups", "wide"], tiles
+
+
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_small_group_grad_threshold(dt):
+  """The bound on the mean rows per group (capacity / groups) decides, and
+  nothing else: at it the small-group kernel, 8 rows past it the CUTLASS
+  grouped kernel (medium TN), and explain says why not."""
+  groups = 8
+  at = _weight_grad_spec(dt, SMALL * groups, groups)
+  assert plan.grouped_tile(at) == "small_groups"
+  past = _weight_grad_spec(dt, SMALL * groups + 8, groups)
+  assert plan.grouped_tile(past) == "medium"
+  assert plan.launch_choice(past)["kernel"].startswith("kSm90Grouped")
+  line = plan.explain(past)
+  assert (f"not the small-group weight-gradient kernel: mean rows per item "
+          f"{SMALL * groups + 8} / {groups} > {SMALL}") in line, line
+  tall = _weight_grad_spec(dt, 4096, 8)  # 512 rows a group
+  assert plan.grouped_tile(tall) == "medium"
+
+
+def test_small_group_grad_forced_either_way():
+  """KernelOptions(grouped_tile=...) overrides the bound: "medium" runs
+  the CUTLASS kernel on decode groups, "small_groups" the small-group
+  kernel on tall ones; where the small-group kernel is not built (A not
+  transposed: the forward, d lhs) the forced tile is ignored."""
+  spec = _weight_grad_spec(BF16, 1024, 128, grouped_tile="medium")
+  assert plan.launch_choice(spec)["kernel"] == "kSm90GroupedBf16TN"
+  specs = _grad_specs(BF16, 4096, 8, grouped_tile="small_groups")
+  by_layout = {(s.trans_a, s.trans_b): plan.launch_choice(s)["kernel"]
+               for s in specs}
+  assert by_layout == {(False, False): "kSm90GroupedWideBf16NN",
+                       (False, True): "kSm90GroupedBf16NT",
+                       (True, False): "kSm90SmallGroupGradBf16TN"}
+  line = plan.explain(_weight_grad_spec(BF16, 4096, 8,
+                                        grouped_tile="small_groups"))
+  assert "weight-gradient kernel (mma.sync, 128x128 output tiles, forced" \
+      in line, line
+
+
+def test_small_group_grad_refusals():
+  """Where the grouped path cannot run the call (K or N not a multiple of
+  8 elements, float32 inputs) it is composed, small groups or not; on
+  another GPU or with unaligned buffers the choice function refuses the
+  small-group line as it refuses every grouped one."""
+  for kw in (dict(k=60), dict(n=44)):
+    spec = _weight_grad_spec(BF16, 1024, 128, **kw)
+    assert plan.grouped_tile(spec) is None
+    assert plan.explain(spec).startswith("composed"), plan.explain(spec)
+  spec = _weight_grad_spec(F32, 1024, 128)
+  assert plan.grouped_tile(spec) is None
+  assert "no grouped kernel" in plan.explain(spec)
+  spec = _weight_grad_spec(BF16, 1024, 128)
+  assert "compute capability 9.0" in plan.launch_choice(
+      spec, sm90_device=False)["error"]
+  assert "sm_90a" in plan.launch_choice(spec, sm90_built=False)["error"]
+  assert "16-byte aligned" in plan.launch_choice(
+      spec, bases_aligned=False)["error"]
+
+
+def test_small_group_grad_zero_span():
+  """The grouped item (plan.h GroupedItemOf): planned on the small-group
+  kernel, an item without rows keeps its m and n (the kernel writes its
+  zeros) and the pointer kernel has none to write; on the CUTLASS kernel
+  it is no product at all and the pointer kernel zeros all of it."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from jax_dynoff.spec import WinSpec  # pylint: disable=g-import-not-at-top
+  spec = _weight_grad_spec(BF16, 1024, 128)
+  # One item of 64 rows' capacity (at the bound), none of them valid.
+  a = WinSpec((64, 64), (64, 64), (0, 0), valid=(0, 64))
+  b = WinSpec((64, 48), (64, 48), (0, 0), valid=(0, 48))
+  d = WinSpec((64, 48), (64, 48), (0, 0))
+  one = dataclasses.replace(spec, a=a, b=b, d=d, k=64, batch_shape=())
+  p = plan.plan(one)
+  assert p.kernel.grouped_tile == "small_groups"
+  item = ext.grouped_item(plan.attrs(one, p), 0)
+  assert item == dict(m=64, n=48, k=0, dvr=64, dvc=48, covered=48)
+  cutlass = dataclasses.replace(p, kernel=dataclasses.replace(
+      p.kernel, grouped_tile="medium"))
+  item = ext.grouped_item(plan.attrs(one, cutlass), 0)
+  assert item == dict(m=0, n=0, k=0, dvr=64, dvc=48, covered=0)
+  rows = dataclasses.replace(one, a=dataclasses.replace(a, valid=(5, 64)),
+                             b=dataclasses.replace(b, valid=(7, 48)))
+  item = ext.grouped_item(plan.attrs(rows, p), 0)
+  assert item == dict(m=64, n=48, k=5, dvr=64, dvc=48, covered=48)
+
+
+@pytest.mark.parametrize("sizes", [[3, 0, 9, 1, 0, 2, 7, 0], [0] * 8,
+                                   [12, 12, 12, 12, 0, 0, 0, 0]])
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_small_group_grad_equals_numpy(sizes, dt, route):
+  """The gradients of a call planned on the small-group kernel (a few
+  rows per group, empty groups, sums below m) are float64 NumPy's to the
+  dtype's rounding on the CPU: the plan changes nothing there."""
+  r = np.random.default_rng(31)
+  m, k, n, g = 48, 24, 40, 8
+  lhs = jnp.asarray(r.uniform(-1, 1, (m, k)), dt)
+  rhs = jnp.asarray(r.uniform(-1, 1, (g, k, n)), dt)
+  ct = jnp.asarray(r.uniform(-1, 1, (m, n)), dt)
+  gs = jnp.asarray(sizes, jnp.int32)
+  f = lambda a, b: jnp.sum(dyn.ragged_dot(a, b, gs).astype(F32)
+                           * ct.astype(F32))
+  assert "small_groups" in [plan.grouped_tile(s) for s in plan.traced_specs(
+      jax.grad(f, argnums=(0, 1)), lhs, rhs)]
+  _, drhs = jax.jit(jax.grad(f, argnums=(0, 1)))(lhs, rhs)
+  x, c = np.asarray(lhs, np.float64), np.asarray(ct, np.float64)
+  want = np.zeros((g, k, n))
+  start = 0
+  for e, s in enumerate(sizes):
+    want[e] = x[start:start + s].T @ c[start:start + s]
+    start += s
+  np.testing.assert_allclose(np.asarray(drhs, np.float64), want,
+                             rtol=2 ** -7, atol=2 ** -6)
+  for e, s in enumerate(sizes):
+    if s == 0:
+      np.testing.assert_array_equal(_bits(drhs[e]), 0)
