@@ -107,6 +107,28 @@ inline constexpr bool SmallGroupRows(int64_t k, int64_t items) {
   return items > 0 && k <= kSmallGroupMaxMeanRows * items;
 }
 
+// The small-group forward kernel (kernels/small_group_fwd.h): 128 features
+// (D's columns) a CTA, work items of 64 rows of an item, and where the
+// planner gives it a grouped call with A not transposed (ragged_dot's
+// forward x @ W[e], NN, and its input gradient dY @ W[e]^T, NT): where the
+// static mean of the rows per item, m's capacity / items, is at most
+// kSmallGroupFwdMaxMeanRows.  16: there the CUTLASS grouped kernel's
+// 128-row tile multiplies at least 8x the rows an expert has (its MMAs
+// mostly zeros), while this kernel pads each expert to a multiple of 8
+// rows; the time is streaming the used experts' weights either way, which
+// the smaller kernel does with no 128-row tiles to fill.  To be confirmed
+// (or moved) by the probe's GPU figures (benchmarks/small_groups_fwd/
+// probe.cu, against its read-only floor) and the library's own calls on
+// both sides of it.  The kernel needs k and n multiples of 8 elements
+// (16-byte chunks wholly inside or outside a row): the grouped path's own
+// rule (planner_rules.cc GroupedExtentReasons), so a call that breaks it
+// runs neither grouped kernel but is composed.
+inline constexpr int kSmallGroupFwdTileN = 128, kSmallGroupFwdChunk = 64;
+inline constexpr int64_t kSmallGroupFwdMaxMeanRows = 16;
+inline constexpr bool SmallGroupFwdRows(int64_t m, int64_t items) {
+  return items > 0 && m <= kSmallGroupFwdMaxMeanRows * items;
+}
+
 }  // namespace kernels
 
 inline constexpr int64_t kWorkspaceAlign = 256;

@@ -183,6 +183,16 @@ KINDS = {
             [DTYPES[k.dtype_in][1], DTYPES[k.dtype_out][1]]),
         dtypes=("bf16->bf16", "f16->f16", "bf16->f32", "f16->f32"),
         layouts=("TN",), config=False, any_layout=False),
+    # The small-group forward kernel (kernels/small_group_fwd.h): a grouped
+    # launch of its own, A not transposed (x @ W[e], NN, and x @ W[e]^T,
+    # NT), the grouped tile small_groups; D of the input's dtype or float32.
+    "sm90_small_group_fwd": Kind(
+        "sm90_grouped", "GroupedKernelEntry", lambda k: (
+            "JAX_DYNOFF_SM90_SMALL_GROUP_FWD_KERNEL",
+            [DTYPES[k.dtype_in][1], DTYPES[k.dtype_out][1],
+             _bool(k.layout[1] == "T")]),
+        dtypes=("bf16->bf16", "f16->f16", "bf16->f32", "f16->f32"),
+        layouts=("NN", "NT"), config=False, any_layout=False),
     # Skinny kernels (kernels/sm90_skinny.h), A not transposed; the
     # configuration is the m16 fragments a CTA covers (max m = 16 x it).
     "sm90_skinny": Kind(
@@ -460,6 +470,28 @@ UNITS = [
     # (preferred_element_type=float32), which the grouped path runs too.
     K("kSm90SmallGroupGradBf16F32TN", "sm90_small_group_grad", "small_groups", "bf16->f32", "TN", None, "bf16 ragged x^T @ dY with few rows per item into float32 (a weight gradient kept in float32)."),
     K("kSm90SmallGroupGradF16F32TN", "sm90_small_group_grad", "small_groups", "f16->f32", "TN", None, "f16 ragged x^T @ dY with few rows per item into float32."),
+    ]),
+    Unit("sm90_small_group_fwd", "kernels/small_group_fwd.h", SM90A,
+         "SM90 small-group forward kernels (grouped tile small_groups): "
+         "ragged_dot's x_e @ W[e] (NN) and its input gradient dY_e @ "
+         "W[e]^T (NT) where the experts hold few rows, operands swapped "
+         "(128 features of one expert a CTA as the mma's M, the expert's "
+         "rows as its N, padded to 8), experts without rows reading "
+         "nothing.", [
+    # Written from benchmarks/small_groups_fwd/probe.cu (NN bfloat16, which
+    # compiled but had not run on a GPU when these lines were added); NT
+    # reads W[e]'s rows K-contiguous, float16 runs the same code with f16
+    # mma.
+    K("kSm90SmallGroupFwdBf16NN", "sm90_small_group_fwd", "small_groups", "bf16->bf16", "NN", None, "bf16 ragged_dot forward with few rows per expert (decode-sized MoE layers): the CUTLASS grouped kernel pads each expert to 128 rows, this one to 8, and its time is the weight stream."),
+    K("kSm90SmallGroupFwdBf16NT", "sm90_small_group_fwd", "small_groups", "bf16->bf16", "NT", None, "bf16 ragged_dot input gradient dY @ W[e]^T with few rows per expert, as the forward has it."),
+    K("kSm90SmallGroupFwdF16NN", "sm90_small_group_fwd", "small_groups", "f16->f16", "NN", None, "f16 ragged_dot forward with few rows per expert, as bf16 has it."),
+    K("kSm90SmallGroupFwdF16NT", "sm90_small_group_fwd", "small_groups", "f16->f16", "NT", None, "f16 ragged_dot input gradient with few rows per expert."),
+    # float32 results (preferred_element_type=float32), which the grouped
+    # path runs too.
+    K("kSm90SmallGroupFwdBf16F32NN", "sm90_small_group_fwd", "small_groups", "bf16->f32", "NN", None, "bf16 ragged x @ W into float32 with few rows per expert (ragged_dot with preferred_element_type=float32)."),
+    K("kSm90SmallGroupFwdBf16F32NT", "sm90_small_group_fwd", "small_groups", "bf16->f32", "NT", None, "bf16 ragged x @ W^T into float32 with few rows per expert."),
+    K("kSm90SmallGroupFwdF16F32NN", "sm90_small_group_fwd", "small_groups", "f16->f32", "NN", None, "f16 ragged x @ W into float32 with few rows per expert."),
+    K("kSm90SmallGroupFwdF16F32NT", "sm90_small_group_fwd", "small_groups", "f16->f32", "NT", None, "f16 ragged x @ W^T into float32 with few rows per expert."),
     ]),
     Unit("sm90_skinny", "kernels/sm90_skinny.h", SM90A,
          "SM90 skinny kernels (m <= 16): mma.sync CTAs streaming B, the CTAs "

@@ -1,0 +1,435 @@
+// The small-group forward kernel: for every item t of a grouped call with
+// A not transposed (ragged_dot's forward x @ W[e], NN, and its input
+// gradient dY @ W[e]^T, NT),
+//   D_t = cast(alpha * A_t @ op(B_t))      (float32 accumulation)
+// where A_t is m_t x k_t (row-major, ld lda_t: the expert's rows of x),
+// B_t is k_t x n_t row-major (NN: W[e] of an (E, K, N) array) or n_t x
+// k_t row-major (NT, kTransB: W[e] of an (E, N, K) array, K contiguous)
+// with ld ldb_t, and D_t is m_t x n_t (row-major, ld ldd_t).  The shapes,
+// addresses and strides are the grouped path's: the grouped pointer kernel
+// writes them into the workspace (kernels/launch.h GroupedLaunch, plan.h
+// GroupedItemOf), as for the small-group weight-gradient kernel
+// (kernels/small_group_grad.h), so every window rule of the grouped path
+// holds here unchanged.
+//
+// Why: with a few rows per expert (decode-sized MoE layers, 1-32 rows an
+// expert) the CUTLASS grouped kernel pads every expert's rows to its
+// 128-row tile, so most of its MMAs multiply zeros; the time is the
+// weight stream either way.  This kernel swaps the operands: the weights
+// are the mma.sync m16n8k16 M (128 features a CTA, one expert), the tokens
+// its N (8 a fragment), so an expert of r rows pads to a multiple of 8,
+// and an expert without rows reads nothing.  K streams through a 4-stage
+// cp.async pipeline (64 K a stage: NN's W rows are K, read with
+// ldmatrix.trans; NT's are features, K contiguous, the row-major A of the
+// mma, plain ldmatrix; the tokens by plain ldmatrix, the mma's
+// column-major B); the tile leaves through shared memory as 16-byte rows.
+//
+// Work items: (item, chunk of kTok = 64 rows of it).  grid.x runs over
+// the 128-feature blocks of n (fastest), grid.y over a static bound on the
+// work items, groups + ceil(m / kTok) (the sum of ceil(m_t / kTok) where
+// the items' rows add up to at most m, as ragged_dot's do); each CTA finds
+// its (item, chunk) by a prefix sum over the items' row counts on the
+// device (a few hundred ints from L2), and a CTA past the last work item
+// returns at once; where the items' rows add up past m, the CTAs take
+// work items y, y + gridDim.y, ... so that none is left out.  An expert
+// taller than kTok is several chunks that are adjacent in launch order
+// (the same feature block, grid.x apart), so its weight tiles are read
+// from HBM once and shared through L2 while its chunks are in flight,
+// where the probe's version re-read them a pass of 32 tokens at a time.
+// kTok = 64: 64 float32 accumulators a thread (2 m16 x 8 n8 fragments of
+// a warp's 32 features), with the fragments about 100 registers, well
+// inside the 255 a 128-thread CTA may use; 64 halves the L2 re-reads of a
+// tall expert's weights against 32 and doubles the MMAs per weight
+// fragment, while an expert of <= 8 rows still runs one n8 fragment.
+//
+// Alignment (the grouped path's rules, planner_rules.cc
+// GroupedExtentReasons and AlignmentProof): every address and leading
+// dimension a multiple of 16 bytes, and k_t and n_t (they run along a
+// contiguous dim of A, B or D) static multiples of 8 elements, so that a
+// 16-byte chunk of a row lies wholly inside or outside the item; m_t (the
+// rows) is any.  Loads past k_t, n_t or the chunk's rows are zero-filled;
+// stores stop at the chunk's rows and at n_t: elements outside D_t are
+// never written.  An item with k_t = 0 but rows (GroupedItemOf keeps its
+// m and n on this kernel) gets its zeros from this kernel, reading
+// nothing.  D of the input's dtype or float32.  mma.sync and cp.async only
+// (sm_80 ISA), built with the sm_90a kernels: the grouped path runs on
+// sm_90 only.  benchmarks/small_groups_fwd/probe.cu runs it alone.
+#ifndef JAX_DYNOFF_KERNELS_SMALL_GROUP_FWD_H_
+#define JAX_DYNOFF_KERNELS_SMALL_GROUP_FWD_H_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "kernels/launch.h"
+#include "kernels/sm90_skinny.h"  // the cp.async, ldmatrix and mma helpers
+#include "plan.h"                 // kSmallGroupFwdTileN, kSmallGroupFwdChunk
+
+namespace jax_dynoff {
+namespace kernels {
+namespace small_group_fwd {
+
+constexpr int kTileF = kSmallGroupFwdTileN;  // features (D's columns) a CTA
+constexpr int kTok = kSmallGroupFwdChunk;    // rows (tokens) a work item
+constexpr int kBK = 64;                      // K a stage
+constexpr int kStages = 4;
+constexpr int kThreads = 128;  // 4 warps x 32 features
+static_assert(kTileF == 4 * 32, "4 warps of 32 features");
+static_assert(kTok % 16 == 0 && kTok <= 64, "x4 ldmatrix pairs of n8");
+constexpr int kWStage = kBK * kTileF * 2;   // 16 KiB
+constexpr int kXStage = kTok * kBK * 2;     // 8 KiB: kTok rows of 128 B
+constexpr int kStageBytes = kWStage + kXStage;
+constexpr int kPipeBytes = kStages * kStageBytes;
+
+// The staged output tile's row (kTok rows of kTileF features), in
+// elements: 16 bytes of padding for a 16-bit D, 16 for float32 too (4
+// floats): the 8 rows one warp's scalar stores reach (2 apart) then fall
+// on distinct banks, and rows stay 16-byte aligned for the reads.
+template <typename TOut>
+constexpr int kOutLd = kTileF + 16 / static_cast<int>(sizeof(TOut));
+template <typename TOut>
+constexpr int kSmemBytes =
+    kTok * kOutLd<TOut> * static_cast<int>(sizeof(TOut)) > kPipeBytes
+        ? kTok * kOutLd<TOut> * static_cast<int>(sizeof(TOut))
+        : kPipeBytes;
+
+// The kernel's parameter: GroupedLaunch's device arrays and alpha.
+struct Params {
+  int groups = 0;
+  const int32_t* shapes = nullptr;  // per item: m, n, k
+  const void* const* ptr_a = nullptr;
+  const void* const* ptr_b = nullptr;
+  void* const* ptr_d = nullptr;
+  const int64_t* stride_a = nullptr;  // per item: leading dimensions
+  const int64_t* stride_b = nullptr;
+  const int64_t* stride_d = nullptr;
+  float alpha = 1.f;
+};
+
+using skinny::CpAsync16;
+using skinny::CpAsyncCommit;
+using skinny::CpAsyncWait;
+using skinny::Ldsm4;
+using skinny::Ldsm4T;
+using skinny::Mma;
+using skinny::Swz;
+
+template <typename TOut>
+__device__ __forceinline__ TOut Cast(float x) {
+  if constexpr (std::is_same_v<TOut, float>) return x;
+  else if constexpr (std::is_same_v<TOut, __nv_bfloat16>)
+    return __float2bfloat16_rn(x);
+  else return __float2half_rn(x);
+}
+
+// The work items of a chunk count: an item without rows or columns has
+// none (it reads nothing and writes nothing).
+__device__ __forceinline__ int64_t Chunks(const int32_t* shapes, int t) {
+  const int m = shapes[3 * t], n = shapes[3 * t + 1];
+  return m > 0 && n > 0 ? (m + kTok - 1) / kTok : 0;
+}
+
+// Finds work item w: sets *item (-1: none, w is past the last) and
+// *chunk, the same for every thread of the CTA.  A block-wide exclusive
+// prefix sum over the items' chunk counts, kPer items a thread (all of
+// them loaded at once: one L2 round trip a window of 512 items).
+constexpr int kPer = 4;
+__device__ __forceinline__ void FindWork(const Params& P, int64_t w,
+                                         int* item, int* chunk) {
+  __shared__ int64_t warp_sum[kThreads / 32];
+  __shared__ int found_item, found_chunk;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
+            lane = tid & 31;
+  if (tid == 0) found_item = -1;
+  int64_t before = 0;  // chunks of the windows already scanned
+  for (int t0 = 0; t0 < P.groups; t0 += kPer * kThreads) {
+    int64_t c[kPer], sum = 0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int t = t0 + tid * kPer + i;
+      c[i] = t < P.groups ? Chunks(P.shapes, t) : 0;
+      sum += c[i];
+    }
+    int64_t incl = sum;  // inclusive scan over the warp
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int64_t v = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += v;
+    }
+    if (lane == 31) warp_sum[warp] = incl;
+    __syncthreads();  // also publishes found_item = -1
+    int64_t e = before + incl - sum, total = 0;
+#pragma unroll
+    for (int v = 0; v < kThreads / 32; ++v) {
+      if (v < warp) e += warp_sum[v];
+      total += warp_sum[v];
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      if (c[i] > 0 && w >= e && w < e + c[i]) {  // one thread at most
+        found_item = t0 + tid * kPer + i;
+        found_chunk = static_cast<int>(w - e);
+      }
+      e += c[i];
+    }
+    __syncthreads();  // found_* written; warp_sum read by all
+    if (found_item >= 0 || w < before + total) break;  // CTA-uniform
+    before += total;
+  }
+  *item = found_item;
+  *chunk = found_chunk;
+  __syncthreads();  // all have read found_*: the next search may reset it
+}
+
+// grid: x over the 128-feature blocks of the largest n, y over the work
+// items (item, chunk of kTok rows): a CTA takes y, y + gridDim.y, ...
+template <typename T, typename TOut, bool kTransB>
+__global__ void __launch_bounds__(kThreads)
+    SmallGroupFwdKernel(const __grid_constant__ Params P) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int f0 = static_cast<int>(blockIdx.x) * kTileF;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
+            lane = tid & 31;
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  auto ws = [&](int s) { return base + s * kStageBytes; };
+  auto xs = [&](int s) { return base + s * kStageBytes + kWStage; };
+
+  for (int64_t w = blockIdx.y;; w += gridDim.y) {
+    int t, chunk;
+    FindWork(P, w, &t, &chunk);
+    if (t < 0) return;  // past the last work item (CTA-uniform)
+    const int m = P.shapes[3 * t], n = P.shapes[3 * t + 1],
+              k = P.shapes[3 * t + 2];
+    if (f0 >= n) continue;  // a narrower item (CTA-uniform)
+    const int row0 = chunk * kTok;
+    const int toks = min(kTok, m - row0);
+    const int frags = (toks + 7) / 8;       // n8 fragments with a row
+    const int rows_read = (frags + 1) / 2 * 16;  // the x4 ldmatrix pairs
+    const T* A = static_cast<const T*>(P.ptr_a[t]) + row0 * P.stride_a[t];
+    const T* B = static_cast<const T*>(P.ptr_b[t]);
+    TOut* D = static_cast<TOut*>(P.ptr_d[t]) + row0 * P.stride_d[t];
+    const int64_t lda = P.stride_a[t], ldb = P.stride_b[t],
+                  ldd = P.stride_d[t];
+    const int k_tiles = (k + kBK - 1) / kBK;
+
+    // Stage s of K tile kt: W's 64 K x 128 features (8 chunks of 16 bytes
+    // a thread), the chunk's rows x 64 K (up to 4 a thread: the rows the
+    // ldmatrix pairs reach, zeros past the chunk's rows).
+    auto load = [&](int kt, int s) {
+      const int k0 = kt * kBK;
+#pragma unroll
+      for (int i = 0; i < kBK * kTileF / 8 / kThreads; ++i) {
+        const int q = tid + i * kThreads;
+        if constexpr (kTransB) {  // 128 feature rows x 8 chunks of K
+          const int r = q >> 3, c = q & 7;
+          const int ff = f0 + r, kk = k0 + c * 8;
+          const bool ok = ff < n && kk < k;
+          CpAsync16(ws(s) + Swz(r, c, kBK * 2),
+                    ok ? B + static_cast<int64_t>(ff) * ldb + kk : B, ok);
+        } else {  // 64 K rows x 16 chunks of features
+          const int r = q >> 4, c = q & 15;
+          const int kk = k0 + r, ff = f0 + c * 8;
+          const bool ok = kk < k && ff < n;
+          CpAsync16(ws(s) + Swz(r, c, kTileF * 2),
+                    ok ? B + static_cast<int64_t>(kk) * ldb + ff : B, ok);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kTok * kBK / 8 / kThreads; ++i) {
+        const int q = tid + i * kThreads, r = q >> 3, c = q & 7;
+        if (r >= rows_read) continue;  // a pair of fragments no row reaches
+        const int kk = k0 + c * 8;
+        const bool ok = r < toks && kk < k;
+        CpAsync16(xs(s) + Swz(r, c, kBK * 2),
+                  ok ? A + static_cast<int64_t>(r) * lda + kk : A, ok);
+      }
+    };
+
+    float acc[2][kTok / 8][4];
+#pragma unroll
+    for (int f = 0; f < 2; ++f)
+#pragma unroll
+      for (int j = 0; j < kTok / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[f][j][e] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (i < k_tiles) load(i, i);
+      CpAsyncCommit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      CpAsyncWait<kStages - 2>();
+      __syncthreads();  // tile kt landed; all are done with tile kt - 1
+      if (kt + kStages - 1 < k_tiles)
+        load(kt + kStages - 1, (kt + kStages - 1) % kStages);
+      CpAsyncCommit();
+      const int s = kt % kStages;
+      const int q = lane >> 3, j = lane & 7;  // lane: row j of matrix q
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        // The mma's A (16 features x 16 K, row-major) of the warp's two
+        // m16 fragments: matrix q is features + (q % 2) 8, K + (q / 2) 8
+        // (a0 .. a3).
+        uint32_t af[2][4];
+#pragma unroll
+        for (int mf = 0; mf < 2; ++mf) {
+          const int fw = warp * 32 + mf * 16;
+          if constexpr (kTransB)  // stage rows are features, K contiguous
+            Ldsm4(ws(s) + Swz(fw + (q & 1) * 8 + j, kk * 2 + (q >> 1),
+                              kBK * 2),
+                  af[mf]);
+          else  // stage rows are K: transposed by ldmatrix
+            Ldsm4T(ws(s) + Swz(kk * 16 + (q >> 1) * 8 + j,
+                               (fw >> 3) + (q & 1), kTileF * 2),
+                   af[mf]);
+        }
+        // The mma's B (16 K x 8 rows, column-major) from the rows' stage
+        // (rows, K): matrix q is rows np 16 + (q / 2) 8, K + (q % 2) 8:
+        // b0, b1 of fragment 2 np, then of 2 np + 1.
+#pragma unroll
+        for (int np = 0; np < kTok / 16; ++np) {
+          if (2 * np >= frags) break;  // CTA-uniform
+          uint32_t bf[4];
+          Ldsm4(xs(s) + Swz(np * 16 + (q >> 1) * 8 + j, kk * 2 + (q & 1),
+                            kBK * 2),
+                bf);
+#pragma unroll
+          for (int mf = 0; mf < 2; ++mf) {
+            Mma<T>(acc[mf][2 * np], af[mf], bf[0], bf[1]);
+            if (2 * np + 1 < frags)
+              Mma<T>(acc[mf][2 * np + 1], af[mf], bf[2], bf[3]);
+          }
+        }
+      }
+    }
+    CpAsyncWait<0>();
+    __syncthreads();  // the pipeline's memory becomes the output tile
+
+    // acc[mf][nf]: c0, c1 at (feature fw + lane / 4, rows nf 8 +
+    // (lane % 4) 2 + 0, 1), c2, c3 at feature + 8.  Staged as (row,
+    // feature), then 16-byte chunks of D's rows.
+    constexpr int ld = kOutLd<TOut>;
+    TOut* tile = reinterpret_cast<TOut*>(smem);
+#pragma unroll
+    for (int mf = 0; mf < 2; ++mf)
+#pragma unroll
+      for (int nf = 0; nf < kTok / 8; ++nf) {
+        if (nf >= frags) break;  // CTA-uniform
+        const int f = warp * 32 + mf * 16 + (lane >> 2);
+        const int r = nf * 8 + (lane & 3) * 2;
+        tile[r * ld + f] = Cast<TOut>(P.alpha * acc[mf][nf][0]);
+        tile[(r + 1) * ld + f] = Cast<TOut>(P.alpha * acc[mf][nf][1]);
+        tile[r * ld + f + 8] = Cast<TOut>(P.alpha * acc[mf][nf][2]);
+        tile[(r + 1) * ld + f + 8] = Cast<TOut>(P.alpha * acc[mf][nf][3]);
+      }
+    __syncthreads();
+    constexpr int kPer16 = 16 / static_cast<int>(sizeof(TOut));  // a chunk
+    constexpr int kChunks = kTileF / kPer16;                     // a row
+    for (int i = tid; i < toks * kChunks; i += kThreads) {
+      const int r = i / kChunks, c = (i % kChunks) * kPer16;
+      if (f0 + c < n)  // n a multiple of 8: whole chunks
+        *reinterpret_cast<uint4*>(D + r * ldd + f0 + c) =
+            *reinterpret_cast<const uint4*>(&tile[r * ld + c]);
+    }
+    __syncthreads();  // the tile is read before the next item's loads
+  }
+}
+
+// The shared memory above 48 KiB needs opting in, once per device (as for
+// the skinny kernel).
+template <typename T, typename TOut, bool kTransB>
+cudaError_t PrepareOnce(int device) {
+  static std::atomic<uint64_t> done{0};
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit))
+    return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(
+      reinterpret_cast<const void*>(&SmallGroupFwdKernel<T, TOut, kTransB>),
+      cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<TOut>);
+  if (e == cudaSuccess && bit != 0)
+    done.fetch_or(bit, std::memory_order_release);
+  return e;
+}
+
+inline size_t Workspace(const GroupedLaunch&) { return 0; }
+
+// The grid's y: the bound on the work items where the items' rows add up
+// to at most m (ragged_dot's), at most 65535 (the CTAs loop past it).
+inline int64_t WorkBound(int64_t groups, int64_t m) {
+  const int64_t bound = groups + (m + kTok - 1) / kTok;
+  return bound < 65535 ? bound : 65535;
+}
+
+// Makes the launch Run makes, without launching it (kernels/launch.h
+// PreparedLaunch): its parameters hold only the workspace's arrays, so
+// the handler's runner keeps it for every call on the same workspace.
+template <typename T, typename TOut, bool kTransB>
+std::string Prepare(const GroupedLaunch& l, PreparedLaunch* out) {
+  static_assert(sizeof(Params) <= kMaxParamBytes,
+                "the kernel's parameter must fit a PreparedLaunch");
+  if (l.groups < 1 || l.m < 1 || l.n < 1)
+    return "small-group forward kernel: bad groups, m or n";
+  const int64_t tiles_f = (int64_t{l.n} + kTileF - 1) / kTileF;
+  if (tiles_f > 0x7fffffff)
+    return "small-group forward kernel: more than 2^31 - 1 feature blocks";
+  if (cudaError_t e = PrepareOnce<T, TOut, kTransB>(l.device);
+      e != cudaSuccess)
+    return std::string("small-group forward kernel: cudaFuncSetAttribute: ") +
+           cudaGetErrorString(e);
+  Params p;
+  p.groups = l.groups;
+  p.shapes = static_cast<const int32_t*>(l.shapes);
+  p.ptr_a = l.ptr_a;
+  p.ptr_b = l.ptr_b;
+  p.ptr_d = l.ptr_d;
+  p.stride_a = static_cast<const int64_t*>(l.stride_a);
+  p.stride_b = static_cast<const int64_t*>(l.stride_b);
+  p.stride_d = static_cast<const int64_t*>(l.stride_d);
+  p.alpha = l.alpha;
+  out->fn =
+      reinterpret_cast<const void*>(&SmallGroupFwdKernel<T, TOut, kTransB>);
+  out->grid = dim3(static_cast<unsigned>(tiles_f),
+                   static_cast<unsigned>(WorkBound(l.groups, l.m)));
+  out->block = dim3(kThreads);
+  out->cluster = dim3(1, 1, 1);
+  out->smem = kSmemBytes<TOut>;
+  out->param_bytes = sizeof(Params);
+  std::memcpy(out->params, &p, sizeof(Params));
+  return "";
+}
+
+// Prepare and launch at once (the probe, and the entry's `run`).
+template <typename T, typename TOut, bool kTransB>
+std::string Run(const GroupedLaunch& l) {
+  PreparedLaunch ready;
+  if (std::string r = Prepare<T, TOut, kTransB>(l, &ready); !r.empty())
+    return r;
+  const std::string r = LaunchPrepared(ready, l.stream);
+  return r.empty() ? "" : "small-group forward kernel: " + r;
+}
+
+}  // namespace small_group_fwd
+}  // namespace kernels
+}  // namespace jax_dynoff
+
+// One instantiation, B transposed (NT) or not (NN):
+//   JAX_DYNOFF_SM90_SMALL_GROUP_FWD_KERNEL(kSm90SmallGroupFwdBf16NN,
+//                                          __nv_bfloat16, __nv_bfloat16,
+//                                          false)
+#define JAX_DYNOFF_SM90_SMALL_GROUP_FWD_KERNEL(NAME, IN, OUT, TRANS_B)     \
+  namespace jax_dynoff {                                                   \
+  namespace kernels {                                                      \
+  extern const GroupedKernelEntry NAME = {                                 \
+      #NAME, &small_group_fwd::Workspace,                                  \
+      &small_group_fwd::Run<IN, OUT, TRANS_B>,                             \
+      &small_group_fwd::Prepare<IN, OUT, TRANS_B>};                        \
+  }                                                                        \
+  }
+
+#endif  // JAX_DYNOFF_KERNELS_SMALL_GROUP_FWD_H_
