@@ -130,9 +130,10 @@ enum class DirectTile : int64_t {
 inline constexpr int kNumDirectTiles = 7;  // kNone aside
 
 // The grouped kernel's tiles (kernels/sm90_grouped.h says why each
-// exists), and kSmallGroups: the small-group weight-gradient kernel
-// (kernels/small_group_grad.h), a grouped launch of its own for A
-// transposed over few rows per item.
+// exists), and kSmallGroups: the small-group kernels, a grouped launch of
+// their own over few rows per item: the weight-gradient one for A
+// transposed (kernels/small_group_grad.h), the forward one for A not
+// transposed (kernels/small_group_fwd.h).
 enum class GroupedTile : int64_t { kMedium = 0, kWide, kSmallGroups };
 inline constexpr int kNumGroupedTiles = 3;
 

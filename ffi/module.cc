@@ -310,6 +310,9 @@ nb::dict PlannerTables() {
   // The small-group weight-gradient kernel's bound on a call's mean rows
   // per item (plan.h SmallGroupRows).
   d["small_group_max_mean_rows"] = kernels::kSmallGroupMaxMeanRows;
+  // The small-group forward kernel's (A not transposed: m's capacity /
+  // items; plan.h SmallGroupFwdRows).
+  d["small_group_fwd_max_mean_rows"] = kernels::kSmallGroupFwdMaxMeanRows;
   d["sm90_kernels"] = sm90_kernels;
   return d;
 }

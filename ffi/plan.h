@@ -152,9 +152,9 @@ inline constexpr int64_t kGroupedStrideBytes = 8;
 // valid part (dvr x dvc); and `covered`, D's columns the kernel writes in
 // rows [0, m): n, or n / 2 rounded up where the swiglu epilogue writes a
 // column per pair of h's (an odd n's last gate pairs with a zero up).
-// The small-group weight-gradient kernel (planned grouped tile
-// kSmallGroups) writes the zeros of an item without K itself: there k = 0
-// keeps m and n (none at all only where m or n is 0).
+// The small-group kernels (planned grouped tile kSmallGroups) write the
+// zeros of an item without K themselves: there k = 0 keeps m and n (none
+// at all only where m or n is 0).
 // The rest of D's valid part is zeros (the operands' zeros past their
 // valid parts, no C), which the grouped pointer kernel writes: columns
 // [covered, dvc) of rows [0, m), then every column of rows [m, dvr).

@@ -133,13 +133,37 @@ bool HasGroupedTile(DType in, DType out, bool ta, bool tb, Epilogue e,
       .Transposes(ta, tb).Any();
 }
 
+// The small-group kernel a grouped call's layout has (the weight-gradient
+// one for A transposed, the forward one for A not transposed: whichever
+// the catalogue builds for its dtypes and transposes runs under the tile
+// small_groups), the rows it pads (TN: K, the items' rows; NN / NT: m)
+// and the bound on their mean per item (plan.h).
+namespace {
+struct SmallGroupKind {
+  const char* name;
+  int64_t rows;
+  int64_t bound;
+};
+SmallGroupKind SmallGroupKindOf(const GemmProblem& p) {
+  if (p.trans_a)
+    return {"weight-gradient", p.k, kernels::kSmallGroupMaxMeanRows};
+  return {"forward", p.m, kernels::kSmallGroupFwdMaxMeanRows};
+}
+}  // namespace
+
 GroupedTile GroupedTileChoice(const GemmProblem& p) {
-  // The small-group weight-gradient kernel where it is built (A
-  // transposed: a contraction over each item's rows) and the items hold
-  // few rows on average (plan.h SmallGroupRows: the probe's figures).
+  // The small-group kernels where built for the call (the weight-gradient
+  // one for A transposed: a contraction over each item's rows; the forward
+  // one for A not transposed: x @ W[e] and x @ W[e]^T; neither with the
+  // swiglu epilogue, whose fused CUTLASS kernel stays) and the items hold
+  // few rows on average (plan.h SmallGroupRows, SmallGroupFwdRows).  Both
+  // need k and n multiples of 8 elements, which the grouped path proves
+  // of every call it runs (GroupedExtentReasons): no grouped call runs the
+  // CUTLASS kernel for want of them.
   if (HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
                      p.epilogue, GroupedTile::kSmallGroups) &&
-      kernels::SmallGroupRows(p.k, p.batch))
+      (p.trans_a ? kernels::SmallGroupRows(p.k, p.batch)
+                 : kernels::SmallGroupFwdRows(p.m, p.batch)))
     return GroupedTile::kSmallGroups;
   // The wide tile where built: on an H200 as fast as or faster than a
   // 256x128 tile at every moe bench case (its 128-row granule pads 21%
@@ -187,31 +211,39 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
       GemmProblem planned = LayoutProblem(p, k.path);
       planned.planned = k.kernel;
       k.layout = Layout(planned);
-      // The small-group weight-gradient kernel: which, and why (the mean
-      // rows per item against plan.h's bound, or forced).
+      // The small-group kernels: which, and why (the mean rows per item
+      // against plan.h's bound, or forced).
       const bool small = k.kernel.grouped_tile == GroupedTile::kSmallGroups;
+      const SmallGroupKind sg = SmallGroupKindOf(p);
+      const std::string mean = "mean rows per item " + Str(sg.rows) + " / " +
+                               Str(p.batch);
+      const std::string shape =
+          p.trans_a ? Str(t.m) + "x" + Str(t.n) + " output tiles, "
+                    : "operands swapped: " +
+                          Str(kernels::kSmallGroupFwdTileN) +
+                          " features of one item x " +
+                          Str(kernels::kSmallGroupFwdChunk) +
+                          " of its rows a CTA, rows padded to 8, ";
+      const std::string empty =
+          p.trans_a ? ", items without rows zeroed in the same launch)"
+                    : ", items without rows read nothing)";
       const std::string kind =
-          small ? std::string("the small-group weight-gradient kernel "
-                              "(mma.sync, ") +
-                      Str(t.m) + "x" + Str(t.n) + " output tiles, " +
+          small ? std::string("the small-group ") + sg.name +
+                      " kernel (mma.sync, " + shape +
                       (forced ? std::string("forced")
-                              : "mean rows per item " + Str(p.k) + " / " +
-                                    Str(p.batch) + " <= " +
-                                    Str(kernels::kSmallGroupMaxMeanRows)) +
-                      ", items without rows zeroed in the same launch)"
+                              : mean + " <= " + Str(sg.bound)) +
+                      empty
                 : std::string(GroupedTileName(k.kernel.grouped_tile)) +
                       " tile " + Str(t.m) + "x" + Str(t.n) +
                       (forced ? " (forced)" : "") +
-                      // Where the small-group kernel is built but the
-                      // items are tall: why not it.
+                      // Where a small-group kernel is built but the items
+                      // are tall: why not it.
                       (!forced &&
                                HasGroupedTile(p.in_dtype, p.out_dtype,
                                               p.trans_a, p.trans_b, p.epilogue,
                                               GroupedTile::kSmallGroups)
-                           ? ", not the small-group weight-gradient kernel: "
-                             "mean rows per item " +
-                                 Str(p.k) + " / " + Str(p.batch) + " > " +
-                                 Str(kernels::kSmallGroupMaxMeanRows)
+                           ? std::string(", not the small-group ") + sg.name +
+                                 " kernel: " + mean + " > " + Str(sg.bound)
                            : std::string());
       k.explain = std::string(PathName(k.path)) + " (one grouped launch over " +
                   items + ", " +

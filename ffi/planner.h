@@ -57,8 +57,10 @@ inline constexpr TileMN kDirectTileShapes[] = {
 
 // The grouped kernel's tiles (GroupedTile, gemm_problem.h): medium for
 // every HasGroupedKernel combination, wide for 16-bit NN (the one tile of
-// the fused swiglu kernel), small_groups (the small-group weight-gradient
-// kernel) for 16-bit TN, planned where built (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one
+// the fused swiglu kernel), small_groups (the small-group kernels: the
+// weight-gradient one for 16-bit TN, its 128x128 output tile listed here;
+// the forward one for 16-bit NN and NT, 128 features x 64 rows of an item
+// a CTA, its rows padded to 8, plan.h kSmallGroupFwdTileN), planned where built (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one
 // where it is built.  (tile m, tile n) by GroupedTile: m is the granule a ragged item's rows
 // are padded to.
 inline constexpr TileMN kGroupedTileShapes[kNumGroupedTiles] = {

@@ -44,10 +44,12 @@ class KernelOptions:
                  windows that run as one grouped launch: "medium"
                  (128x128, every dtype and transpose it runs), "wide"
                  (128x256, bfloat16 NN: planned there; ignored
-                 elsewhere) or "small_groups" (the small-group
-                 weight-gradient kernel, A transposed: ragged_dot's
-                 weight gradient, planned there where the groups hold
-                 few rows on average; ignored elsewhere).
+                 elsewhere) or "small_groups" (the small-group kernels,
+                 planned where the groups hold few rows on average: the
+                 weight-gradient one for A transposed, ragged_dot's
+                 weight gradient; the forward one for A not transposed,
+                 ragged_dot's forward and gradient wrt lhs; ignored with
+                 activation="swiglu" and for float32 inputs).
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or

@@ -89,7 +89,10 @@ Paths (enum Path in ffi/gemm_problem.h):
   forces one; A transposed over few rows per item, the weight gradient of
   a decode-sized `ragged_dot`, runs the small-group weight-gradient kernel
   instead, grouped tile ``small_groups``: ffi/kernels/small_group_grad.h,
-  SMALL_GROUP_MAX_MEAN_ROWS) after one pointer
+  SMALL_GROUP_MAX_MEAN_ROWS; A not transposed over few rows per item, its
+  forward and input gradient, the small-group forward kernel under the
+  same tile: ffi/kernels/small_group_fwd.h, SMALL_GROUP_FWD_MAX_MEAN_ROWS;
+  never with the swiglu epilogue) after one pointer
   kernel that writes every item's operand addresses, strides and problem
   shape (its valid extents) into the workspace, and the zeros of D's valid
   part that no product covers.  The kernel's scheduler reads the shapes on
@@ -185,6 +188,12 @@ GROUPED_TILES = {k: tuple(v) for k, v in _TABLES["grouped_tiles"].items()}
 # planned for a grouped call with A transposed whose mean rows per item
 # (K's capacity / items) are at most this (ffi/plan.h SmallGroupRows).
 SMALL_GROUP_MAX_MEAN_ROWS = _TABLES["small_group_max_mean_rows"]
+# The small-group forward kernel (the same grouped tile) is planned for a
+# grouped call with A not transposed (ragged_dot's forward, NN, and its
+# gradient wrt lhs, NT) whose mean rows per item (m's capacity / items)
+# are at most this (ffi/plan.h SmallGroupFwdRows), except with the swiglu
+# epilogue, whose fused CUTLASS kernel stays.
+SMALL_GROUP_FWD_MAX_MEAN_ROWS = _TABLES["small_group_fwd_max_mean_rows"]
 
 # The kernel catalogue (ffi/kernels/catalogue.py, as the extension holds
 # it): one line per kernel the CUDA build compiles, whichever build this

@@ -204,8 +204,9 @@ struct DirectKernelEntry {
 struct GroupedLaunch : LaunchCommon {
   int groups = 0;
   // Bounds of every item's m and n (the call's static m and n): the
-  // small-group weight-gradient kernel sizes its grid by them
-  // (kernels/small_group_grad.h); CUTLASS's scheduler reads the shapes.
+  // small-group kernels size their grids by them (kernels/
+  // small_group_grad.h, small_group_fwd.h); CUTLASS's scheduler reads the
+  // shapes.
   int m = 0, n = 0;
   const void* shapes = nullptr;
   const void* const* ptr_a = nullptr;
