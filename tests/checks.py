@@ -85,3 +85,25 @@ def fused_swiglu_into(lhs, rhs, offsets, sizes, out):
                                            "d": False}, rhs.shape[0])
   starts = {"a": [offsets, sizes], "b": [], "c": [], "d": [offsets, sizes]}
   return bind(spec, Operands(lhs, rhs, None, out, starts))
+
+
+def rows_into(lhs, rhs, offsets, sizes, out, col=0, transpose_b=False,
+              opts=None):
+  """ragged_dot's call (x_g @ rhs[g], or @ rhs[g]^T with `transpose_b`: its
+  gradient wrt lhs) writing into a window of the caller's `out` at column
+  `col`, out's dtype (ragged_dot itself writes into zeros): group g's rows
+  [offsets[g], + sizes[g]) of the window get the product, nothing else of
+  out is touched."""
+  from jax_dynoff import ragged  # pylint: disable=g-import-not-at-top
+  from jax_dynoff.call import make_spec  # pylint: disable=g-import-not-at-top
+  from jax_dynoff.primitive import Operands, bind  # pylint: disable=g-import-not-at-top
+  from jax_dynoff.signature import check_call  # pylint: disable=g-import-not-at-top
+  import jax_dynoff as dyn  # pylint: disable=g-import-not-at-top
+  m, n = lhs.shape[0], rhs.shape[1] if transpose_b else rhs.shape[2]
+  ow = dyn.window(out, (offsets[0], col), (m, n), valid=(sizes[0], n))
+  call = check_call(ragged._rows(lhs, offsets, sizes), rhs[0], out=ow,
+                    transpose_b=transpose_b, opts=opts)
+  spec = ragged._batched(make_spec(call), {"a": False, "b": True,
+                                           "d": False}, rhs.shape[0])
+  starts = {"a": [offsets, sizes], "b": [], "c": [], "d": [offsets, sizes]}
+  return bind(spec, Operands(lhs, rhs, None, out, starts))

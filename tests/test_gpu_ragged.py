@@ -378,7 +378,9 @@ def test_small_group_weight_grad(sizes, dt, kn):
 
   tiles = [plan_lib.grouped_tile(s)
            for s in plan_lib.traced_specs(grads(dyn), lhs, rhs)]
-  assert sorted(tiles) == ["medium", "small_groups", "wide"], tiles
+  # 6 rows a group: the forward and d lhs on the small-group forward
+  # kernel too.
+  assert tiles == ["small_groups"] * 3, tiles
   _, dw = jax.jit(grads(dyn))(lhs, rhs)
   assert dw.dtype == dt and dw.shape == rhs.shape
   assert _dw_err(dw, _dw64(lhs, ct, sizes, 16)) < 2 ** -7
@@ -479,6 +481,244 @@ def test_small_group_weight_grad_kernel_ran(dt, tile):
   # over 128 x 136 elements.
   first, empty, total = (float(v) for v in out.split())
   assert (first, empty, total) == (8.0, 0.0, 384.0 * 128 * 136)
+
+
+# --- The small-group forward kernel (grouped tile small_groups, NN / NT) ---
+
+SMALL_FWD_KERNELS = {(BF16, BF16): "kSm90SmallGroupFwdBf16{}",
+                     (F16, F16): "kSm90SmallGroupFwdF16{}",
+                     (BF16, F32): "kSm90SmallGroupFwdBf16F32{}",
+                     (F16, F32): "kSm90SmallGroupFwdF16F32{}"}
+
+
+def _dirichlet_sizes(seed, groups, m, alpha=0.3):
+  """Dirichlet(alpha) shares of m rows, floored, the remainder to the
+  largest (benchmarks/moe_peers.py's skewed decode)."""
+  p = np.random.default_rng(seed).dirichlet([alpha] * groups)
+  s = np.floor(p * m).astype(int)
+  s[np.argmax(s)] += m - s.sum()
+  return [int(v) for v in s]
+
+
+# 16 groups over 256 rows (16 a group on average: at the forward's bound).
+FWD_SIZES = [
+    [16] * 16,                                           # uniform
+    _dirichlet_sizes(5, 16, 256),                        # skewed, empties
+    [0] * 16,                                            # no rows at all
+    [3, 1, 0, 2, 5, 0, 0, 4, 1, 1, 0, 0, 2, 0, 3, 1],    # sum 23 < m
+    [0] * 15 + [256],                                    # one tall group
+    [65, 0, 0, 0, 129, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 62],  # chunk tails
+    [200, 90] + [0] * 14,                                # past m: cut
+]
+
+
+def _fwd64(lhs, rhs, sizes, transpose_b=False, first=0, groups=None):
+  """x_g @ rhs[g - first] (or its transpose) in float64 for the groups
+  rhs holds, rows cut at m, every other row zero."""
+  x, w = np.asarray(lhs, np.float64), np.asarray(rhs, np.float64)
+  if transpose_b:
+    w = np.swapaxes(w, 1, 2)
+  groups = w.shape[0] if groups is None else groups
+  out = np.zeros((x.shape[0], w.shape[2]))
+  start = 0
+  for g, size in enumerate(np.asarray(sizes)):
+    size = int(min(max(size, 0), x.shape[0] - start))
+    if 0 <= g - first < groups:
+      out[start:start + size] = x[start:start + size] @ w[g - first]
+    start += size
+  return out
+
+
+def _fwd_data(seed, dt, m=256, k=136, n=200, g=16):
+  r = np.random.default_rng(seed)
+  lhs = jnp.asarray(r.uniform(-1, 1, (m, k)), dt)
+  rhs = jnp.asarray(r.uniform(-1, 1, (g, k, n)) / np.sqrt(k), dt)
+  ct = jnp.asarray(r.uniform(-1, 1, (m, n)) / np.sqrt(n), dt)
+  return lhs, rhs, ct
+
+
+def _rel(got, want):
+  """Error against float64, relative to the largest element."""
+  g = np.asarray(got, np.float64)
+  return float(np.abs(g - want).max(initial=0) /
+               max(1.0, np.abs(want).max(initial=0)))
+
+
+@pytest.mark.parametrize("kn", [(136, 200), (264, 72), (128, 128), (72, 136)])
+@pytest.mark.parametrize("sizes", FWD_SIZES)
+@pytest.mark.parametrize("dt, out", [(BF16, None), (F16, None), (BF16, F32)])
+def test_small_group_fwd(sizes, dt, out, kn):
+  """ragged_dot's forward (NN) and its gradient wrt lhs (NT) over few
+  rows per group on the small-group forward kernel, against float64 NumPy
+  and the reference: uniform, skewed and empty groups, sums below and past
+  m, tall groups of several 64-row chunks with tails, K and N multiples of
+  8 but not of 128 (edge tiles), out of the input dtype or float32; rows
+  past the groups zeros bit for bit."""
+  k, n = kn
+  lhs, rhs, ct = _fwd_data(21, dt, k=k, n=n)
+  gs = jnp.asarray(sizes, jnp.int32)
+  fwd = lambda a, b: dyn.ragged_dot(a, b, gs, preferred_element_type=out)
+  loss = lambda mod: lambda a, b: jnp.sum(mod.ragged_dot(
+      a, b, gs, preferred_element_type=out).astype(F32) * ct.astype(F32))
+  specs = plan_lib.traced_specs(jax.grad(loss(dyn), argnums=(0, 1)),
+                                lhs, rhs)
+  tiles = {(s.trans_a, s.trans_b): plan_lib.grouped_tile(s) for s in specs}
+  assert tiles == {(False, False): "small_groups",
+                   (False, True): "small_groups",
+                   (True, False): "small_groups"}, tiles
+  got = jax.jit(fwd)(lhs, rhs)
+  assert got.dtype == (out or dt)
+  want = _fwd64(lhs, rhs, sizes)
+  assert _rel(got, want) < (2 ** -12 if out == F32 else 2 ** -7)
+  ref = ref_highest(lambda a, b: dyn.reference.ragged_dot(
+      a.astype(F32), b.astype(F32), gs))(lhs, rhs)
+  assert _err(got, ref) < 2 ** -7
+  used = min(sum(sizes), lhs.shape[0])
+  np.testing.assert_array_equal(bits(got[used:]), 0)
+  # d lhs: the cotangent (cast to the input dtype) @ rhs[g]^T, NT.
+  dl = jax.jit(jax.grad(loss(dyn), argnums=0))(lhs, rhs)
+  assert dl.dtype == dt
+  g16 = ct.astype(out or dt).astype(dt)
+  assert _rel(dl, _fwd64(g16, rhs, sizes, transpose_b=True)) < 2 ** -7
+  wl = ref_highest(lambda a, b: jax.grad(loss(dyn.reference), argnums=0)(
+      a.astype(F32), b.astype(F32)))(lhs, rhs)
+  assert _err(dl, wl) < 2 ** -6
+  np.testing.assert_array_equal(bits(dl[used:]), 0)
+
+
+@pytest.mark.parametrize("offset", [0, 5, 12, -3, 10 ** 6])
+@pytest.mark.parametrize("sizes", [FWD_SIZES[1], FWD_SIZES[5]])
+def test_small_group_fwd_group_offset(sizes, offset):
+  """group_offset: rhs holds 4 of the 16 groups from the offset on
+  (clamped); the forward and d lhs on the small-group forward kernel hold
+  their rows, zeros for the other groups' rows."""
+  lhs, rhs16, ct = _fwd_data(22, BF16)
+  gs = jnp.asarray(sizes, jnp.int32)
+  first = min(max(offset + 16 if offset < 0 else offset, 0), 12)
+  rhs = rhs16[first:first + 4]
+  go = jnp.asarray([offset], jnp.int32)
+  fwd = lambda a, b: dyn.ragged_dot(a, b, gs, group_offset=go)
+  loss = lambda a, b: jnp.sum(fwd(a, b).astype(F32) * ct.astype(F32))
+  specs = plan_lib.traced_specs(jax.grad(loss, argnums=(0, 1)), lhs, rhs)
+  tiles = {(s.trans_a, s.trans_b): plan_lib.grouped_tile(s) for s in specs}
+  # 256 rows over 4 items: 64 a group, past the forward's bound, unless
+  # forced.
+  assert tiles[(False, False)] != "small_groups"
+  small = dyn.KernelOptions(grouped_tile="small_groups")
+  fwd = lambda a, b: dyn.ragged_dot(a, b, gs, group_offset=go, opts=small)
+  loss = lambda a, b: jnp.sum(fwd(a, b).astype(F32) * ct.astype(F32))
+  specs = plan_lib.traced_specs(jax.grad(loss, argnums=(0, 1)), lhs, rhs)
+  assert all(plan_lib.grouped_tile(s) == "small_groups" for s in specs)
+  got = jax.jit(fwd)(lhs, rhs)
+  assert _rel(got, _fwd64(lhs, rhs, sizes, first=first, groups=4)) < 2 ** -7
+  dl = jax.jit(jax.grad(loss, argnums=0))(lhs, rhs)
+  assert _rel(dl, _fwd64(ct, rhs, sizes, transpose_b=True, first=first,
+                         groups=4)) < 2 ** -7
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+@pytest.mark.parametrize("dt,out", list(SMALL_FWD_KERNELS))
+def test_small_group_fwd_into_a_poisoned_out(dt, out, transpose_b):
+  """ragged_dot's NN / NT call writing into a window (column 8) of a
+  NaN-poisoned out, in the input dtype and in float32: the groups' rows of
+  the window hold the product, every other element keeps its bits; the
+  planned line is the small-group forward kernel of the dtypes."""
+  from checks import rows_into  # pylint: disable=g-import-not-at-top
+  sizes = np.asarray(FWD_SIZES[5], np.int32)
+  m, k, n = 256, 136, 72
+  lhs, rhs, _ = _fwd_data(23, dt, k=k, n=n)
+  if transpose_b:
+    rhs = jnp.swapaxes(rhs, 1, 2)
+  offs = jnp.asarray(np.concatenate([[0], np.cumsum(sizes)[:-1]]), jnp.int32)
+  poison = jnp.full((m + 8, n + 16), jnp.nan, out)
+  f = lambda x, w, o, s, p: rows_into(x, w, o, s, p, col=8,
+                                      transpose_b=transpose_b)
+  args = (lhs, rhs, offs, jnp.asarray(sizes), poison)
+  [spec] = plan_lib.traced_specs(f, *args)
+  assert plan_lib.grouped_tile(spec) == "small_groups"
+  assert plan_lib.launch_choice(spec)["kernel"] == SMALL_FWD_KERNELS[
+      (dt, out)].format("NT" if transpose_b else "NN")
+  got = np.asarray(jax.jit(f)(*args))
+  used = int(sizes.sum())
+  inside = np.zeros(got.shape, bool)
+  inside[:used, 8:8 + n] = True
+  assert not np.isnan(got[inside].astype(np.float32)).any()
+  want = _fwd64(lhs, rhs, sizes, transpose_b=transpose_b)[:used]
+  assert _rel(got[:used, 8:8 + n], want) < (
+      2 ** -7 if out != F32 else 2 ** -12)
+  np.testing.assert_array_equal(bits(got)[~inside],
+                                bits(np.asarray(poison))[~inside])
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_small_group_fwd_items_past_the_grid(transpose_b):
+  """A vmap over 8 items that each read up to all 128 rows of one lhs into
+  their own poisoned out: the items' chunks (13) outnumber the grid's
+  bound on them (8 items + 128 / 64), so CTAs take several work items;
+  every item's rows against the reference, the rest of out its poison."""
+  r = np.random.default_rng(24)
+  m, k, n, g = 128, 136, 72, 8
+  x = jnp.asarray(r.uniform(-1, 1, (m, k)), BF16)
+  w = jnp.asarray(r.uniform(-1, 1, (g, n, k) if transpose_b else (g, k, n))
+                  / np.sqrt(k), BF16)
+  out = jnp.full((g, m + 8, n + 8), jnp.nan, BF16)
+  valid = jnp.asarray([128, 128, 100, 65, 0, 128, 1, 128], jnp.int32)
+
+  def f(mod, x, w, out, valid):
+    def item(w, out, v):
+      a = dyn.window(x, (0, 0), (m, k), valid=(v, k))
+      o = dyn.window(out, (8, 0), (m, n), valid=(v, n))
+      return mod.gemm(a, w, out=o, transpose_b=transpose_b)
+    return jax.vmap(item)(w, out, valid)
+
+  args = (x, w, out, valid)
+  [spec] = plan_lib.traced_specs(lambda *a: f(dyn, *a), *args)
+  assert plan_lib.grouped_tile(spec) == "small_groups"
+  got = np.asarray(jax.jit(lambda *a: f(dyn, *a))(*args))
+  want = np.asarray(ref_highest(lambda *a: f(dyn.reference, *a))(*args))
+  nan = np.isnan(want.astype(np.float32))
+  np.testing.assert_array_equal(bits(got)[nan], bits(want)[nan])
+  assert not np.isnan(got.astype(np.float32)[~nan]).any()
+  assert _err(got.astype(np.float32)[~nan], want.astype(np.float32)[~nan]) \
+      < 2 ** -7
+
+
+_LOGGED_SMALL_FWD = textwrap.dedent("""
+    import sys, json
+    import jax, jax.numpy as jnp
+    import jax_dynoff as dyn
+    dt, tile = json.loads(sys.argv[1])
+    dt = jnp.dtype(dt)
+    lhs = jnp.ones((512, 128), dt)   # 64 experts, 8 rows each on average
+    rhs = jnp.ones((64, 128, 136), dt)
+    gs = jnp.asarray([8] * 32 + [16] * 8 + [0] * 24, jnp.int32)
+    opts = dyn.KernelOptions(grouped_tile=tile)
+    fwd = lambda a, b: dyn.ragged_dot(a, b, gs, opts=opts)
+    f = lambda a, b: jnp.sum(fwd(a, b).astype(jnp.float32))
+    y = jax.jit(fwd)(lhs, rhs)
+    dx = jax.jit(jax.grad(f, argnums=0))(lhs, rhs)
+    print(float(y[0, 0]), float(y[383, 135]), float(y[384:].sum()),
+          float(dx[0, 0]), float(dx[384:].sum()))
+""")
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("tile", [None, "medium"])
+def test_small_group_fwd_kernel_ran(dt, tile):
+  """The handler's log: a decode-sized forward and gradient wrt lhs run
+  the small-group forward kernel of their dtype (NN, NT;
+  KernelOptions(grouped_tile="medium"): the CUTLASS ones), with the same
+  result."""
+  out, lines = run_logged(_LOGGED_SMALL_FWD, [dt, tile])
+  kernels = [l.split("kernel=")[1].split()[0] for l in lines]
+  name = "Bf16" if dt == "bfloat16" else "F16"
+  for layout in ("NN", "NT"):
+    want = (f"kSm90Grouped{name}{layout}" if tile == "medium"
+            else f"kSm90SmallGroupFwd{name}{layout}")
+    assert want in kernels, (out, lines)
+  # Ones: every row of a group is K = 128 in y, N = 136 in dx; rows 384 on
+  # are in no group.
+  assert [float(v) for v in out.split()] == [128.0, 128.0, 0.0, 136.0, 0.0]
 
 
 # --- ragged_dot(activation="swiglu"): the fused grouped kernel -------------

@@ -268,7 +268,8 @@ def test_grouped_plan_and_its_reasons():
 ])
 def test_grouped_tile_planned(dt, out, tile):
   """ragged_dot plans the wide grouped tile for 16-bit NN, the medium one
-  where the wide one is not built (a float32 result)."""
+  where the wide one is not built (a float32 result); 128 rows a group are
+  past the small-group forward kernel's bound, which explain says."""
   from jax_dynoff import plan  # pylint: disable=g-import-not-at-top
   x = jnp.ones((1024, 64), dt)
   w = jnp.ones((8, 64, 64), dt)
@@ -277,8 +278,10 @@ def test_grouped_tile_planned(dt, out, tile):
       lambda a, b, g: dyn.ragged_dot(a, b, g, preferred_element_type=out),
       x, w, gs)
   tm, tn = plan.GROUPED_TILES[tile]
-  assert line.startswith(f"sm90_grouped (one grouped launch over 8 items, "
-                         f"{tile} tile {tm}x{tn}, problem shapes"), line
+  assert line.startswith(
+      f"sm90_grouped (one grouped launch over 8 items, {tile} tile "
+      f"{tm}x{tn}, not the small-group forward kernel: mean rows per item "
+      f"1024 / 8 > {plan.SMALL_GROUP_FWD_MAX_MEAN_ROWS}, problem shapes"), line
 
 
 @pytest.mark.parametrize("dt, tile, want", [
@@ -287,7 +290,7 @@ def test_grouped_tile_planned(dt, out, tile):
     (F16, "medium", "medium tile 128x128 (forced)"),
     (F16, "wide", "wide tile 128x256 (forced)"),
     # The wide tile is not built for a float32 result.
-    ((BF16, F32), "wide", "medium tile 128x128, problem"),
+    ((BF16, F32), "wide", "medium tile 128x128, not the small-group"),
 ])
 def test_grouped_tile_forced(dt, tile, want):
   """KernelOptions(grouped_tile=...) forces a grouped tile where it is
@@ -824,7 +827,8 @@ SMALL = plan.SMALL_GROUP_MAX_MEAN_ROWS
 def test_small_group_grad_planned_for_decode_groups(dt, out, name):
   """A weight gradient over few rows per group (a decode-sized MoE
   layer: 1024 rows over 128 experts) runs the small-group kernel of its
-  dtypes; the forward and d lhs of the same call keep their kernels."""
+  dtypes; the forward and d lhs of the same call run the small-group
+  forward kernel (8 rows a group: under its own bound)."""
   spec = _weight_grad_spec(dt, 1024, 128, out=out)
   assert plan.grouped_tile(spec) == "small_groups"
   assert plan.launch_choice(spec)["kernel"] == name
@@ -833,7 +837,7 @@ def test_small_group_grad_planned_for_decode_groups(dt, out, name):
   assert f"mean rows per item 1024 / 128 <= {SMALL}" in line, line
   if out is None:
     tiles = sorted(plan.grouped_tile(s) for s in _grad_specs(dt, 1024, 128))
-    assert tiles == ["medium", "small_groups", "wide"], tiles
+    assert tiles == ["small_groups"] * 3, tiles
 
 
 @pytest.mark.parametrize("dt", [BF16, F16])
@@ -857,15 +861,15 @@ def test_small_group_grad_threshold(dt):
 def test_small_group_grad_forced_either_way():
   """KernelOptions(grouped_tile=...) overrides the bound: "medium" runs
   the CUTLASS kernel on decode groups, "small_groups" the small-group
-  kernel on tall ones; where the small-group kernel is not built (A not
-  transposed: the forward, d lhs) the forced tile is ignored."""
+  kernel on tall ones (and the forward and d lhs the small-group forward
+  kernel)."""
   spec = _weight_grad_spec(BF16, 1024, 128, grouped_tile="medium")
   assert plan.launch_choice(spec)["kernel"] == "kSm90GroupedBf16TN"
   specs = _grad_specs(BF16, 4096, 8, grouped_tile="small_groups")
   by_layout = {(s.trans_a, s.trans_b): plan.launch_choice(s)["kernel"]
                for s in specs}
-  assert by_layout == {(False, False): "kSm90GroupedWideBf16NN",
-                       (False, True): "kSm90GroupedBf16NT",
+  assert by_layout == {(False, False): "kSm90SmallGroupFwdBf16NN",
+                       (False, True): "kSm90SmallGroupFwdBf16NT",
                        (True, False): "kSm90SmallGroupGradBf16TN"}
   line = plan.explain(_weight_grad_spec(BF16, 4096, 8,
                                         grouped_tile="small_groups"))
@@ -949,3 +953,293 @@ def test_small_group_grad_equals_numpy(sizes, dt, route):
   for e, s in enumerate(sizes):
     if s == 0:
       np.testing.assert_array_equal(_bits(drhs[e]), 0)
+
+
+# --- The small-group forward kernel (grouped tile small_groups, NN / NT) ---
+
+SMALL_FWD = plan.SMALL_GROUP_FWD_MAX_MEAN_ROWS
+
+
+def _fwd_specs(dt, m, groups, k=64, n=48, out=None, **opts):
+  """{layout: spec} of ragged_dot's calls over (m, k) x (groups, k, n) with
+  m / groups rows a group: "NN" the forward (`out`: its
+  preferred_element_type), "NT" the gradient wrt lhs (jax.grad: the
+  input dtype's out), "TN" the weight gradient."""
+  x = jnp.ones((m, k), dt)
+  w = jnp.ones((groups, k, n), dt)
+  gs = jnp.full((groups,), m // groups, jnp.int32)
+  o = dyn.KernelOptions(**opts)
+  f = jax.grad(lambda a, b: jnp.sum(dyn.ragged_dot(
+      a, b, gs, preferred_element_type=out, opts=o).astype(F32)),
+               argnums=(0, 1))
+  specs = {}
+  for s in plan.traced_specs(f, x, w):
+    specs["TN" if s.trans_a else "NT" if s.trans_b else "NN"] = s
+  assert sorted(specs) == ["NN", "NT", "TN"], specs
+  return specs
+
+
+def _nt_f32_spec(dt, m, groups, k=64, n=48, **opts):
+  """x_g @ w[g]^T into float32 (ragged_dot's input-gradient call with a
+  float32 out), as one call over the groups."""
+  from jax_dynoff import ragged  # pylint: disable=g-import-not-at-top
+  x = jnp.ones((m, n), dt)
+  w = jnp.ones((groups, k, n), dt)
+  sizes = jnp.full((groups,), m // groups, jnp.int32)
+  offs = jnp.arange(groups, dtype=jnp.int32) * (m // groups)
+  [spec] = plan.traced_specs(
+      lambda x, w, o, s: ragged._rows_call(
+          x, w, o, s, F32, True, None, dyn.KernelOptions(**opts)),
+      x, w, offs, sizes)
+  assert spec.trans_b and not spec.trans_a
+  return spec
+
+
+@pytest.mark.parametrize("dt, name", [(BF16, "Bf16"), (F16, "F16")])
+def test_small_group_fwd_planned_for_decode_groups(dt, name):
+  """ragged_dot's forward (NN) and gradient wrt lhs (NT) over few rows per
+  group (1024 rows over 128 experts: 8 a group) run the small-group
+  forward kernel of their dtypes, the weight gradient the small-group
+  weight-gradient kernel; explain says which and why."""
+  specs = _fwd_specs(dt, 1024, 128)
+  want = {"NN": f"kSm90SmallGroupFwd{name}NN",
+          "NT": f"kSm90SmallGroupFwd{name}NT",
+          "TN": f"kSm90SmallGroupGrad{name}TN"}
+  for layout, spec in specs.items():
+    assert plan.grouped_tile(spec) == "small_groups", layout
+    assert plan.launch_choice(spec)["kernel"] == want[layout]
+  for layout in ("NN", "NT"):
+    line = plan.explain(specs[layout])
+    assert "the small-group forward kernel (mma.sync, operands swapped" \
+        in line, line
+    assert f"mean rows per item 1024 / 128 <= {SMALL_FWD}" in line, line
+    assert "items without rows read nothing" in line, line
+
+
+@pytest.mark.parametrize("dt, name", [(BF16, "Bf16"), (F16, "F16")])
+def test_small_group_fwd_float32_out(dt, name):
+  """preferred_element_type=float32: the forward's float32 line, and the
+  NT call into float32 its own."""
+  spec = _fwd_specs(dt, 1024, 128, out=F32)["NN"]
+  assert spec.out_dtype == np.dtype(F32)
+  assert plan.launch_choice(spec)["kernel"] == f"kSm90SmallGroupFwd{name}F32NN"
+  spec = _nt_f32_spec(dt, 1024, 128)
+  assert plan.grouped_tile(spec) == "small_groups"
+  assert plan.launch_choice(spec)["kernel"] == f"kSm90SmallGroupFwd{name}F32NT"
+  # Past the bound: the CUTLASS kernel's float32 lines (medium).
+  spec = _fwd_specs(dt, 1024 + 8 * 64, 64, out=F32)["NN"]
+  assert plan.launch_choice(spec)["kernel"] == f"kSm90Grouped{name}F32NN"
+  spec = _nt_f32_spec(dt, 1024 + 8 * 64, 64)
+  assert plan.launch_choice(spec)["kernel"] == f"kSm90Grouped{name}F32NT"
+
+
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_small_group_fwd_threshold(dt):
+  """The bound on the mean rows per group (m / groups) decides, and
+  nothing else: at it the small-group forward kernel (NN and NT), 8 rows
+  past it the CUTLASS grouped kernel (NN wide, NT medium), and explain says
+  why not; the weight gradient follows its own bound."""
+  groups = 8
+  at = _fwd_specs(dt, SMALL_FWD * groups, groups)
+  assert plan.grouped_tile(at["NN"]) == "small_groups"
+  assert plan.grouped_tile(at["NT"]) == "small_groups"
+  past = _fwd_specs(dt, SMALL_FWD * groups + 8, groups)
+  assert plan.grouped_tile(past["NN"]) == "wide"
+  assert plan.grouped_tile(past["NT"]) == "medium"
+  for layout in ("NN", "NT"):
+    assert plan.launch_choice(past[layout])["kernel"].startswith(
+        "kSm90Grouped")
+    line = plan.explain(past[layout])
+    assert (f"not the small-group forward kernel: mean rows per item "
+            f"{SMALL_FWD * groups + 8} / {groups} > {SMALL_FWD}") in line, line
+  # The weight gradient of the same call: 17 rows a group, under its bound.
+  assert plan.grouped_tile(past["TN"]) == "small_groups"
+  # One group of every row: the CUTLASS kernel.
+  tall = _fwd_specs(dt, 4096, 1)
+  assert [plan.grouped_tile(tall[l]) for l in ("NN", "NT", "TN")] == [
+      "wide", "medium", "medium"]
+
+
+def test_small_group_fwd_forced_either_way():
+  """KernelOptions(grouped_tile=...) overrides the bound: "medium" runs
+  the CUTLASS kernel on decode groups (NN, NT and TN), "small_groups" the
+  small-group kernels on tall ones; "wide" is built for NN alone, so NT
+  and TN ignore it (the planner's choice: the small-group kernels on
+  decode groups)."""
+  specs = _fwd_specs(BF16, 1024, 128, grouped_tile="medium")
+  assert {l: plan.launch_choice(s)["kernel"] for l, s in specs.items()} == {
+      "NN": "kSm90GroupedBf16NN", "NT": "kSm90GroupedBf16NT",
+      "TN": "kSm90GroupedBf16TN"}
+  specs = _fwd_specs(BF16, 4096, 8, grouped_tile="small_groups")
+  assert {l: plan.launch_choice(s)["kernel"] for l, s in specs.items()} == {
+      "NN": "kSm90SmallGroupFwdBf16NN", "NT": "kSm90SmallGroupFwdBf16NT",
+      "TN": "kSm90SmallGroupGradBf16TN"}
+  for layout in ("NN", "NT"):
+    line = plan.explain(specs[layout])
+    assert "the small-group forward kernel (mma.sync, operands swapped" \
+        in line, line
+    assert "rows padded to 8, forced, items without rows" in line, line
+  specs = _fwd_specs(BF16, 1024, 128, grouped_tile="wide")
+  assert {l: plan.launch_choice(s)["kernel"] for l, s in specs.items()} == {
+      "NN": "kSm90GroupedWideBf16NN", "NT": "kSm90SmallGroupFwdBf16NT",
+      "TN": "kSm90SmallGroupGradBf16TN"}
+  assert "wide tile 128x256 (forced)" in plan.explain(specs["NN"])
+
+
+def test_small_group_fwd_refusals():
+  """Where the grouped path cannot run the call it is composed, small
+  groups or not, with the reason: K or N not a multiple of 8 elements
+  (the 16-byte chunks both grouped kernels move along contiguous dims),
+  float32 inputs; on another GPU or with unaligned buffers the choice
+  function refuses the small-group line as it refuses every grouped
+  one."""
+  # (The NT call's n is the forward's k.)
+  for kw, reason in ((dict(k=60), "= 60 along a contiguous dim"),
+                     (dict(n=44), "= 44 along a contiguous dim")):
+    specs = _fwd_specs(BF16, 1024, 128, **kw)
+    for layout in ("NN", "NT"):
+      assert plan.grouped_tile(specs[layout]) is None
+      line = plan.explain(specs[layout])
+      assert line.startswith("composed"), line
+      assert reason in line and "multiple of 8" in line, line
+  specs = _fwd_specs(F32, 1024, 128)
+  for layout in ("NN", "NT"):
+    assert plan.grouped_tile(specs[layout]) is None
+    assert "no grouped kernel" in plan.explain(specs[layout])
+  spec = _fwd_specs(BF16, 1024, 128)["NN"]
+  assert "compute capability 9.0" in plan.launch_choice(
+      spec, sm90_device=False)["error"]
+  assert "sm_90a" in plan.launch_choice(spec, sm90_built=False)["error"]
+  assert "16-byte aligned" in plan.launch_choice(
+      spec, bases_aligned=False)["error"]
+
+
+@pytest.mark.parametrize("tile", [None, "small_groups"])
+def test_small_group_fwd_keeps_the_fused_swiglu_kernel(tile):
+  """ragged_dot(activation="swiglu") over decode groups keeps the fused
+  CUTLASS kernel (the small-group kernel has no swiglu epilogue), forced
+  small_groups or not; its gradient's plain calls (the product again in
+  float32, d lhs, d rhs) take the small-group kernels."""
+  x = jnp.ones((1024, 64), BF16)
+  w = jnp.ones((128, 64, 96), BF16)
+  gs = jnp.full((128,), 8, jnp.int32)
+  o = dyn.KernelOptions(grouped_tile=tile)
+  f = lambda a, b: dyn.ragged_dot(a, b, gs, activation="swiglu", opts=o)
+  [spec] = plan.traced_specs(f, x, w)
+  assert spec.epilogue == "swiglu"
+  assert plan.launch_choice(spec)["kernel"] == "kSm90GroupedSwigluWideBf16NN"
+  assert "small-group" not in plan.explain(spec), plan.explain(spec)
+  g = jax.grad(lambda a, b: jnp.sum(f(a, b).astype(F32)), argnums=(0, 1))
+  kernels = {(s.trans_a, s.trans_b, s.epilogue): plan.launch_choice(s)["kernel"]
+             for s in plan.traced_specs(g, x, w)}
+  assert kernels == {
+      (False, False, "swiglu"): "kSm90GroupedSwigluWideBf16NN",
+      (False, False, "none"): "kSm90SmallGroupFwdBf16F32NN",
+      (False, True, "none"): "kSm90SmallGroupFwdBf16NT",
+      (True, False, "none"): "kSm90SmallGroupGradBf16TN"}, kernels
+
+
+def test_small_group_fwd_item():
+  """The grouped item (plan.h GroupedItemOf) of a forward planned on the
+  small-group kernel: the rows' valid extent is m, an item without rows is
+  no product at all (the kernel reads nothing for it, the pointer kernel
+  has no zeros to write: D's valid rows are the item's rows)."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from jax_dynoff.spec import WinSpec  # pylint: disable=g-import-not-at-top
+  spec = _fwd_specs(BF16, 1024, 128)["NN"]
+  # One item of 16 rows' capacity (at the bound), 5 of them valid.
+  a = WinSpec((16, 64), (16, 64), (0, 0), valid=(5, 64))
+  b = WinSpec((64, 48), (64, 48), (0, 0))
+  d = WinSpec((16, 48), (16, 48), (0, 0), valid=(5, 48))
+  one = dataclasses.replace(spec, a=a, b=b, d=d, m=16, batch_shape=())
+  p = plan.plan(one)
+  assert p.kernel.grouped_tile == "small_groups"
+  assert "kSm90SmallGroupFwdBf16NN" == plan.launch_choice(one)["kernel"]
+  item = ext.grouped_item(plan.attrs(one, p), 0)
+  assert item == dict(m=5, n=48, k=64, dvr=5, dvc=48, covered=48)
+  none = dataclasses.replace(one, a=dataclasses.replace(a, valid=(0, 64)),
+                             d=dataclasses.replace(d, valid=(0, 48)))
+  item = ext.grouped_item(plan.attrs(none, p), 0)
+  assert item == dict(m=0, n=0, k=0, dvr=0, dvc=48, covered=0)
+
+
+def _fwd_numpy(lhs, rhs, sizes, transpose_b=False):
+  """x_g @ rhs[g] (or rhs[g]^T) in float64 for every group, rows past the
+  groups zero."""
+  x, w = np.asarray(lhs, np.float64), np.asarray(rhs, np.float64)
+  if transpose_b:
+    w = np.swapaxes(w, 1, 2)
+  out = np.zeros((x.shape[0], w.shape[2]))
+  start = 0
+  for e, s in enumerate(sizes):
+    out[start:start + s] = x[start:start + s] @ w[e]
+    start += s
+  return out
+
+
+@pytest.mark.parametrize("sizes", [[3, 0, 9, 1, 0, 2, 7, 0], [0] * 8,
+                                   [6] * 8, [30, 0, 0, 0, 0, 0, 0, 18]])
+@pytest.mark.parametrize("dt, out", [(BF16, None), (F16, None), (BF16, F32),
+                                     (F16, F32)])
+def test_small_group_fwd_equals_numpy(sizes, dt, out, route):
+  """A forward and a gradient wrt lhs planned on the small-group forward
+  kernel (few rows per group, empty groups, sums below m, a tall group)
+  are float64 NumPy's to the dtype's rounding on the CPU, rows past the
+  groups zeros: the plan changes nothing there."""
+  r = np.random.default_rng(37)
+  m, k, n, g = 48, 24, 40, 8
+  lhs = jnp.asarray(r.uniform(-1, 1, (m, k)), dt)
+  rhs = jnp.asarray(r.uniform(-1, 1, (g, k, n)), dt)
+  ct = jnp.asarray(r.uniform(-1, 1, (m, n)), F32)
+  gs = jnp.asarray(sizes, jnp.int32)
+  fwd = lambda a, b: dyn.ragged_dot(a, b, gs, preferred_element_type=out)
+  loss = lambda a, b: jnp.sum(fwd(a, b).astype(F32) * ct)
+  specs = plan.traced_specs(jax.grad(loss, argnums=(0, 1)), lhs, rhs)
+  tiles = {(s.trans_a, s.trans_b): plan.grouped_tile(s) for s in specs}
+  assert tiles[(False, False)] == tiles[(False, True)] == "small_groups"
+  got = jax.jit(fwd)(lhs, rhs)
+  assert got.dtype == (out or dt)
+  tol = 2 ** -12 if out == F32 else 2 ** -7
+  want = _fwd_numpy(lhs, rhs, sizes)
+  np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=tol,
+                             atol=tol * np.abs(want).max(initial=1))
+  np.testing.assert_array_equal(_bits(got[sum(sizes):]), 0)
+  # d lhs = (ct's rows of each group, cast to lhs's dtype) @ rhs[g]^T: NT.
+  dlhs, _ = jax.jit(jax.grad(loss, argnums=(0, 1)))(lhs, rhs)
+  assert dlhs.dtype == dt
+  want = _fwd_numpy(np.asarray(ct.astype(dt)), rhs, sizes, transpose_b=True)
+  np.testing.assert_allclose(np.asarray(dlhs, np.float64), want,
+                             rtol=2 ** -7,
+                             atol=2 ** -7 * np.abs(want).max(initial=1))
+  np.testing.assert_array_equal(_bits(dlhs[sum(sizes):]), 0)
+
+
+@pytest.mark.parametrize("out_dt", [BF16, F32])
+def test_small_group_fwd_into_a_poisoned_out(out_dt, route):
+  """ragged_dot's NN and NT calls on the small-group forward kernel
+  writing into a window (column 8) of a NaN-poisoned out: the groups' rows
+  of the window hold the product, every other element keeps its bits."""
+  from checks import rows_into  # pylint: disable=g-import-not-at-top
+  r = np.random.default_rng(41)
+  m, k, n, g = 48, 24, 40, 8
+  sizes = np.asarray([3, 0, 9, 1, 0, 2, 7, 0], np.int32)
+  offs = jnp.asarray(np.concatenate([[0], np.cumsum(sizes)[:-1]]), jnp.int32)
+  lhs = jnp.asarray(r.uniform(-1, 1, (m, k)), BF16)
+  for transpose_b in (False, True):
+    rhs = jnp.asarray(r.uniform(-1, 1, (g, n, k) if transpose_b
+                                else (g, k, n)), BF16)
+    poison = jnp.full((m + 3, n + 16), jnp.nan, out_dt)
+    f = lambda x, w, o, s, p: rows_into(x, w, o, s, p, col=8,
+                                        transpose_b=transpose_b)
+    args = (lhs, rhs, offs, jnp.asarray(sizes), poison)
+    [spec] = plan.traced_specs(f, *args)
+    assert plan.grouped_tile(spec) == "small_groups"
+    got = np.asarray(jax.jit(f)(*args)).astype(np.float32)
+    want = np.full(got.shape, np.nan, np.float32)
+    want[:m, 8:8 + n] = np.where(
+        (np.arange(m) < sizes.sum())[:, None],
+        _fwd_numpy(lhs, rhs, sizes, transpose_b), np.nan)
+    _same(got, want, 2 ** -12 if out_dt == F32 else 2 ** -7)
+    outside = np.isnan(want)
+    np.testing.assert_array_equal(_bits(np.asarray(jax.jit(f)(*args)))[outside],
+                                  _bits(np.asarray(poison))[outside])
