@@ -297,9 +297,11 @@ def _aim(r) -> Aim:
     aim.opts = _forced_direct(r, tile)
     aim.small_m = tile == "split_k"
   elif line.family == "sm90_grouped":
-    # The tile forced, "small_groups" included (the small-group
-    # weight-gradient lines, TN: planned unforced only where the items
-    # hold few rows on average, which the drawn sizes rarely give).
+    # The tile forced, "small_groups" included (the small-group lines:
+    # the weight-gradient kernel's, TN, and the forward kernel's, NN and
+    # NT; planned unforced only where the items hold few rows on average,
+    # which the drawn sizes rarely give).  Forced, they run whatever the
+    # rows: the forward kernel's tall items take several 64-row chunks.
     aim.opts = KernelOptions(grouped_tile=tile)
     # ragged_dot runs NN forward; its gradient NT and TN in the input
     # dtype.  Other pairs: one call whose A has ragged rows.

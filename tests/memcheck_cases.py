@@ -103,9 +103,11 @@ def grouped_cases() -> bool:
   the planned (wide) and the medium tile; its gradient (NT, and TN whose
   K is each group's rows, on the small-group kernel where the groups hold
   few rows: an empty group's zeros written by it, and on the CUTLASS
-  kernel: by the pointer kernel); a vmap whose out's valid parts exceed
-  A's (zeros); ragged_dot with the swiglu epilogue fused, and its
-  gradient."""
+  kernel: by the pointer kernel); the small-group forward kernel, NN and
+  NT (d lhs), planned on decode groups and forced on tall ones; a vmap
+  whose out's valid parts exceed A's (zeros; 64 rows over 4 items: on the
+  small-group forward kernel); ragged_dot with the swiglu epilogue fused,
+  and its gradient."""
   ok = True
   xg = rand(25, (200, 136), BF16)
   wg = rand(26, (4, 136, 72), BF16)
@@ -134,6 +136,26 @@ def grouped_cases() -> bool:
       rand(29, (16, 136, 72), BF16),
       jnp.asarray([40, 0, 0, 1, 0, 9, 0, 0, 30, 0, 2, 0, 0, 14, 0, 0],
                   jnp.int32))
+  # The small-group forward kernel (NN, and NT: d lhs) on the same decode
+  # shape: 6 rows a group on average, the edge tiles of K 136 and N 72,
+  # empty groups, rows past the groups; a float32 result; and forced on
+  # tall groups (70 rows: two 64-row chunks of one expert, the second of 6).
+  decode = (rand(28, (96, 136), BF16), rand(29, (16, 136, 72), BF16),
+            jnp.asarray([40, 0, 0, 1, 0, 9, 0, 0, 30, 0, 2, 0, 0, 8, 0, 0],
+                        jnp.int32))
+  ok &= check("small_group_fwd", lambda mod, a, b, g: mod.ragged_dot(
+      a, b, g), *decode)
+  ok &= check("small_group_fwd_f32", lambda mod, a, b, g: mod.ragged_dot(
+      a, b, g, preferred_element_type=F32), *decode)
+  ok &= check("small_group_fwd_dlhs", lambda mod, a, b, g: jax.grad(
+      lambda a, b: jnp.sum(mod.ragged_dot(a, b, g).astype(F32) ** 2),
+      argnums=0)(a, b), *decode)
+  small = dyn.KernelOptions(grouped_tile="small_groups")
+  ok &= check("small_group_fwd_tall", lambda mod, a, b, g: jax.grad(
+      lambda a, b: jnp.sum((mod.ragged_dot(a, b, g, opts=small)
+                            if mod is dyn else mod.ragged_dot(a, b, g)
+                            ).astype(F32) ** 2),
+      argnums=0)(a, b), xg, wg, jnp.asarray([70, 0, 26, 100], jnp.int32))
   # A float32 result (its own grouped kernel), and float16's gradients.
   ok &= check("grouped_ragged_dot_f32", lambda mod, a, b, g: mod.ragged_dot(
       a, b, g, preferred_element_type=F32), xg, wg, gs)
