@@ -7,6 +7,8 @@ GPU needed."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -142,7 +144,13 @@ def test_grouped_launch_or_its_error():
   assert plan_lib.plan(s).path == "sm90_grouped"
   c = plan_lib.launch_choice(s)
   assert (c["kind"], c["error"]) == ("grouped", "")
-  assert c["kernel"].startswith("kSm90Grouped")
+  # One item of 16 rows' capacity: at the small-group forward kernel's
+  # bound (plan.SMALL_GROUP_FWD_MAX_MEAN_ROWS); with the CUTLASS tile
+  # forced, the CUTLASS grouped kernel.
+  assert c["kernel"] == "kSm90SmallGroupFwdBf16NN"
+  medium = dyn.KernelOptions(grouped_tile="medium")
+  c = plan_lib.launch_choice(dataclasses.replace(s, opts=medium))
+  assert c["kernel"] == "kSm90GroupedBf16NN" and c["kind"] == "grouped"
   assert "compute capability 9.0" in plan_lib.launch_choice(
       s, sm90_device=False)["error"]
   assert "sm_90a" in plan_lib.launch_choice(s, sm90_built=False)["error"]
