@@ -356,12 +356,17 @@ int main() {
     return 1;
   }
   // The decode layers of benchmarks/moe_peers.py, forward (NN) and input
-  // gradient (NT, the same weights' shapes transposed).
+  // gradient (NT, the same weights' shapes transposed); then E64 at 16,
+  // 32 and 64 rows an expert on average: both sides of the planner's bound
+  // (plan.h kSmallGroupFwdMaxMeanRows = 16), where benchmarks/
+  // moe_tile_ab.py times the CUTLASS tiles beside it.
   for (const bool trans_b : {false, true})
     for (const char* kind : {"uniform", "skewed"}) {
       Case("decode_e64", kind, 64, 512, 4096, 4096, trans_b, false);
       Case("decode_e128", kind, 128, 1024, 2048, 1536, trans_b, false);
       Case("decode_e256", kind, 256, 256, 7168, 2048, trans_b, false);
+      for (const int m : {1024, 2048, 4096})
+        Case("bound_e64", kind, 64, m, 4096, 4096, trans_b, false);
     }
   std::printf("ALL_OK\n");
   return 0;
