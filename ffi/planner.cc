@@ -149,21 +149,30 @@ SmallGroupKind SmallGroupKindOf(const GemmProblem& p) {
     return {"weight-gradient", p.k, kernels::kSmallGroupMaxMeanRows};
   return {"forward", p.m, kernels::kSmallGroupFwdMaxMeanRows};
 }
+
+// Whether the call's items hold few rows on average for its small-group
+// kernel (plan.h SmallGroupRows, SmallGroupFwdRows).
+bool FewRows(const GemmProblem& p) {
+  return p.trans_a ? kernels::SmallGroupRows(p.k, p.batch)
+                   : kernels::SmallGroupFwdRows(p.m, p.batch);
+}
 }  // namespace
 
 GroupedTile GroupedTileChoice(const GemmProblem& p) {
   // The small-group kernels where built for the call (the weight-gradient
   // one for A transposed: a contraction over each item's rows; the forward
-  // one for A not transposed: x @ W[e] and x @ W[e]^T; neither with the
-  // swiglu epilogue, whose fused CUTLASS kernel stays) and the items hold
-  // few rows on average (plan.h SmallGroupRows, SmallGroupFwdRows).  Both
-  // need k and n multiples of 8 elements, which the grouped path proves
-  // of every call it runs (GroupedExtentReasons): no grouped call runs the
-  // CUTLASS kernel for want of them.
-  if (HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+  // one for A not transposed: x @ W[e] and x @ W[e]^T) and the items hold
+  // few rows on average (FewRows).  Not with the swiglu epilogue: the
+  // fused CUTLASS kernel stays planned there, the small-group one runs
+  // where forced (KernelOptions(grouped_tile="small_groups")) until GPU
+  // timings compare the two.  Both kernels need k and n multiples of 8
+  // elements, which the grouped path proves of every call it runs
+  // (GroupedExtentReasons): no grouped call runs the CUTLASS kernel for
+  // want of them.
+  if (p.epilogue == Epilogue::kNone &&
+      HasGroupedTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
                      p.epilogue, GroupedTile::kSmallGroups) &&
-      (p.trans_a ? kernels::SmallGroupRows(p.k, p.batch)
-                 : kernels::SmallGroupFwdRows(p.m, p.batch)))
+      FewRows(p))
     return GroupedTile::kSmallGroups;
   // The wide tile where built: on an H200 as fast as or faster than a
   // 256x128 tile at every moe bench case (its 128-row granule pads 21%
@@ -236,15 +245,21 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
                 : std::string(GroupedTileName(k.kernel.grouped_tile)) +
                       " tile " + Str(t.m) + "x" + Str(t.n) +
                       (forced ? " (forced)" : "") +
-                      // Where a small-group kernel is built but the items
-                      // are tall: why not it.
-                      (!forced &&
-                               HasGroupedTile(p.in_dtype, p.out_dtype,
-                                              p.trans_a, p.trans_b, p.epilogue,
-                                              GroupedTile::kSmallGroups)
+                      // Where a small-group kernel is built for the call:
+                      // why not it (tall items, or the swiglu epilogue).
+                      (forced || !HasGroupedTile(p.in_dtype, p.out_dtype,
+                                                 p.trans_a, p.trans_b,
+                                                 p.epilogue,
+                                                 GroupedTile::kSmallGroups)
+                           ? std::string()
+                       : !FewRows(p)
                            ? std::string(", not the small-group ") + sg.name +
                                  " kernel: " + mean + " > " + Str(sg.bound)
-                           : std::string());
+                           : std::string(", not the small-group ") + sg.name +
+                                 " kernel (" + mean + " <= " + Str(sg.bound) +
+                                 "): with the swiglu epilogue it runs only "
+                                 "where forced (KernelOptions(grouped_tile="
+                                 "\"small_groups\"))");
       k.explain = std::string(PathName(k.path)) + " (one grouped launch over " +
                   items + ", " +
                   (p.epilogue == Epilogue::kSwiglu

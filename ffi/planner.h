@@ -60,7 +60,8 @@ inline constexpr TileMN kDirectTileShapes[] = {
 // the fused swiglu kernel), small_groups (the small-group kernels: the
 // weight-gradient one for 16-bit TN, its 128x128 output tile listed here;
 // the forward one for 16-bit NN and NT, 128 features x 64 rows of an item
-// a CTA, its rows padded to 8, plan.h kSmallGroupFwdTileN), planned where built (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one
+// a CTA, its rows padded to 8, plan.h kSmallGroupFwdTileN; with the swiglu
+// epilogue only where forced), planned where built (GroupedTileChoice); KernelOptions(grouped_tile=...) forces one
 // where it is built.  (tile m, tile n) by GroupedTile: m is the granule a ragged item's rows
 // are padded to.
 inline constexpr TileMN kGroupedTileShapes[kNumGroupedTiles] = {

@@ -64,7 +64,8 @@ FAMILIES = {
         "medium": "kMedium", "wide": "kWide",
         "small_groups": "kSmallGroups"}),
     "sm90_grouped_swiglu": ("kSm90GroupedSwiglu", "GroupedTile", {
-        "medium": "kMedium", "wide": "kWide"}),
+        "medium": "kMedium", "wide": "kWide",
+        "small_groups": "kSmallGroups"}),
     "sm90_skinny": ("kSm90Skinny", None, {}),
 }
 
@@ -193,6 +194,14 @@ KINDS = {
              _bool(k.layout[1] == "T")]),
         dtypes=("bf16->bf16", "f16->f16", "bf16->f32", "f16->f32"),
         layouts=("NN", "NT"), config=False, any_layout=False),
+    # The same with the swiglu epilogue (ragged_dot(activation="swiglu")):
+    # NN, D of the input's dtype.
+    "sm90_small_group_fwd_swiglu": Kind(
+        "sm90_grouped_swiglu", "GroupedKernelEntry", lambda k: (
+            "JAX_DYNOFF_SM90_SMALL_GROUP_FWD_SWIGLU_KERNEL",
+            [DTYPES[k.dtype_in][1], DTYPES[k.dtype_out][1]]),
+        dtypes=("bf16->bf16", "f16->f16"), layouts=("NN",), config=False,
+        any_layout=False),
     # Skinny kernels (kernels/sm90_skinny.h), A not transposed; the
     # configuration is the m16 fragments a CTA covers (max m = 16 x it).
     "sm90_skinny": Kind(
@@ -477,7 +486,7 @@ UNITS = [
          "W[e]^T (NT) where the experts hold few rows, operands swapped "
          "(128 features of one expert a CTA as the mma's M, the expert's "
          "rows as its N, padded to 8), experts without rows reading "
-         "nothing.", [
+         "nothing; also with ragged_dot's swiglu epilogue.", [
     # Written from benchmarks/small_groups_fwd/probe.cu (NN bfloat16, which
     # compiled but had not run on a GPU when these lines were added); NT
     # reads W[e]'s rows K-contiguous, float16 runs the same code with f16
@@ -492,6 +501,12 @@ UNITS = [
     K("kSm90SmallGroupFwdBf16F32NT", "sm90_small_group_fwd", "small_groups", "bf16->f32", "NT", None, "bf16 ragged x @ W^T into float32 with few rows per expert."),
     K("kSm90SmallGroupFwdF16F32NN", "sm90_small_group_fwd", "small_groups", "f16->f32", "NN", None, "f16 ragged x @ W into float32 with few rows per expert."),
     K("kSm90SmallGroupFwdF16F32NT", "sm90_small_group_fwd", "small_groups", "f16->f32", "NT", None, "f16 ragged x @ W^T into float32 with few rows per expert."),
+    # ragged_dot(activation="swiglu") on the same kernel, its epilogue
+    # silu(gate) * up over interleaved columns: run only where
+    # KernelOptions(grouped_tile="small_groups") forces it, beside the
+    # fused CUTLASS kernel the planner keeps, until GPU timings compare them.
+    K("kSm90SmallGroupFwdSwigluBf16NN", "sm90_small_group_fwd_swiglu", "small_groups", "bf16->bf16", "NN", None, "bf16 ragged_dot(activation='swiglu') with few rows per expert, each expert's rows padded to 8 instead of 128 (forced; to be timed against the fused CUTLASS kernel)."),
+    K("kSm90SmallGroupFwdSwigluF16NN", "sm90_small_group_fwd_swiglu", "small_groups", "f16->f16", "NN", None, "f16 ragged_dot(activation='swiglu') with few rows per expert, as bf16 has it."),
     ]),
     Unit("sm90_skinny", "kernels/sm90_skinny.h", SM90A,
          "SM90 skinny kernels (m <= 16): mma.sync CTAs streaming B, the CTAs "

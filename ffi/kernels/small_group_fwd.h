@@ -56,6 +56,18 @@
 // nothing.  D of the input's dtype or float32.  mma.sync and cp.async only
 // (sm_80 ISA), built with the sm_90a kernels: the grouped path runs on
 // sm_90 only.  benchmarks/small_groups_fwd/probe.cu runs it alone.
+//
+// kSwiglu (NN, D of the input's dtype): ragged_dot(activation="swiglu")'s
+// epilogue, as the fused CUTLASS kernel has it (kernels/sm90_grouped.h
+// Sm90GluEpilogueArray): B's n_t columns hold gate and up columns
+// interleaved (2j gate j, 2j + 1 up j), h = alpha * A_t @ B_t, and D_t's
+// column j (D_t is m_t x n_t / 2) is silu(h_2j) * h_2j+1 in float32, then
+// cast.  The tile of h is staged in float32 and a CTA's 128 features are
+// 64 of D's columns, written 4 at a time (8 bytes: n_t is a multiple of 8,
+// so n_t / 2 of 4).  The planner runs it only where
+// KernelOptions(grouped_tile="small_groups") forces it: the fused CUTLASS
+// kernel stays the planned one for swiglu calls until GPU timings say
+// otherwise.
 #ifndef JAX_DYNOFF_KERNELS_SMALL_GROUP_FWD_H_
 #define JAX_DYNOFF_KERNELS_SMALL_GROUP_FWD_H_
 
@@ -92,14 +104,17 @@ constexpr int kPipeBytes = kStages * kStageBytes;
 // The staged output tile's row (kTok rows of kTileF features), in
 // elements: 16 bytes of padding for a 16-bit D, 16 for float32 too (4
 // floats): the 8 rows one warp's scalar stores reach (2 apart) then fall
-// on distinct banks, and rows stay 16-byte aligned for the reads.
-template <typename TOut>
-constexpr int kOutLd = kTileF + 16 / static_cast<int>(sizeof(TOut));
-template <typename TOut>
+// on distinct banks, and rows stay 16-byte aligned for the reads.  TStage:
+// D's element, or float32 for the swiglu epilogue (h's tile).
+template <typename TStage>
+constexpr int kOutLd = kTileF + 16 / static_cast<int>(sizeof(TStage));
+template <typename TStage>
 constexpr int kSmemBytes =
-    kTok * kOutLd<TOut> * static_cast<int>(sizeof(TOut)) > kPipeBytes
-        ? kTok * kOutLd<TOut> * static_cast<int>(sizeof(TOut))
+    kTok * kOutLd<TStage> * static_cast<int>(sizeof(TStage)) > kPipeBytes
+        ? kTok * kOutLd<TStage> * static_cast<int>(sizeof(TStage))
         : kPipeBytes;
+template <typename TOut, bool kSwiglu>
+using StageOf = std::conditional_t<kSwiglu, float, TOut>;
 
 // The kernel's parameter: GroupedLaunch's device arrays and alpha.
 struct Params {
@@ -191,9 +206,11 @@ __device__ __forceinline__ void FindWork(const Params& P, int64_t w,
 
 // grid: x over the 128-feature blocks of the largest n, y over the work
 // items (item, chunk of kTok rows): a CTA takes y, y + gridDim.y, ...
-template <typename T, typename TOut, bool kTransB>
+template <typename T, typename TOut, bool kTransB, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads)
     SmallGroupFwdKernel(const __grid_constant__ Params P) {
+  static_assert(!kSwiglu || (!kTransB && !std::is_same_v<TOut, float>),
+                "the swiglu epilogue: NN, D of the input's dtype");
   extern __shared__ __align__(128) unsigned char smem[];
   const int f0 = static_cast<int>(blockIdx.x) * kTileF;
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
@@ -315,9 +332,11 @@ __global__ void __launch_bounds__(kThreads)
 
     // acc[mf][nf]: c0, c1 at (feature fw + lane / 4, rows nf 8 +
     // (lane % 4) 2 + 0, 1), c2, c3 at feature + 8.  Staged as (row,
-    // feature), then 16-byte chunks of D's rows.
-    constexpr int ld = kOutLd<TOut>;
-    TOut* tile = reinterpret_cast<TOut*>(smem);
+    // feature), then 16-byte chunks of D's rows (swiglu: 8-byte ones of 4
+    // of D's columns, from 8 features).
+    using TStage = StageOf<TOut, kSwiglu>;
+    constexpr int ld = kOutLd<TStage>;
+    TStage* tile = reinterpret_cast<TStage*>(smem);
 #pragma unroll
     for (int mf = 0; mf < 2; ++mf)
 #pragma unroll
@@ -325,19 +344,41 @@ __global__ void __launch_bounds__(kThreads)
         if (nf >= frags) break;  // CTA-uniform
         const int f = warp * 32 + mf * 16 + (lane >> 2);
         const int r = nf * 8 + (lane & 3) * 2;
-        tile[r * ld + f] = Cast<TOut>(P.alpha * acc[mf][nf][0]);
-        tile[(r + 1) * ld + f] = Cast<TOut>(P.alpha * acc[mf][nf][1]);
-        tile[r * ld + f + 8] = Cast<TOut>(P.alpha * acc[mf][nf][2]);
-        tile[(r + 1) * ld + f + 8] = Cast<TOut>(P.alpha * acc[mf][nf][3]);
+        tile[r * ld + f] = Cast<TStage>(P.alpha * acc[mf][nf][0]);
+        tile[(r + 1) * ld + f] = Cast<TStage>(P.alpha * acc[mf][nf][1]);
+        tile[r * ld + f + 8] = Cast<TStage>(P.alpha * acc[mf][nf][2]);
+        tile[(r + 1) * ld + f + 8] = Cast<TStage>(P.alpha * acc[mf][nf][3]);
       }
     __syncthreads();
-    constexpr int kPer16 = 16 / static_cast<int>(sizeof(TOut));  // a chunk
-    constexpr int kChunks = kTileF / kPer16;                     // a row
-    for (int i = tid; i < toks * kChunks; i += kThreads) {
-      const int r = i / kChunks, c = (i % kChunks) * kPer16;
-      if (f0 + c < n)  // n a multiple of 8: whole chunks
-        *reinterpret_cast<uint4*>(D + r * ldd + f0 + c) =
-            *reinterpret_cast<const uint4*>(&tile[r * ld + c]);
+    if constexpr (kSwiglu) {
+      // D's columns f0 / 2 + c .. + 3 from h's f0 + 2 c .. + 7: gate, up
+      // pairs; inside n_t wholly or not at all (n_t a multiple of 8).
+      constexpr int kQuads = kTileF / 8;  // a row's 4-column groups of D
+      for (int i = tid; i < toks * kQuads; i += kThreads) {
+        const int r = i / kQuads, c = (i % kQuads) * 4;
+        if (f0 + 2 * c >= n) continue;
+        const float4 lo = *reinterpret_cast<const float4*>(&tile[r * ld + 2 * c]);
+        const float4 hi =
+            *reinterpret_cast<const float4*>(&tile[r * ld + 2 * c + 4]);
+        const auto glu = [](float g, float u) {
+          return g / (1.f + __expf(-g)) * u;  // as Sm90GluEpilogueArray
+        };
+        alignas(8) TOut o[4] = {Cast<TOut>(glu(lo.x, lo.y)),
+                                Cast<TOut>(glu(lo.z, lo.w)),
+                                Cast<TOut>(glu(hi.x, hi.y)),
+                                Cast<TOut>(glu(hi.z, hi.w))};
+        *reinterpret_cast<uint2*>(D + r * ldd + f0 / 2 + c) =
+            *reinterpret_cast<const uint2*>(o);
+      }
+    } else {
+      constexpr int kPer16 = 16 / static_cast<int>(sizeof(TOut));  // a chunk
+      constexpr int kChunks = kTileF / kPer16;                     // a row
+      for (int i = tid; i < toks * kChunks; i += kThreads) {
+        const int r = i / kChunks, c = (i % kChunks) * kPer16;
+        if (f0 + c < n)  // n a multiple of 8: whole chunks
+          *reinterpret_cast<uint4*>(D + r * ldd + f0 + c) =
+              *reinterpret_cast<const uint4*>(&tile[r * ld + c]);
+      }
     }
     __syncthreads();  // the tile is read before the next item's loads
   }
@@ -345,15 +386,17 @@ __global__ void __launch_bounds__(kThreads)
 
 // The shared memory above 48 KiB needs opting in, once per device (as for
 // the skinny kernel).
-template <typename T, typename TOut, bool kTransB>
+template <typename T, typename TOut, bool kTransB, bool kSwiglu>
 cudaError_t PrepareOnce(int device) {
   static std::atomic<uint64_t> done{0};
   const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
   if (bit != 0 && (done.load(std::memory_order_acquire) & bit))
     return cudaSuccess;
   const cudaError_t e = cudaFuncSetAttribute(
-      reinterpret_cast<const void*>(&SmallGroupFwdKernel<T, TOut, kTransB>),
-      cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<TOut>);
+      reinterpret_cast<const void*>(
+          &SmallGroupFwdKernel<T, TOut, kTransB, kSwiglu>),
+      cudaFuncAttributeMaxDynamicSharedMemorySize,
+      kSmemBytes<StageOf<TOut, kSwiglu>>);
   if (e == cudaSuccess && bit != 0)
     done.fetch_or(bit, std::memory_order_release);
   return e;
@@ -371,7 +414,7 @@ inline int64_t WorkBound(int64_t groups, int64_t m) {
 // Makes the launch Run makes, without launching it (kernels/launch.h
 // PreparedLaunch): its parameters hold only the workspace's arrays, so
 // the handler's runner keeps it for every call on the same workspace.
-template <typename T, typename TOut, bool kTransB>
+template <typename T, typename TOut, bool kTransB, bool kSwiglu = false>
 std::string Prepare(const GroupedLaunch& l, PreparedLaunch* out) {
   static_assert(sizeof(Params) <= kMaxParamBytes,
                 "the kernel's parameter must fit a PreparedLaunch");
@@ -380,7 +423,7 @@ std::string Prepare(const GroupedLaunch& l, PreparedLaunch* out) {
   const int64_t tiles_f = (int64_t{l.n} + kTileF - 1) / kTileF;
   if (tiles_f > 0x7fffffff)
     return "small-group forward kernel: more than 2^31 - 1 feature blocks";
-  if (cudaError_t e = PrepareOnce<T, TOut, kTransB>(l.device);
+  if (cudaError_t e = PrepareOnce<T, TOut, kTransB, kSwiglu>(l.device);
       e != cudaSuccess)
     return std::string("small-group forward kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
@@ -394,23 +437,24 @@ std::string Prepare(const GroupedLaunch& l, PreparedLaunch* out) {
   p.stride_b = static_cast<const int64_t*>(l.stride_b);
   p.stride_d = static_cast<const int64_t*>(l.stride_d);
   p.alpha = l.alpha;
-  out->fn =
-      reinterpret_cast<const void*>(&SmallGroupFwdKernel<T, TOut, kTransB>);
+  out->fn = reinterpret_cast<const void*>(
+      &SmallGroupFwdKernel<T, TOut, kTransB, kSwiglu>);
   out->grid = dim3(static_cast<unsigned>(tiles_f),
                    static_cast<unsigned>(WorkBound(l.groups, l.m)));
   out->block = dim3(kThreads);
   out->cluster = dim3(1, 1, 1);
-  out->smem = kSmemBytes<TOut>;
+  out->smem = kSmemBytes<StageOf<TOut, kSwiglu>>;
   out->param_bytes = sizeof(Params);
   std::memcpy(out->params, &p, sizeof(Params));
   return "";
 }
 
 // Prepare and launch at once (the probe, and the entry's `run`).
-template <typename T, typename TOut, bool kTransB>
+template <typename T, typename TOut, bool kTransB, bool kSwiglu = false>
 std::string Run(const GroupedLaunch& l) {
   PreparedLaunch ready;
-  if (std::string r = Prepare<T, TOut, kTransB>(l, &ready); !r.empty())
+  if (std::string r = Prepare<T, TOut, kTransB, kSwiglu>(l, &ready);
+      !r.empty())
     return r;
   const std::string r = LaunchPrepared(ready, l.stream);
   return r.empty() ? "" : "small-group forward kernel: " + r;
@@ -431,6 +475,19 @@ std::string Run(const GroupedLaunch& l) {
       #NAME, &small_group_fwd::Workspace,                                  \
       &small_group_fwd::Run<IN, OUT, TRANS_B>,                             \
       &small_group_fwd::Prepare<IN, OUT, TRANS_B>};                        \
+  }                                                                        \
+  }
+
+// With the swiglu epilogue (NN, D of the input's dtype):
+//   JAX_DYNOFF_SM90_SMALL_GROUP_FWD_SWIGLU_KERNEL(
+//       kSm90SmallGroupFwdSwigluBf16NN, __nv_bfloat16, __nv_bfloat16)
+#define JAX_DYNOFF_SM90_SMALL_GROUP_FWD_SWIGLU_KERNEL(NAME, IN, OUT)       \
+  namespace jax_dynoff {                                                   \
+  namespace kernels {                                                      \
+  extern const GroupedKernelEntry NAME = {                                 \
+      #NAME, &small_group_fwd::Workspace,                                  \
+      &small_group_fwd::Run<IN, OUT, false, true>,                         \
+      &small_group_fwd::Prepare<IN, OUT, false, true>};                    \
   }                                                                        \
   }
 
