@@ -66,12 +66,12 @@ def assert_ragged_dot_grads_equal_lax(ragged_dot, sizes, seed, m=20):
     np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-4)
 
 
-def fused_swiglu_into(lhs, rhs, offsets, sizes, out):
+def fused_swiglu_into(lhs, rhs, offsets, sizes, out, opts=None):
   """ragged_dot(activation="swiglu")'s fused call writing into a window
   of the caller's `out` (m, >= n / 2) at column 0 (ragged_dot itself
   writes into zeros): group g's rows [offsets[g], + sizes[g]) get
   silu(gate) * up of lhs's rows times rhs[g], nothing else of out is
-  touched."""
+  touched.  `opts`: the call's KernelOptions."""
   from jax_dynoff import ragged  # pylint: disable=g-import-not-at-top
   from jax_dynoff.call import make_spec  # pylint: disable=g-import-not-at-top
   from jax_dynoff.primitive import Operands, bind  # pylint: disable=g-import-not-at-top
@@ -80,7 +80,7 @@ def fused_swiglu_into(lhs, rhs, offsets, sizes, out):
   m, h = lhs.shape[0], rhs.shape[2] // 2
   ow = dyn.window(out, (offsets[0], 0), (m, h), valid=(sizes[0], h))
   call = check_call(ragged._rows(lhs, offsets, sizes), rhs[0], out=ow,
-                    epilogue="swiglu")
+                    epilogue="swiglu", opts=opts)
   spec = ragged._batched(make_spec(call), {"a": False, "b": True,
                                            "d": False}, rhs.shape[0])
   starts = {"a": [offsets, sizes], "b": [], "c": [], "d": [offsets, sizes]}

@@ -313,7 +313,9 @@ def _aim(r) -> Aim:
     else:
       aim.ragged_rows = True
   elif line.family == "sm90_grouped_swiglu":
-    # ragged_dot(activation="swiglu") in the line's dtype: the fused call.
+    # ragged_dot(activation="swiglu") in the line's dtype: the fused call,
+    # its tile forced (small_groups: the small-group forward kernel's
+    # swiglu lines, which the planner runs only forced).
     aim.opts = KernelOptions(grouped_tile=tile)
     aim.kind = "ragged_dot"
   elif line.family == "sm90_skinny":

@@ -106,8 +106,9 @@ def grouped_cases() -> bool:
   kernel: by the pointer kernel); the small-group forward kernel, NN and
   NT (d lhs), planned on decode groups and forced on tall ones; a vmap
   whose out's valid parts exceed A's (zeros; 64 rows over 4 items: on the
-  small-group forward kernel); ragged_dot with the swiglu epilogue fused,
-  and its gradient."""
+  small-group forward kernel); ragged_dot with the swiglu epilogue fused
+  (the CUTLASS kernel, and forced, the small-group forward kernel's swiglu
+  line), and its gradient."""
   ok = True
   xg = rand(25, (200, 136), BF16)
   wg = rand(26, (4, 136, 72), BF16)
@@ -186,6 +187,13 @@ def grouped_cases() -> bool:
           a, b, g, activation="swiglu").astype(F32) ** 2),
       argnums=(0, 1))(a, b)[1], xg, wsw,
       jnp.asarray([60, 0, 20, 30], jnp.int32))
+  # The small-group forward kernel's swiglu line, forced (the planner
+  # keeps the fused CUTLASS kernel): decode groups, a tall one of two
+  # chunks, rows past the groups.
+  ok &= check("small_group_swiglu", lambda mod, a, b, g: (
+      mod.ragged_dot(a, b, g, activation="swiglu", opts=small)
+      if mod is dyn else mod.ragged_dot(a, b, g, activation="swiglu")),
+      xg, wsw, jnp.asarray([70, 0, 26, 100], jnp.int32))
   ok &= check("grouped_vmap", grouped_vmap, xg, wg,
               jnp.full((4, 80, 88), jnp.nan, BF16),
               jnp.asarray([190, -3, 10 ** 6, 5], jnp.int32),

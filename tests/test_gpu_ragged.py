@@ -830,13 +830,107 @@ _LOGGED_SWIGLU = textwrap.dedent("""
 def test_swiglu_fused_kernel_ran(dt):
   """The handler's log: the forward is one launch of the fused swiglu
   kernel; the backward recomputes the product on the float32 grouped
-  kernel, then d lhs (NT) and d rhs (TN) on the plain grouped ones."""
+  kernel, then d lhs (NT) and d rhs (TN) on the plain grouped ones (d rhs,
+  64 rows a group, at the small-group weight-gradient kernel's bound, on
+  that kernel)."""
   name = jnp.dtype(dt).name
   out, lines = run_logged(_LOGGED_SWIGLU, [256, 128, 192, name])
   assert "silu(gate) * up fused" in out.splitlines()[0], out
   kernels = sorted(l.split("kernel=")[1].split()[0] for l in lines)
   short = "Bf16" if dt == BF16 else "F16"
+  tn = (f"kSm90SmallGroupGrad{short}TN"
+        if 256 // 4 <= plan_lib.SMALL_GROUP_MAX_MEAN_ROWS
+        else f"kSm90Grouped{short}TN")
   assert kernels == sorted([SWIGLU_KERNELS[dt], f"kSm90Grouped{short}F32NN",
-                            f"kSm90Grouped{short}NT",
-                            f"kSm90Grouped{short}TN"]), (out, lines)
+                            f"kSm90Grouped{short}NT", tn]), (out, lines)
   assert all("planned=sm90_grouped" in l for l in lines), lines
+
+
+# --- The small-group forward kernel with the swiglu epilogue (forced) -----
+
+SMALL_SWIGLU_KERNELS = {BF16: "kSm90SmallGroupFwdSwigluBf16NN",
+                        F16: "kSm90SmallGroupFwdSwigluF16NN"}
+SMALL = dyn.KernelOptions(grouped_tile="small_groups")
+
+
+@pytest.mark.parametrize("kn", [(136, 208), (72, 144), (128, 272)])
+@pytest.mark.parametrize("sizes", FWD_SIZES)
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_small_group_swiglu(sizes, dt, kn):
+  """ragged_dot(activation="swiglu") with KernelOptions(grouped_tile=
+  "small_groups"): one launch of the small-group forward kernel's swiglu
+  line, against float64 NumPy, the reference and the fused CUTLASS kernel
+  the planner keeps: uniform, skewed and empty groups, sums below and past
+  m, tall groups of several chunks, K and n edge tiles (n = 144: the
+  second 128-feature block holds out's last 8 columns), rows past the
+  groups zero."""
+  k, n = kn
+  lhs, rhs, _ = _fwd_data(25, dt, k=k, n=n)
+  gs = jnp.asarray(sizes, jnp.int32)
+  f = lambda opts: lambda a, b: dyn.ragged_dot(a, b, gs, activation="swiglu",
+                                               opts=opts)
+  [spec] = _fused(f(SMALL), lhs, rhs)
+  assert plan_lib.launch_choice(spec)["kernel"] == SMALL_SWIGLU_KERNELS[dt]
+  [planned] = _fused(f(None), lhs, rhs)
+  assert plan_lib.launch_choice(planned)["kernel"] == SWIGLU_KERNELS[dt]
+  got = jax.jit(f(SMALL))(lhs, rhs)
+  assert got.shape == (256, n // 2) and got.dtype == dt
+  assert _err(got, _swiglu64(lhs, rhs, gs)) < 2 ** -7
+  want = ref_highest(lambda a, b: dyn.reference.ragged_dot(
+      a, b, gs, activation="swiglu"))(lhs, rhs)
+  assert _err(got, want) < 2 ** -7
+  assert _err(got, jax.jit(f(None))(lhs, rhs)) < 2 ** -7
+  used = min(sum(sizes), 256)
+  np.testing.assert_array_equal(bits(got[used:]), 0)
+
+
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_small_group_swiglu_writes_only_the_groups_rows(dt):
+  """The forced small-group swiglu call into a NaN-poisoned out wider than
+  n / 2: the groups' rows of the window are silu(gate) * up, every other
+  element keeps its bits."""
+  from checks import fused_swiglu_into  # pylint: disable=g-import-not-at-top
+  lhs, rhs, _ = _fwd_data(26, dt, k=136, n=208)
+  sizes = np.asarray(FWD_SIZES[5], np.int32)
+  offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+  out = jnp.full((256 + 8, 104 + 24), jnp.nan, dt)
+  args = (lhs, rhs, jnp.asarray(offsets), jnp.asarray(sizes), out)
+  f = lambda *a: fused_swiglu_into(*a, opts=SMALL)
+  [spec] = _fused(f, *args)
+  assert plan_lib.launch_choice(spec)["kernel"] == SMALL_SWIGLU_KERNELS[dt]
+  got = jax.jit(f)(*args)
+  rows = int(sizes.sum())
+  assert not np.isnan(np.asarray(got[:rows, :104], np.float32)).any()
+  assert _err(got[:rows, :104], _swiglu64(lhs, rhs, sizes)[:rows]) < 2 ** -7
+  np.testing.assert_array_equal(bits(got[rows:]), bits(out[rows:]))
+  np.testing.assert_array_equal(bits(got[:, 104:]), bits(out[:, 104:]))
+
+
+_LOGGED_SMALL_SWIGLU = textwrap.dedent("""
+    import sys, json
+    import jax, jax.numpy as jnp
+    import jax_dynoff as dyn
+    dt = jnp.dtype(json.loads(sys.argv[1]))
+    lhs = jnp.ones((512, 128), dt) / 128
+    rhs = jnp.ones((64, 128, 136), dt)
+    gs = jnp.asarray([8] * 32 + [16] * 8 + [0] * 24, jnp.int32)
+    opts = dyn.KernelOptions(grouped_tile="small_groups")
+    y = jax.jit(lambda a, b: dyn.ragged_dot(
+        a, b, gs, activation="swiglu", opts=opts))(lhs, rhs)
+    print(float(y[0, 0]), float(y[383, 67]), float(y[384:].sum()))
+""")
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_small_group_swiglu_kernel_ran(dt):
+  """The handler's log: forced, ragged_dot(activation="swiglu") is one
+  launch of the small-group forward kernel's swiglu line."""
+  out, lines = run_logged(_LOGGED_SMALL_SWIGLU, [dt])
+  kernels = [l.split("kernel=")[1].split()[0] for l in lines]
+  assert kernels == [SMALL_SWIGLU_KERNELS[{"bfloat16": BF16,
+                                            "float16": F16}[dt]]], (out, lines)
+  # h = 1 everywhere in a group: silu(1) * 1.
+  silu1 = 1 / (1 + np.exp(-1.0))
+  first, last, rest = (float(v) for v in out.split())
+  assert abs(first - silu1) < 2 ** -7 and abs(last - silu1) < 2 ** -7
+  assert rest == 0.0

@@ -1114,12 +1114,12 @@ def test_small_group_fwd_refusals():
       spec, bases_aligned=False)["error"]
 
 
-@pytest.mark.parametrize("tile", [None, "small_groups"])
+@pytest.mark.parametrize("tile", [None, "medium", "wide"])
 def test_small_group_fwd_keeps_the_fused_swiglu_kernel(tile):
   """ragged_dot(activation="swiglu") over decode groups keeps the fused
-  CUTLASS kernel (the small-group kernel has no swiglu epilogue), forced
-  small_groups or not; its gradient's plain calls (the product again in
-  float32, d lhs, d rhs) take the small-group kernels."""
+  CUTLASS kernel unless small_groups is forced, and explain says why not
+  the small-group one; unforced, its gradient's plain calls (the product
+  again in float32, d lhs, d rhs) take the small-group kernels."""
   x = jnp.ones((1024, 64), BF16)
   w = jnp.ones((128, 64, 96), BF16)
   gs = jnp.full((128,), 8, jnp.int32)
@@ -1128,7 +1128,16 @@ def test_small_group_fwd_keeps_the_fused_swiglu_kernel(tile):
   [spec] = plan.traced_specs(f, x, w)
   assert spec.epilogue == "swiglu"
   assert plan.launch_choice(spec)["kernel"] == "kSm90GroupedSwigluWideBf16NN"
-  assert "small-group" not in plan.explain(spec), plan.explain(spec)
+  line = plan.explain(spec)
+  if tile == "wide":  # forced: the tile it runs, no why-not
+    assert "wide tile 128x256 (forced)" in line, line
+    return
+  # medium: not built for the swiglu epilogue, so not forced.
+  assert (f"not the small-group forward kernel (mean rows per item 1024 / "
+          f"128 <= {SMALL_FWD}): with the swiglu epilogue it runs only where "
+          f"forced") in line, line
+  if tile is not None:
+    return
   g = jax.grad(lambda a, b: jnp.sum(f(a, b).astype(F32)), argnums=(0, 1))
   kernels = {(s.trans_a, s.trans_b, s.epilogue): plan.launch_choice(s)["kernel"]
              for s in plan.traced_specs(g, x, w)}
@@ -1137,6 +1146,55 @@ def test_small_group_fwd_keeps_the_fused_swiglu_kernel(tile):
       (False, False, "none"): "kSm90SmallGroupFwdBf16F32NN",
       (False, True, "none"): "kSm90SmallGroupFwdBf16NT",
       (True, False, "none"): "kSm90SmallGroupGradBf16TN"}, kernels
+
+
+@pytest.mark.parametrize("dt, name", [(BF16, "Bf16"), (F16, "F16")])
+def test_small_group_swiglu_forced(dt, name):
+  """KernelOptions(grouped_tile="small_groups") runs the swiglu call on the
+  small-group forward kernel's swiglu line of its dtype, decode groups or
+  tall ones; explain says so."""
+  for m, groups in ((1024, 128), (4096, 8)):
+    x = jnp.ones((m, 64), dt)
+    w = jnp.ones((groups, 64, 96), dt)
+    gs = jnp.full((groups,), m // groups, jnp.int32)
+    o = dyn.KernelOptions(grouped_tile="small_groups")
+    [spec] = plan.traced_specs(lambda a, b: dyn.ragged_dot(
+        a, b, gs, activation="swiglu", opts=o), x, w)
+    assert plan.grouped_tile(spec) == "small_groups"
+    assert plan.launch_choice(spec)["kernel"] == (
+        f"kSm90SmallGroupFwdSwiglu{name}NN")
+    line = plan.explain(spec)
+    assert "silu(gate) * up fused in its epilogue, the small-group forward " \
+        "kernel (mma.sync, operands swapped" in line, line
+    assert "forced" in line, line
+  # Not built for a float32 result: composed, forced or not (ragged_dot
+  # runs the product into float32, then XLA's activation).
+  x = jnp.ones((1024, 64), BF16)
+  w = jnp.ones((128, 64, 96), BF16)
+  gs = jnp.full((128,), 8, jnp.int32)
+  specs = plan.traced_specs(lambda a, b: dyn.ragged_dot(
+      a, b, gs, activation="swiglu", preferred_element_type=F32, opts=o),
+                            x, w)
+  assert [s.epilogue for s in specs] == ["none"], specs
+
+
+@pytest.mark.parametrize("sizes", FUSED_SIZES)
+def test_small_group_swiglu_equals_numpy(sizes, route):
+  """The forced small-group swiglu call is float64 NumPy's to bfloat16's
+  rounding on the CPU, rows of no group zero: the plan changes nothing
+  there."""
+  lhs, rhs = _swiglu_data(27, BF16)
+  gs = jnp.asarray(sizes, jnp.int32)
+  o = dyn.KernelOptions(grouped_tile="small_groups")
+  f = lambda a, b: dyn.ragged_dot(a, b, gs, activation="swiglu", opts=o)
+  [spec] = _fused_specs(f, lhs, rhs)
+  assert plan.grouped_tile(spec) == "small_groups"
+  got = jax.jit(f)(lhs, rhs)
+  want = _swiglu_numpy(lhs, rhs, gs)
+  np.testing.assert_allclose(np.asarray(got, np.float32), want, rtol=2 ** -7,
+                             atol=2 ** -8)
+  used = min(sum(sizes), lhs.shape[0])
+  np.testing.assert_array_equal(_bits(got[used:]), 0)
 
 
 def test_small_group_fwd_item():
