@@ -24,8 +24,10 @@
 // rows; addresses; leading dimensions).  The probe checks it against a
 // naive float32 kernel (uniform and skewed sizes with empty experts, odd N
 // and K tails, tall experts of several chunks, a grid too small for the
-// work items so that CTAs loop, NN and NT, out poisoned first, rows
-// outside the groups untouched), reports the MMA padding (rows computed
+// work items so that CTAs loop, NN and NT, and NN with ragged_dot's
+// swiglu epilogue (out n / 2 wide: silu(h_2j) * h_2j+1, n / 2 not always
+// a multiple of 8), out poisoned first, rows outside the groups
+// untouched), reports the MMA padding (rows computed
 // over rows wanted), and times it beside a kernel that only reads the used
 // experts' weights (the floor).  Build and run (offline, sm_90a; no JAX,
 // no CUTLASS; the PTX helpers are the skinny kernel's):
@@ -60,6 +62,7 @@ struct Args {
   const int* rows;     // per expert: rows (host)
   int k, n;
   bool trans_b;
+  bool swiglu;  // NN, out n / 2 wide: silu(h_2j) * h_2j+1
 };
 
 // The device arrays of one case: shapes, then the A, B, C, D pointers,
@@ -83,11 +86,12 @@ Items MakeItems(const Args& a, int experts) {
     shapes[3 * e + 2] = any ? a.k : 0;
     ptrs[e] = a.x + int64_t{a.offsets[e]} * a.k;
     ptrs[experts + e] = a.w + int64_t{e} * a.k * a.n;
+    const int ldd = a.swiglu ? a.n / 2 : a.n;
     ptrs[2 * experts + e] = ptrs[3 * experts + e] =
-        a.out + int64_t{a.offsets[e]} * a.n;
+        a.out + int64_t{a.offsets[e]} * ldd;
     strides[e] = a.k;
     strides[experts + e] = a.trans_b ? a.k : a.n;
-    strides[2 * experts + e] = strides[3 * experts + e] = a.n;
+    strides[2 * experts + e] = strides[3 * experts + e] = ldd;
   }
   Items it;
   CK(cudaMalloc(&it.shapes, shapes.size() * 4));
@@ -130,8 +134,9 @@ cudaError_t Run(const Args& a, const Items& it, int experts, int m,
   l.stride_c = it.strides + 2 * experts;
   l.stride_d = it.strides + 3 * experts;
   namespace fwd = jax_dynoff::kernels::small_group_fwd;
-  const std::string r =
-      a.trans_b ? fwd::Run<T, T, true>(l) : fwd::Run<T, T, false>(l);
+  const std::string r = a.swiglu    ? fwd::Run<T, T, false, true>(l)
+                        : a.trans_b ? fwd::Run<T, T, true>(l)
+                                    : fwd::Run<T, T, false>(l);
   if (!r.empty()) {
     std::fprintf(stderr, "%s\n", r.c_str());
     return cudaErrorLaunchFailure;
@@ -150,22 +155,35 @@ __global__ void Fill(T* p, size_t n, uint32_t seed) {
   }
 }
 
-// out's element (row, nn) of the groups in float32, one thread each; rows
-// outside every group get NaN (not compared).  W[e] is k x n (NN) or
-// n x k (NT).
+// h's element (row, nn) in float32: W[e] is k x n (NN) or n x k (NT).
+__device__ float Dot(const T* x, const T* we, int row, int nn, int k, int n,
+                     bool trans_b) {
+  float s = 0.f;
+  for (int kk = 0; kk < k; ++kk)
+    s += __bfloat162float(x[int64_t(row) * k + kk]) *
+         __bfloat162float(trans_b ? we[int64_t(nn) * k + kk]
+                                  : we[int64_t(kk) * n + nn]);
+  return s;
+}
+
+// out's element (row, j) of the groups in float32, one thread each (out
+// is n wide, or n / 2 with swiglu: silu(h_2j) * h_2j+1); rows outside
+// every group get NaN (not compared).
 __global__ void Ref(const T* x, const T* w, const int* row_expert, int m,
-                    int k, int n, bool trans_b, float* ref) {
+                    int k, int n, bool trans_b, bool swiglu, float* ref) {
+  const int out_n = swiglu ? n / 2 : n;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       i < int64_t(m) * n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int row = int(i / n), nn = int(i % n), e = row_expert[row];
+       i < int64_t(m) * out_n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int row = int(i / out_n), j = int(i % out_n), e = row_expert[row];
     if (e < 0) { ref[i] = nanf(""); continue; }
     const T* we = w + int64_t(e) * k * n;
-    float s = 0.f;
-    for (int kk = 0; kk < k; ++kk)
-      s += __bfloat162float(x[int64_t(row) * k + kk]) *
-           __bfloat162float(trans_b ? we[int64_t(nn) * k + kk]
-                                    : we[int64_t(kk) * n + nn]);
-    ref[i] = s;
+    if (swiglu) {
+      const float g = Dot(x, we, row, 2 * j, k, n, false);
+      const float u = Dot(x, we, row, 2 * j + 1, k, n, false);
+      ref[i] = g / (1.f + expf(-g)) * u;
+    } else {
+      ref[i] = Dot(x, we, row, j, k, n, trans_b);
+    }
   }
 }
 
@@ -215,8 +233,12 @@ std::vector<int> Sizes(const char* kind, int experts, int m, uint32_t seed) {
 // Checks (check) or times one case: `m_pad` rows of out past the groups
 // stay poisoned.  `tight`: the grid is sized for m = 1 (experts + 1 work
 // items), fewer CTAs than work items: they loop.
+enum Mode { kNN, kNT, kSwiglu };
+
 bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
-          bool trans_b, bool check, bool tight = false) {
+          Mode mode, bool check, bool tight = false) {
+  const bool trans_b = mode == kNT, swiglu = mode == kSwiglu;
+  const int out_n = swiglu ? n / 2 : n;
   const std::vector<int> sizes = Sizes(kind, experts, m, 7);
   std::vector<int> offsets(experts);
   int64_t rows_computed = 0, rows_wanted = 0, used = 0, empty = 0, most = 0;
@@ -234,16 +256,16 @@ bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
   int* d_rows;
   CK(cudaMalloc(&x, size_t(m_pad) * k * 2));
   CK(cudaMalloc(&w, size_t(experts) * k * n * 2));
-  CK(cudaMalloc(&out, size_t(m_pad) * n * 2));
+  CK(cudaMalloc(&out, size_t(m_pad) * out_n * 2));
   CK(cudaMalloc(&d_rows, experts * 4));
   CK(cudaMemcpy(d_rows, sizes.data(), experts * 4, cudaMemcpyHostToDevice));
   Fill<<<1024, 256>>>(x, size_t(m_pad) * k, 11);
   Fill<<<1024, 256>>>(w, size_t(experts) * k * n, 12);
-  CK(cudaMemset(out, 0x7f, size_t(m_pad) * n * 2));  // poison
+  CK(cudaMemset(out, 0x7f, size_t(m_pad) * out_n * 2));  // poison
   const small_fwd::Args a{x, w, out, offsets.data(), sizes.data(), k, n,
-                          trans_b};
+                          trans_b, swiglu};
   const small_fwd::Items items = small_fwd::MakeItems(a, experts);
-  const char* layout = trans_b ? "NT" : "NN";
+  const char* layout = swiglu ? "NN swiglu" : trans_b ? "NT" : "NN";
   bool ok = true;
   if (check) {
     std::vector<int> row_expert(m_pad, -1);
@@ -254,18 +276,19 @@ bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
     CK(cudaMemcpy(d_row_expert, row_expert.data(), m_pad * 4,
                   cudaMemcpyHostToDevice));
     float* ref;
-    CK(cudaMalloc(&ref, size_t(m_pad) * n * 4));
+    CK(cudaMalloc(&ref, size_t(m_pad) * out_n * 4));
     CK(small_fwd::Run(a, items, experts, tight ? 1 : m, 0));
-    Ref<<<2048, 256>>>(x, w, d_row_expert, m_pad, k, n, trans_b, ref);
+    Ref<<<2048, 256>>>(x, w, d_row_expert, m_pad, k, n, trans_b, swiglu,
+                       ref);
     CK(cudaDeviceSynchronize());
-    std::vector<uint16_t> h(size_t(m_pad) * n);
-    std::vector<float> hr(size_t(m_pad) * n);
+    std::vector<uint16_t> h(size_t(m_pad) * out_n);
+    std::vector<float> hr(size_t(m_pad) * out_n);
     CK(cudaMemcpy(h.data(), out, h.size() * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
     double err = 0, scale = 0;
     int64_t touched = 0, bad = 0;
     for (size_t i = 0; i < h.size(); ++i) {
-      if (row_expert[i / n] < 0) {
+      if (row_expert[i / out_n] < 0) {
         touched += h[i] != 0x7f7f;
         continue;
       }
@@ -334,21 +357,21 @@ bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
 
 int main() {
   bool ok = true;
-  for (const bool trans_b : {false, true}) {
+  for (const Mode mode : {kNN, kNT, kSwiglu}) {
     for (const char* kind : {"uniform", "skewed", "half"}) {
-      ok &= Case("edges", kind, 5, 300, 200, 136, trans_b, true);  // K, N tails
-      ok &= Case("one_row", kind, 7, 7, 264, 264, trans_b, true);
-      ok &= Case("tall", kind, 3, 200, 136, 72, trans_b, true);  // chunks
-      ok &= Case("decode_e64", kind, 64, 512, 512, 1024, trans_b, true);
+      ok &= Case("edges", kind, 5, 300, 200, 136, mode, true);  // K, N tails
+      ok &= Case("one_row", kind, 7, 7, 264, 264, mode, true);
+      ok &= Case("tall", kind, 3, 200, 136, 72, mode, true);  // chunks
+      ok &= Case("decode_e64", kind, 64, 512, 512, 1024, mode, true);
     }
     // Experts of hundreds of rows (several 64-row chunks, one with a
     // 1-row tail), and more items than one scan window of the search.
-    ok &= Case("tall_chunks", "uniform", 2, 257, 128, 200, trans_b, true);
-    ok &= Case("many_items", "skewed", 600, 1200, 64, 136, trans_b, true);
-    ok &= Case("no_rows", "empty", 9, 40, 72, 136, trans_b, true);
+    ok &= Case("tall_chunks", "uniform", 2, 257, 128, 200, mode, true);
+    ok &= Case("many_items", "skewed", 600, 1200, 64, 136, mode, true);
+    ok &= Case("no_rows", "empty", 9, 40, 72, 136, mode, true);
     // A grid of experts + 1 = 17 CTAs a feature block for at least
     // ceil(2000 / 64) = 32 work items: CTAs take several.
-    ok &= Case("tight_grid", "skewed", 16, 2000, 136, 264, trans_b, true,
+    ok &= Case("tight_grid", "skewed", 16, 2000, 136, 264, mode, true,
                true);
   }
   if (!ok) {
@@ -360,13 +383,13 @@ int main() {
   // 32 and 64 rows an expert on average: both sides of the planner's bound
   // (plan.h kSmallGroupFwdMaxMeanRows = 16), where benchmarks/
   // moe_tile_ab.py times the CUTLASS tiles beside it.
-  for (const bool trans_b : {false, true})
+  for (const Mode mode : {kNN, kNT, kSwiglu})
     for (const char* kind : {"uniform", "skewed"}) {
-      Case("decode_e64", kind, 64, 512, 4096, 4096, trans_b, false);
-      Case("decode_e128", kind, 128, 1024, 2048, 1536, trans_b, false);
-      Case("decode_e256", kind, 256, 256, 7168, 2048, trans_b, false);
+      Case("decode_e64", kind, 64, 512, 4096, 4096, mode, false);
+      Case("decode_e128", kind, 128, 1024, 2048, 1536, mode, false);
+      Case("decode_e256", kind, 256, 256, 7168, 2048, mode, false);
       for (const int m : {1024, 2048, 4096})
-        Case("bound_e64", kind, 64, m, 4096, 4096, trans_b, false);
+        Case("bound_e64", kind, 64, m, 4096, 4096, mode, false);
     }
   std::printf("ALL_OK\n");
   return 0;
