@@ -48,8 +48,9 @@ class KernelOptions:
                  planned where the groups hold few rows on average: the
                  weight-gradient one for A transposed, ragged_dot's
                  weight gradient; the forward one for A not transposed,
-                 ragged_dot's forward and gradient wrt lhs; ignored with
-                 activation="swiglu" and for float32 inputs).
+                 ragged_dot's forward and gradient wrt lhs, and forced
+                 only, ragged_dot(activation="swiglu"); ignored for
+                 float32 inputs).
   direct:        False keeps the ptr-array kernel (pointer kernel + GEMM)
                  where a direct one-launch kernel would run.
   direct_tile:   forces one of the planned path's direct tiles ("large" or

@@ -92,7 +92,7 @@ Paths (enum Path in ffi/gemm_problem.h):
   SMALL_GROUP_MAX_MEAN_ROWS; A not transposed over few rows per item, its
   forward and input gradient, the small-group forward kernel under the
   same tile: ffi/kernels/small_group_fwd.h, SMALL_GROUP_FWD_MAX_MEAN_ROWS;
-  never with the swiglu epilogue) after one pointer
+  with the swiglu epilogue only where that tile is forced) after one pointer
   kernel that writes every item's operand addresses, strides and problem
   shape (its valid extents) into the workspace, and the zeros of D's valid
   part that no product covers.  The kernel's scheduler reads the shapes on
@@ -192,7 +192,8 @@ SMALL_GROUP_MAX_MEAN_ROWS = _TABLES["small_group_max_mean_rows"]
 # grouped call with A not transposed (ragged_dot's forward, NN, and its
 # gradient wrt lhs, NT) whose mean rows per item (m's capacity / items)
 # are at most this (ffi/plan.h SmallGroupFwdRows), except with the swiglu
-# epilogue, whose fused CUTLASS kernel stays.
+# epilogue, whose fused CUTLASS kernel stays planned (the small-group
+# kernel's swiglu line runs where grouped_tile="small_groups" forces it).
 SMALL_GROUP_FWD_MAX_MEAN_ROWS = _TABLES["small_group_fwd_max_mean_rows"]
 
 # The kernel catalogue (ffi/kernels/catalogue.py, as the extension holds
