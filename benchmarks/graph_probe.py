@@ -4,7 +4,6 @@ Exploration (GPU, jax 0.11), not a test: prints one line per variant.  Run
 with XLA_FLAGS set to jax_dynoff.cuda_graph_flags(whole_loops=True) (and any
 extra flag).
 """
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax

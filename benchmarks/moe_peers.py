@@ -16,6 +16,10 @@ has.  (So installed, tokamax 0.0.17 ran on the H200:
 benchmarks/results/2026-12-05-h200-efa90f3.)  Usage:
   python benchmarks/moe_peers.py [OUT_DIR] [--quick] [--cases NAME,...]
 writes OUT_DIR/moe_peers.json and prints one line per case and setting.
+DeepSeek-V3's layers (15-GB weight stacks, and the same again for their
+gradient) ran out of JAX's default three quarters of an 80-GB card (H100,
+with the earlier train step below); give them more there
+(XLA_PYTHON_CLIENT_MEM_FRACTION=0.92).
 """
 
 from __future__ import annotations
@@ -149,13 +153,19 @@ def _fwd_loop(dot, x, w, g):
                     (x, w, g))
 
 
-def _train_loop(dot, x, w, g, dy):
+def _train_loop(dot, x, w, g, carry):
+  """Forward and vjp a step.  The carry is (cotangent, dx, dw), `carry` its
+  first value, shared by every side's loop (a DeepSeek-V3 weight gradient
+  is 15 GB).  Each step's output is the next step's cotangent, so nothing
+  is dead and no extra pass touches the results: the step is the three
+  products and nothing else (an earlier form added y[0, 0] to dw, a
+  broadcast pass over the whole weight gradient every step, the same on
+  every side)."""
   def body(i, c, x, w, g):
     xx, ww, _ = lax.optimization_barrier((x, w, i))
     y, dx, dw = _outputs(dot, xx, ww, g, c[0])
-    return c[0], dx, dw + y[:1, :1].astype(dw.dtype)  # nothing is dead
-  return bench.Loop(body, (dy, jnp.zeros_like(x), jnp.zeros_like(w)),
-                    (x, w, g))
+    return y.astype(c[0].dtype), dx, dw
+  return bench.Loop(body, carry, (x, w, g))
 
 
 def run_case(name, experts, rows, k, n, kind, fns, repeats) -> dict:
@@ -184,8 +194,10 @@ def run_case(name, experts, rows, k, n, kind, fns, repeats) -> dict:
   names = list(ok)
   for mode, make, it in (("fwd", _fwd_loop, iters),
                          ("train", _train_loop, max(2, iters // 3))):
+    carry = (dy, jnp.zeros_like(x), jnp.zeros_like(w)) if mode == "train" \
+        else None
     loops = [make(ok[s], x, w, g) if mode == "fwd" else
-             make(ok[s], x, w, g, dy) for s in names]
+             make(ok[s], x, w, g, carry) for s in names]
     try:
       ms = bench.time_loops(loops, it, repeats)
     except Exception as e:  # pylint: disable=broad-except
@@ -193,6 +205,7 @@ def run_case(name, experts, rows, k, n, kind, fns, repeats) -> dict:
       continue
     for s, t in zip(names, ms):
       rec["sides"][s][f"{mode}_ms"] = t
+    del loops, carry  # the train step's carry is a weight stack's size
   # Dense GEMM of the same FLOPs: what a ragged_dot could at best reach.
   dense = bench.Loop(bench.moe_dense_body, jnp.zeros((rows, n), dtype),
                      (x, w[0]))

@@ -4,9 +4,12 @@ no GPU; the accuracy against the float32 reference is)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 
 import numpy as np
+import pytest
 
 import moe_peers  # benchmarks/ (conftest puts it on the path)
 
@@ -36,3 +39,27 @@ def test_tiny_case_end_to_end(tmp_path, monkeypatch):
       assert "tokamax" not in r["sides"]
     np.testing.assert_allclose(
         r["sides"]["lax"]["error"], ours["error"], rtol=0.5, atol=5e-3)
+
+
+def test_grouped_sweep_cases_of_the_peer_layers(capsys):
+  """benchmarks/sm90_tiles/grouped_cases.py --peers: one line per layer and
+  kind (name E T d f, then E sizes summing to T), the names it is given
+  only, and an unknown name refused."""
+  path = os.path.join(os.path.dirname(moe_peers.__file__), "sm90_tiles",
+                      "grouped_cases.py")
+  spec = importlib.util.spec_from_file_location("grouped_cases", path)
+  gc = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(gc)
+  gc.main(["--peers", "qwen3_30b_down,decode_e64"])
+  lines = capsys.readouterr().out.splitlines()
+  assert [l.split()[0] for l in lines] == [
+      "qwen3_30b_down_uniform", "qwen3_30b_down_skewed",
+      "decode_e64_uniform", "decode_e64_skewed"]
+  for l in lines:
+    E, T, d, f, *sizes = (int(v) for v in l.split()[1:])
+    assert len(sizes) == E and sum(sizes) == T and min(sizes) >= 0
+    assert (E, T) in ((128, 32768), (64, 512))
+  gc.main(["--peers"])
+  assert len(capsys.readouterr().out.splitlines()) == 2 * len(moe_peers.CASES)
+  with pytest.raises(SystemExit, match="unknown case 'nope'"):
+    gc.main(["--peers", "nope"])
