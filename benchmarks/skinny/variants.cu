@@ -35,35 +35,12 @@
 #include <tuple>
 #include <vector>
 
-#include "../cuda_check.h"
-#include "kernels/sm90_skinny.h"
+#include "probe_common.h"
 
 using jax_dynoff::kernels::SkinnyLaunch;
 using jax_dynoff::kernels::SkinnyOperand;
 using jax_dynoff::kernels::SkinnySplit;
 namespace sk = jax_dynoff::kernels::skinny;
-using T = __nv_bfloat16;
-
-__global__ void Fill(T* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-    p[i] = __float2bfloat16((int(h % 2001) - 1000) / 1000.f);
-  }
-}
-
-__global__ void Ref(const T* a, int64_t lda, const T* b, int64_t b_row,
-                    int64_t b_col, const T* c, int64_t ldc, float* d, int m,
-                    int n, int k, float alpha, float beta) {
-  int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y;
-  if (j >= n) return;
-  float s = 0.f;
-  for (int t = 0; t < k; ++t)
-    s += __bfloat162float(a[i * lda + t]) *
-         __bfloat162float(b[t * b_row + j * b_col]);
-  d[i * int64_t(n) + j] = alpha * s + beta * __bfloat162float(c[i * ldc + j]);
-}
 
 // The workspace of the candidates: per column tile `split` float32
 // partials of 16 x BN, and one arrival count (zero between launches).
@@ -289,12 +266,6 @@ std::string RunShippedNT(const SkinnyLaunch& l) {
   return sk::Run<T, 1, true>(l);
 }
 
-SkinnyOperand Op(const void* base, int64_t ld) {
-  SkinnyOperand o;
-  o.base = static_cast<const char*>(base);
-  o.ld = ld;
-  return o;
-}
 int sms = 0;
 
 bool Check(RunFn run, const char* name, int m, int n, int k, int split,
@@ -375,32 +346,6 @@ bool Check(RunFn run, const char* name, int m, int n, int k, int split,
   return ok;
 }
 
-template <typename Enqueue>
-double GraphUsPerLaunch(cudaStream_t st, int launches, int reps,
-                        Enqueue enqueue) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < launches; ++i) enqueue(i);
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  for (int w = 0; w < 3; ++w) CK(cudaGraphLaunch(ge, st));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  CK(cudaEventRecord(e0, st));
-  for (int r = 0; r < reps; ++r) CK(cudaGraphLaunch(ge, st));
-  CK(cudaEventRecord(e1, st));
-  CK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  return ms * 1e3 / (double(reps) * launches);
-}
-
 // A one-thread kernel between the GEMMs: the loop counter of XLA's body.
 __global__ void Counter(int32_t* i) { *i += 1; }
 
@@ -411,15 +356,23 @@ struct Bufs {
   int32_t* ctr = nullptr;
 } g_buf;
 constexpr int kLayers = 32;
-double Time(RunFn run, int m, int n, int k, int split, bool tb) {
-  cudaStream_t st;
-  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+
+// The timed GEMMs' launch on g_buf: A's and D's windows at row 0, alpha 1,
+// beta 0; B's layer and the stream are set per launch.
+SkinnyLaunch BufLaunch(int m, int n, int k, int split) {
   SkinnyLaunch l;
   l.m = m; l.n = n; l.k = k; l.alpha = 1.f; l.beta = 0.f;
   l.a = Op(g_buf.a, k);
   l.c = l.d = Op(g_buf.d, n);
   l.split_k = split;
   l.sm_count = sms;
+  return l;
+}
+
+double Time(RunFn run, int m, int n, int k, int split, bool tb) {
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  SkinnyLaunch l = BufLaunch(m, n, k, split);
   l.stream = st;
   bool failed = false;
   const double us = GraphUsPerLaunch(st, kLayers, 20, [&](int i) {
@@ -431,7 +384,6 @@ double Time(RunFn run, int m, int n, int k, int split, bool tb) {
   cudaStreamDestroy(st);
   return failed ? -1 : us;
 }
-
 
 // Fixed costs of a launch in a graph, each followed by the counter kernel
 // as in a loop body: what a GEMM of almost no bytes cannot go below.
@@ -540,12 +492,7 @@ void Floors() {
       char label[64];
       std::snprintf(label, sizeof label, "shipped %dx%dx%d split %d", m, n, k,
                     split);
-      SkinnyLaunch l;
-      l.m = m; l.n = n; l.k = k; l.alpha = 1.f; l.beta = 0.f;
-      l.a = Op(g_buf.a, k);
-      l.c = l.d = Op(g_buf.d, n);
-      l.split_k = split;
-      l.sm_count = sms;
+      const SkinnyLaunch l = BufLaunch(m, n, k, split);
       Floor(label, [&](cudaStream_t st, int i) {
         SkinnyLaunch li = l;
         li.stream = st;
@@ -565,12 +512,7 @@ void Floors() {
         std::snprintf(label, sizeof label, "v128x64s4 %dx%dx%d s%d%s%s", m, n,
                       k, std::get<3>(sh), counter ? " +counter" : " chained",
                       pdl ? " PDL" : "");
-        SkinnyLaunch l;
-        l.m = m; l.n = n; l.k = k; l.alpha = 1.f; l.beta = 0.f;
-        l.a = Op(g_buf.a, k);
-        l.c = l.d = Op(g_buf.d, n);
-        l.split_k = std::get<3>(sh);
-        l.sm_count = sms;
+        const SkinnyLaunch l = BufLaunch(m, n, k, std::get<3>(sh));
         g_pdl = pdl;
         Floor(label, [&](cudaStream_t st, int i) {
           SkinnyLaunch li = l;

@@ -1,0 +1,73 @@
+// What the skinny kernel's standalone probes share (probe.cu, variants.cu):
+// the element type, the operands' fill, the float32 reference GEMM, a
+// window's SkinnyOperand and the timing of launches captured in a CUDA
+// graph.  Not part of the library build.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "../cuda_check.h"
+#include "kernels/sm90_skinny.h"
+
+using T = __nv_bfloat16;
+
+__global__ void Fill(T* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
+    p[i] = __float2bfloat16((int(h % 2001) - 1000) / 1000.f);
+  }
+}
+
+// D = alpha * A @ B + beta * C, float32, row-major windows.
+// B's element (t, j) of op(B) at b[t * b_row + j * b_col].
+__global__ void Ref(const T* a, int64_t lda, const T* b, int64_t b_row,
+                    int64_t b_col, const T* c, int64_t ldc, float* d, int m,
+                    int n, int k, float alpha, float beta) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y;
+  if (j >= n) return;
+  float s = 0.f;
+  for (int t = 0; t < k; ++t)
+    s += __bfloat162float(a[i * lda + t]) *
+         __bfloat162float(b[t * b_row + j * b_col]);
+  d[i * int64_t(n) + j] = alpha * s + beta * __bfloat162float(c[i * ldc + j]);
+}
+
+jax_dynoff::kernels::SkinnyOperand Op(const void* base, int64_t ld) {
+  jax_dynoff::kernels::SkinnyOperand o;
+  o.base = static_cast<const char*>(base);
+  o.ld = ld;
+  return o;
+}
+
+// us per launch of enqueue(i), i < `launches`, captured in one CUDA graph
+// on `st` (JAX's loops run as graphs), replayed 3 times to warm up, then
+// `reps` times between two events.
+template <typename Enqueue>
+double GraphUsPerLaunch(cudaStream_t st, int launches, int reps,
+                        Enqueue enqueue) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < launches; ++i) enqueue(i);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  for (int w = 0; w < 3; ++w) CK(cudaGraphLaunch(ge, st));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventRecord(e0, st));
+  for (int r = 0; r < reps; ++r) CK(cudaGraphLaunch(ge, st));
+  CK(cudaEventRecord(e1, st));
+  CK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return ms * 1e3 / (double(reps) * launches);
+}
