@@ -22,7 +22,9 @@
 // costs before its first byte: the counter alone, empty launches with and
 // without a cluster and shared memory, one dependent read, plain streams,
 // the shipped kernel on almost no bytes, and a candidate launched as a
-// programmatic dependent (PDL) after the counter and after itself):
+// programmatic dependent (PDL) after the counter and after itself, and the
+// candidate asking L2 for the next layer's weights while it streams its
+// own, at its start or after its main loop):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/variants.cu -o /tmp/skinny_variants && /tmp/skinny_variants
 #include <cuda_bf16.h>
@@ -49,6 +51,29 @@ struct Reduce {
   unsigned* counters = nullptr;
 };
 Reduce g_red;
+
+// An L2 prefetch of the next GEMM's weights (a stacked-weights loop's layer
+// i + 1 while layer i streams), for the --floors timings: every CTA asks for
+// its share of `bytes` at `next` with bulk prefetches, at its start (at = 1)
+// or once its main loop has read its stages (at = 2); at = 0: none.
+struct Prefetch {
+  const char* next = nullptr;
+  size_t bytes = 0;
+  int at = 0;
+};
+Prefetch g_pf;
+
+__device__ __forceinline__ void PrefetchShare(const Prefetch& P) {
+  constexpr size_t kPiece = 16384;  // bytes per bulk prefetch (16-aligned)
+  const size_t share = (P.bytes / gridDim.x + 15) & ~size_t(15);
+  const size_t lo = blockIdx.x * share;
+  const size_t hi = min(P.bytes, lo + share);
+  for (size_t o = lo + threadIdx.x * kPiece; o < hi; o += blockDim.x * kPiece) {
+    const unsigned size = static_cast<unsigned>(min(kPiece, hi - o));
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(
+                     P.next + o), "r"(size) : "memory");
+  }
+}
 constexpr size_t kPartialFloats = size_t(1) << 24;  // 64 MiB
 constexpr int kMaxCounters = 4096;
 
@@ -64,12 +89,13 @@ __device__ __forceinline__ uint32_t SwzC(int row, int chunk) {
 
 template <bool TB, int BN, int BK, int ST>
 __global__ void __launch_bounds__(BN, 1)
-    SkinnyV(const SkinnyLaunch L, const Reduce R) {
+    SkinnyV(const SkinnyLaunch L, const Reduce R, const Prefetch PF) {
   constexpr int kThreads = BN, kM = 16;
   // Launched as a programmatic dependent (g_pdl), this grid may start while
   // the kernel before it still runs: nothing of global memory is read
   // before that kernel has finished.  A no-op in a plain launch.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if (PF.at == 1) PrefetchShare(PF);
   constexpr int kAStage = kM * BK * 2, kBStage = BK * BN * 2;
   constexpr int kAChunks = BK / 8;                      // per A row
   constexpr int kBRowChunks = TB ? BK / 8 : BN / 8;     // per B stage row
@@ -152,6 +178,7 @@ __global__ void __launch_bounds__(BN, 1)
     }
   }
   sk::CpAsyncWait<0>();
+  if (PF.at == 2) PrefetchShare(PF);
   // The next grid, if a programmatic dependent, may launch now; it waits
   // for this one's end before it reads anything.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -242,7 +269,7 @@ std::string RunV(const SkinnyLaunch& l) {
   config.stream = l.stream;
   config.attrs = attr;
   config.numAttrs = g_pdl ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&config, fn, l, g_red);
+  const cudaError_t e = cudaLaunchKernelEx(&config, fn, l, g_red, g_pf);
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
 
@@ -522,6 +549,36 @@ void Floors() {
         }, counter);
         g_pdl = false;
       }
+  // L2 prefetch of the next layer (Prefetch above): the candidate
+  // v128x64s4 with the counter after it, each GEMM asking for layer i + 1's
+  // bytes at its start or after its main loop; none, for the baseline.  The
+  // 32 layers (8 MiB each at 2048 x 2048) outgrow L2, so a layer is cold
+  // unless the GEMM before it prefetched it.
+  for (auto sh : {std::tuple{8, 2048, 2048, 8}, {16, 2048, 2048, 8},
+                  {16, 4096, 4096, 4}, {16, 4096, 4096, 8},
+                  {16, 512, 2048, 4}, {16, 1536, 1536, 4}})
+    for (int at : {0, 1, 2}) {
+      const int m = std::get<0>(sh), n = std::get<1>(sh), k = std::get<2>(sh);
+      char label[80];
+      std::snprintf(label, sizeof label, "v128x64s4 %dx%dx%d s%d +counter%s",
+                    m, n, k, std::get<3>(sh),
+                    at == 0 ? "" : at == 1 ? " prefetch@start"
+                                           : " prefetch@end");
+      const SkinnyLaunch l = BufLaunch(m, n, k, std::get<3>(sh));
+      const size_t layer = size_t(k) * n;
+      const double us = Floor(label, [&](cudaStream_t st, int i) {
+        SkinnyLaunch li = l;
+        li.stream = st;
+        li.b = Op(g_buf.b + size_t(i) * layer, n);
+        g_pf.next = reinterpret_cast<const char*>(
+            g_buf.b + size_t((i + 1) % kLayers) * layer);
+        g_pf.bytes = at == 0 ? 0 : layer * 2;
+        g_pf.at = at;
+        if (!RunV<false, 128, 64, 4>(li).empty()) std::exit(1);
+      });
+      std::printf("      %.2f TB/s of weights\n", layer * 2 / us / 1e6);
+    }
+  g_pf = Prefetch{};
   cudaFree(sb);
   cudaFree(so);
 }
