@@ -219,6 +219,36 @@ struct GroupedLaunch : LaunchCommon {
   const void* stride_d = nullptr;
 };
 
+// A grouped launch's device arrays as the small-group kernels read them
+// (kernels/small_group_grad.h, small_group_fwd.h), typed as the pointer
+// kernel writes them (per item: m, n, k as int32; leading dimensions as
+// int64), and alpha: the part of those kernels' parameters they share.
+struct GroupedArrays {
+  int groups = 0;
+  const int32_t* shapes = nullptr;  // per item: m, n, k
+  const void* const* ptr_a = nullptr;
+  const void* const* ptr_b = nullptr;
+  void* const* ptr_d = nullptr;
+  const int64_t* stride_a = nullptr;  // per item: leading dimensions
+  const int64_t* stride_b = nullptr;
+  const int64_t* stride_d = nullptr;
+  float alpha = 1.f;
+};
+
+inline GroupedArrays GroupedArraysOf(const GroupedLaunch& l) {
+  GroupedArrays g;
+  g.groups = l.groups;
+  g.shapes = static_cast<const int32_t*>(l.shapes);
+  g.ptr_a = l.ptr_a;
+  g.ptr_b = l.ptr_b;
+  g.ptr_d = l.ptr_d;
+  g.stride_a = static_cast<const int64_t*>(l.stride_a);
+  g.stride_b = static_cast<const int64_t*>(l.stride_b);
+  g.stride_d = static_cast<const int64_t*>(l.stride_d);
+  g.alpha = l.alpha;
+  return g;
+}
+
 struct GroupedKernelEntry {
   const char* name;
   size_t (*workspace)(const GroupedLaunch&);

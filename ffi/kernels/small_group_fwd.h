@@ -117,17 +117,7 @@ template <typename TOut, bool kSwiglu>
 using StageOf = std::conditional_t<kSwiglu, float, TOut>;
 
 // The kernel's parameter: GroupedLaunch's device arrays and alpha.
-struct Params {
-  int groups = 0;
-  const int32_t* shapes = nullptr;  // per item: m, n, k
-  const void* const* ptr_a = nullptr;
-  const void* const* ptr_b = nullptr;
-  void* const* ptr_d = nullptr;
-  const int64_t* stride_a = nullptr;  // per item: leading dimensions
-  const int64_t* stride_b = nullptr;
-  const int64_t* stride_d = nullptr;
-  float alpha = 1.f;
-};
+using Params = GroupedArrays;
 
 using skinny::CpAsync16;
 using skinny::CpAsyncCommit;
@@ -427,16 +417,7 @@ std::string Prepare(const GroupedLaunch& l, PreparedLaunch* out) {
       e != cudaSuccess)
     return std::string("small-group forward kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
-  Params p;
-  p.groups = l.groups;
-  p.shapes = static_cast<const int32_t*>(l.shapes);
-  p.ptr_a = l.ptr_a;
-  p.ptr_b = l.ptr_b;
-  p.ptr_d = l.ptr_d;
-  p.stride_a = static_cast<const int64_t*>(l.stride_a);
-  p.stride_b = static_cast<const int64_t*>(l.stride_b);
-  p.stride_d = static_cast<const int64_t*>(l.stride_d);
-  p.alpha = l.alpha;
+  const Params p = GroupedArraysOf(l);
   out->fn = reinterpret_cast<const void*>(
       &SmallGroupFwdKernel<T, TOut, kTransB, kSwiglu>);
   out->grid = dim3(static_cast<unsigned>(tiles_f),

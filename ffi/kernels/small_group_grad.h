@@ -70,19 +70,10 @@ constexpr int kSmemBytes =
         ? kTileM * kOutLd * static_cast<int>(sizeof(TOut))
         : 2 * kStageBytes;
 
-// The kernel's parameter: GroupedLaunch's device arrays, the static bounds
-// of every item's m and n (the grid), and alpha.
-struct Params {
-  int groups = 0;
-  int tiles_n = 0;  // column tiles of the largest item
-  const int32_t* shapes = nullptr;  // per item: m, n, k
-  const void* const* ptr_a = nullptr;
-  const void* const* ptr_b = nullptr;
-  void* const* ptr_d = nullptr;
-  const int64_t* stride_a = nullptr;  // per item: leading dimensions
-  const int64_t* stride_b = nullptr;
-  const int64_t* stride_d = nullptr;
-  float alpha = 1.f;
+// The kernel's parameter: GroupedLaunch's device arrays and alpha, and the
+// column tiles of the largest item (the static bound of every item's n).
+struct Params : GroupedArrays {
+  int tiles_n = 0;
 };
 
 using skinny::CpAsync16;
@@ -253,16 +244,8 @@ std::string Prepare(const GroupedLaunch& l, PreparedLaunch* out) {
                        "cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
   Params p;
-  p.groups = l.groups;
+  static_cast<GroupedArrays&>(p) = GroupedArraysOf(l);
   p.tiles_n = static_cast<int>(tiles_n);
-  p.shapes = static_cast<const int32_t*>(l.shapes);
-  p.ptr_a = l.ptr_a;
-  p.ptr_b = l.ptr_b;
-  p.ptr_d = l.ptr_d;
-  p.stride_a = static_cast<const int64_t*>(l.stride_a);
-  p.stride_b = static_cast<const int64_t*>(l.stride_b);
-  p.stride_d = static_cast<const int64_t*>(l.stride_d);
-  p.alpha = l.alpha;
   out->fn = reinterpret_cast<const void*>(&SmallGroupGradKernel<T, TOut>);
   out->grid = dim3(static_cast<unsigned>(tiles_m * tiles_n),
                    static_cast<unsigned>(l.groups < 65535 ? l.groups : 65535));
