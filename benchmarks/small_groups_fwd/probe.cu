@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "../cuda_check.h"
+#include "../grouped_items.h"
 #include "kernels/small_group_fwd.h"  // the kernel
 
 using T = __nv_bfloat16;
@@ -65,16 +66,8 @@ struct Args {
   bool swiglu;  // NN, out n / 2 wide: silu(h_2j) * h_2j+1
 };
 
-// The device arrays of one case: shapes, then the A, B, C, D pointers,
-// then the A, B, C, D leading dimensions, per expert (as the grouped
-// pointer kernel writes them: plan.h GroupedItemOf gives an expert without
-// rows the shape (0, 0, 0)).
-struct Items {
-  int32_t* shapes = nullptr;
-  const void** ptrs = nullptr;
-  int64_t* strides = nullptr;
-};
-
+// The device arrays of one case (../grouped_items.h); an expert without
+// rows gets the shape (0, 0, 0), as plan.h GroupedItemOf gives it.
 Items MakeItems(const Args& a, int experts) {
   std::vector<int32_t> shapes(3 * experts);
   std::vector<const void*> ptrs(4 * experts);
@@ -93,23 +86,7 @@ Items MakeItems(const Args& a, int experts) {
     strides[experts + e] = a.trans_b ? a.k : a.n;
     strides[2 * experts + e] = strides[3 * experts + e] = ldd;
   }
-  Items it;
-  CK(cudaMalloc(&it.shapes, shapes.size() * 4));
-  CK(cudaMalloc(&it.ptrs, ptrs.size() * 8));
-  CK(cudaMalloc(&it.strides, strides.size() * 8));
-  CK(cudaMemcpy(it.shapes, shapes.data(), shapes.size() * 4,
-                cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(it.ptrs, ptrs.data(), ptrs.size() * 8,
-                cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(it.strides, strides.data(), strides.size() * 8,
-                cudaMemcpyHostToDevice));
-  return it;
-}
-
-void FreeItems(const Items& it) {
-  CK(cudaFree(it.shapes));
-  CK(cudaFree(const_cast<void**>(it.ptrs)));
-  CK(cudaFree(it.strides));
+  return UploadItems(shapes, ptrs, strides);
 }
 
 // K and N multiples of 8: every 16-byte chunk of a row lies inside it
@@ -119,20 +96,8 @@ void FreeItems(const Items& it) {
 cudaError_t Run(const Args& a, const Items& it, int experts, int m,
                 cudaStream_t stream) {
   if (a.k % 8 != 0 || a.n % 8 != 0) return cudaErrorInvalidValue;
-  jax_dynoff::kernels::GroupedLaunch l;
-  l.stream = stream;
-  l.groups = experts;
-  l.m = m;
-  l.n = a.n;
-  l.shapes = it.shapes;
-  l.ptr_a = it.ptrs;
-  l.ptr_b = it.ptrs + experts;
-  l.ptr_c = it.ptrs + 2 * experts;
-  l.ptr_d = const_cast<void* const*>(it.ptrs + 3 * experts);
-  l.stride_a = it.strides;
-  l.stride_b = it.strides + experts;
-  l.stride_c = it.strides + 2 * experts;
-  l.stride_d = it.strides + 3 * experts;
+  const jax_dynoff::kernels::GroupedLaunch l =
+      LaunchOn(it, experts, m, a.n, stream);
   namespace fwd = jax_dynoff::kernels::small_group_fwd;
   const std::string r = a.swiglu    ? fwd::Run<T, T, false, true>(l)
                         : a.trans_b ? fwd::Run<T, T, true>(l)
@@ -264,7 +229,7 @@ bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
   CK(cudaMemset(out, 0x7f, size_t(m_pad) * out_n * 2));  // poison
   const small_fwd::Args a{x, w, out, offsets.data(), sizes.data(), k, n,
                           trans_b, swiglu};
-  const small_fwd::Items items = small_fwd::MakeItems(a, experts);
+  const Items items = small_fwd::MakeItems(a, experts);
   const char* layout = swiglu ? "NN swiglu" : trans_b ? "NT" : "NN";
   bool ok = true;
   if (check) {
@@ -350,7 +315,7 @@ bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
     cudaFree(sink);
     cudaStreamDestroy(st);
   }
-  small_fwd::FreeItems(items);
+  FreeItems(items);
   cudaFree(x); cudaFree(w); cudaFree(out); cudaFree(d_rows);
   return ok;
 }

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "../cuda_check.h"
+#include "../grouped_items.h"
 #include "../sm90_tiles/fill.h"
 #include "kernels/small_group_grad.h"  // the kernel
 
@@ -57,14 +58,7 @@ struct Args {
   int k, n;
 };
 
-// The device arrays of one case: shapes, then the A, B, C, D pointers,
-// then the A, B, C, D leading dimensions, per expert.
-struct Items {
-  int32_t* shapes = nullptr;
-  const void** ptrs = nullptr;
-  int64_t* strides = nullptr;
-};
-
+// The device arrays of one case (../grouped_items.h).
 Items MakeItems(const Args& a, int experts) {
   std::vector<int32_t> shapes(3 * experts);
   std::vector<const void*> ptrs(4 * experts);
@@ -81,23 +75,7 @@ Items MakeItems(const Args& a, int experts) {
     strides[experts + e] = a.n;
     strides[2 * experts + e] = strides[3 * experts + e] = a.n;
   }
-  Items it;
-  CK(cudaMalloc(&it.shapes, shapes.size() * 4));
-  CK(cudaMalloc(&it.ptrs, ptrs.size() * 8));
-  CK(cudaMalloc(&it.strides, strides.size() * 8));
-  CK(cudaMemcpy(it.shapes, shapes.data(), shapes.size() * 4,
-                cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(it.ptrs, ptrs.data(), ptrs.size() * 8,
-                cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(it.strides, strides.data(), strides.size() * 8,
-                cudaMemcpyHostToDevice));
-  return it;
-}
-
-void FreeItems(const Items& it) {
-  CK(cudaFree(it.shapes));
-  CK(cudaFree(const_cast<void**>(it.ptrs)));
-  CK(cudaFree(it.strides));
+  return UploadItems(shapes, ptrs, strides);
 }
 
 // K and N multiples of 8: every 16-byte chunk of a row lies inside it
@@ -105,20 +83,8 @@ void FreeItems(const Items& it) {
 cudaError_t Run(const Args& a, const Items& it, int experts,
                 cudaStream_t stream) {
   if (a.k % 8 != 0 || a.n % 8 != 0) return cudaErrorInvalidValue;
-  jax_dynoff::kernels::GroupedLaunch l;
-  l.stream = stream;
-  l.groups = experts;
-  l.m = a.k;
-  l.n = a.n;
-  l.shapes = it.shapes;
-  l.ptr_a = it.ptrs;
-  l.ptr_b = it.ptrs + experts;
-  l.ptr_c = it.ptrs + 2 * experts;
-  l.ptr_d = const_cast<void* const*>(it.ptrs + 3 * experts);
-  l.stride_a = it.strides;
-  l.stride_b = it.strides + experts;
-  l.stride_c = it.strides + 2 * experts;
-  l.stride_d = it.strides + 3 * experts;
+  const jax_dynoff::kernels::GroupedLaunch l =
+      LaunchOn(it, experts, a.k, a.n, stream);
   const std::string r =
       jax_dynoff::kernels::small_group_grad::Run<T, T>(l);
   if (!r.empty()) {
@@ -199,7 +165,7 @@ bool RunCase(const Case& c, bool skewed, bool check) {
   Fill<<<512, 256>>>(g, size_t(c.m) * c.n, 2);
   CK(cudaMemset(dw, 0x7f, size_t(out_elems) * 2));  // poison
   small_k::Args a{x, g, dw, offs.data(), sizes.data(), c.k, c.n};
-  const small_k::Items items = small_k::MakeItems(a, c.experts);
+  const Items items = small_k::MakeItems(a, c.experts);
   CK(small_k::Run(a, items, c.experts, 0));
   CK(cudaDeviceSynchronize());
   bool ok = true;
@@ -260,7 +226,7 @@ bool RunCase(const Case& c, bool skewed, bool check) {
   CK(cudaFree(dw));
   CK(cudaFree(d_off));
   CK(cudaFree(d_rows));
-  small_k::FreeItems(items);
+  FreeItems(items);
   return ok;
 }
 
