@@ -18,13 +18,8 @@ writes OUT_DIR/moe_glu.json and prints one line per case and setting.
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
-import os
 import sys
-import time
-import traceback
 
 import jax
 import jax.numpy as jnp
@@ -174,40 +169,11 @@ def _line(r) -> str:
 
 
 def main(argv=None):
-  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  ap.add_argument("out_dir", nargs="?", default=None)
-  ap.add_argument("--quick", action="store_true",
-                  help=f"cases {', '.join(QUICK)}; 0.5-s windows")
-  ap.add_argument("--cases", default=None, help="comma-separated names")
-  ap.add_argument("--groups", default="uniform,skewed")
-  ap.add_argument("--repeats", type=int, default=3)
-  a = ap.parse_args(argv)
-  gpu = jax.default_backend() == "gpu"
-  bench.WINDOW_S = (0.5 if a.quick else 1.0) if gpu else 0.0
-  names = (a.cases.split(",") if a.cases else QUICK if a.quick
-           else [c[0] for c in CASES])
-  print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}; "
-        "ratio = the side's time / fused", flush=True)
-  rows = []
-  for c in CASES:
-    if c[0] not in names:
-      continue
-    for kind in a.groups.split(","):
-      t0 = time.time()
-      try:
-        r = run_case(*c, kind, a.repeats)
-      except Exception:  # pylint: disable=broad-except
-        print(f"{c[0]} {kind}: failed\n{traceback.format_exc()}", flush=True)
-        continue
-      r["seconds"] = time.time() - t0
-      rows.append(r)
-      print(_line(r), flush=True)
-      if a.out_dir:  # after every row: a run cut short keeps its rows
-        os.makedirs(a.out_dir, exist_ok=True)
-        with open(os.path.join(a.out_dir, "moe_glu.json"), "w") as f:
-          json.dump({"device": jax.devices()[0].device_kind,
-                     "jax": jax.__version__, "rows": rows}, f, indent=1)
-  return 0
+  def make_run():
+    return (lambda c, kind, repeats: run_case(*c, kind, repeats),
+            "ratio = the side's time / fused", {})
+  return moe_peers.drive(argv, __doc__, CASES, QUICK, "moe_glu.json",
+                         make_run, _line)
 
 
 if __name__ == "__main__":

@@ -240,44 +240,61 @@ def _line(r) -> str:
   return " | ".join(parts)
 
 
-def main(argv=None):
-  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def drive(argv, doc, cases, quick, json_name, make_run, line):
+  """The MoE scripts' driver (this one's and moe_glu.py's): the arguments
+  (OUT_DIR, --quick, --cases, --groups, --repeats), then one row per case
+  and group kind, printed by `line(row)` and, with OUT_DIR, written to
+  OUT_DIR/json_name after every row (a run cut short keeps its rows).
+  `make_run()`, called once the arguments are read, gives run(case, kind,
+  repeats) -> row, the header's words after the device, and fields added
+  to every row."""
+  ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
   ap.add_argument("out_dir", nargs="?", default=None)
   ap.add_argument("--quick", action="store_true",
-                  help=f"cases {', '.join(QUICK)}; 0.5-s windows")
+                  help=f"cases {', '.join(quick)}; 0.5-s windows")
   ap.add_argument("--cases", default=None, help="comma-separated names")
   ap.add_argument("--groups", default="uniform,skewed")
   ap.add_argument("--repeats", type=int, default=3)
   a = ap.parse_args(argv)
   gpu = jax.default_backend() == "gpu"
   bench.WINDOW_S = (0.5 if a.quick else 1.0) if gpu else 0.0
-  names = (a.cases.split(",") if a.cases else QUICK if a.quick
-           else [c[0] for c in CASES])
-  fns, missing = sides()
+  names = (a.cases.split(",") if a.cases else quick if a.quick
+           else [c[0] for c in cases])
+  run, header, extra = make_run()
   print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}; "
-        f"sides: {', '.join(fns)}"
-        + "".join(f"; {k}: {v}" for k, v in missing.items()), flush=True)
+        f"{header}", flush=True)
   rows = []
-  for c in CASES:
+  for c in cases:
     if c[0] not in names:
       continue
     for kind in a.groups.split(","):
       t0 = time.time()
       try:
-        r = run_case(*c, kind, fns, a.repeats)
+        r = run(c, kind, a.repeats)
       except Exception:  # pylint: disable=broad-except
         print(f"{c[0]} {kind}: failed\n{traceback.format_exc()}", flush=True)
         continue
-      r["missing"] = missing
+      r.update(extra)
       r["seconds"] = time.time() - t0
       rows.append(r)
-      print(_line(r), flush=True)
-      if a.out_dir:  # after every row: a run cut short keeps its rows
+      print(line(r), flush=True)
+      if a.out_dir:
         os.makedirs(a.out_dir, exist_ok=True)
-        with open(os.path.join(a.out_dir, "moe_peers.json"), "w") as f:
+        with open(os.path.join(a.out_dir, json_name), "w") as f:
           json.dump({"device": jax.devices()[0].device_kind,
                      "jax": jax.__version__, "rows": rows}, f, indent=1)
   return 0
+
+
+def main(argv=None):
+  def make_run():
+    fns, missing = sides()
+    header = (f"sides: {', '.join(fns)}"
+              + "".join(f"; {k}: {v}" for k, v in missing.items()))
+    return (lambda c, kind, repeats: run_case(*c, kind, fns, repeats),
+            header, {"missing": missing})
+  return drive(argv, __doc__, CASES, QUICK, "moe_peers.json", make_run,
+               _line)
 
 
 if __name__ == "__main__":
