@@ -84,7 +84,7 @@ Paths (enum Path in ffi/gemm_problem.h):
   valid=...)`), one item or a vmap over groups such as
   `jax_dynoff.ragged_dot`: one grouped launch (ffi/kernels/sm90_grouped.h,
   after CUTLASS example 57; its tiles GROUPED_TILES: 128x256 cooperative,
-  cluster 1x2, for bfloat16 NN, 128x128 ping-pong for the others;
+  no cluster, for 16-bit NN, 128x128 ping-pong for the others;
   `grouped_tile` says which runs and ``KernelOptions(grouped_tile=...)``
   forces one; A transposed over few rows per item, the weight gradient of
   a decode-sized `ragged_dot`, runs the small-group weight-gradient kernel
