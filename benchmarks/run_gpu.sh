@@ -17,6 +17,15 @@
 # CUTLASS comparison (benchmarks/sm90_tiles/vs_regular, built alongside the
 # library), the launch-cost and host-cost microbenchmarks
 # (benchmarks/launch) and the sustained-load clocks (benchmarks/sustained.py).
+# PROBES=1 adds the standalone CUDA probes after the tests (no JAX in them;
+# each built here with nvcc, then run): the small-group forward and
+# weight-gradient kernels checked against float32 and timed against their
+# floors (benchmarks/small_groups_fwd, small_k_grad), what a skinny call
+# costs before its first byte and what an L2 prefetch of the next layer
+# buys (benchmarks/skinny/variants.cu --floors), and the grouped tiles on
+# MoE layers (the sm90_tiles grouped sweep: candidates matching PROBE_TILES,
+# default "lib_|_2x1", on grouped_cases.py --peers PROBE_PEERS, default
+# qwen3_30b_down,qwen3_30b_up,mixtral_up).
 # The build directory (build/gpu) is reused when it survives between calls.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -113,6 +122,33 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     echo "--- $(basename "$f"): $(tail -1 "$f")"
     grep -E "^(FAILED|ERROR)" "$f" | head -20
   done
+fi
+
+if [ -n "${PROBES:-}" ]; then
+  step "probes"
+  pflags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi"
+  for p in small_groups_fwd/probe small_k_grad/probe skinny/variants; do
+    name=$(dirname "$p")
+    exe=/tmp/probe_$name
+    args=""; [ "$name" = skinny ] && args=--floors
+    if nvcc $pflags "benchmarks/$p.cu" -o "$exe" > "$res/probe_$name.txt" 2>&1; then
+      "$exe" $args >> "$res/probe_$name.txt" 2>&1 || status=1
+    else
+      status=1
+    fi
+    echo "--- probe $name: $(tail -1 "$res/probe_$name.txt")"
+  done
+  if benchmarks/sm90_tiles/build_grouped.sh "${PROBE_TILES:-lib_|_2x1}" \
+       > "$res/grouped_sweep.txt" 2>&1 &&
+     (cd /tmp && python3 "$repo/benchmarks/sm90_tiles/grouped_cases.py" \
+       --peers "${PROBE_PEERS:-qwen3_30b_down,qwen3_30b_up,mixtral_up}" \
+       > /tmp/grouped_cases.txt) 2>> "$res/grouped_sweep.txt"; then
+    benchmarks/sm90_tiles/grouped_sweep /tmp/grouped_cases.txt \
+      >> "$res/grouped_sweep.txt" 2>&1 || status=1
+  else
+    status=1
+  fi
+  echo "--- grouped sweep: $(tail -1 "$res/grouped_sweep.txt")"
 fi
 
 if [ -z "${SKIP_BENCH:-}" ]; then
