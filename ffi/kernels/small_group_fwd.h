@@ -382,11 +382,17 @@ cudaError_t PrepareOnce(int device) {
   const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
   if (bit != 0 && (done.load(std::memory_order_acquire) & bit))
     return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(
-      reinterpret_cast<const void*>(
-          &SmallGroupFwdKernel<T, TOut, kTransB, kSwiglu>),
-      cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const void* fn = reinterpret_cast<const void*>(
+      &SmallGroupFwdKernel<T, TOut, kTransB, kSwiglu>);
+  cudaError_t e = cudaFuncSetAttribute(
+      fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
       kSmemBytes<StageOf<TOut, kSwiglu>>);
+  // The whole carveout as shared memory, so that two CTAs fit an SM (the
+  // driver may otherwise size it for one).
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(fn,
+                             cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared);
   if (e == cudaSuccess && bit != 0)
     done.fetch_or(bit, std::memory_order_release);
   return e;
