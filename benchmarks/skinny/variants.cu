@@ -12,7 +12,12 @@
 // CTA resets to zero) adds them in rank order (deterministic) and runs the
 // epilogue, so a GEMM stays one launch.  Template knobs: the tile's columns
 // (BN: 64 or 128, one warp per 32), the K depth of a stage (BK: 32 or 64)
-// and the stages (2-4); the split is a run-time argument.
+// and the stages (2-4); the split is a run-time argument.  The "b"
+// candidates (NN) move each stage by bulk copies, a row a lane, completing
+// on an mbarrier, with up to 8 stages and 256 columns a CTA: on the H200
+// a plain stream of 32 MB took 13.6 us from 128 CTAs of 128 threads and 9.5
+// from 528 of 256 (benchmarks/results/2026-12-04-h200-3bc3d7b), so the bytes
+// a CTA keeps in flight may be what holds the shipped kernel near 2.5 TB/s.
 //
 // Each candidate is checked against a naive float32 kernel (windows inside
 // poisoned buffers, B's layer chosen on the device, NN and NT, beta 0 and
@@ -87,6 +92,81 @@ __device__ __forceinline__ uint32_t SwzC(int row, int chunk) {
   return static_cast<uint32_t>(row * kChunks * 16 + p * 16);
 }
 
+// The candidates' end: the float32 partial tile, then (split > 1) the
+// last CTA of a column tile to arrive adds the partials in rank order and
+// runs the epilogue; split 1 stages its tile in shared memory (`smem`, no
+// longer read by the main loop) and stores it.
+template <int BN>
+__device__ __forceinline__ void Finish(const SkinnyLaunch& L, const Reduce& R,
+                                       const float (&acc)[4][4], int tile,
+                                       int rank, int n0, unsigned char* smem) {
+  constexpr int kThreads = BN, kM = 16;
+  __shared__ unsigned s_last;
+  const int split = L.split_k;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
+            lane = tid & 31;
+  const bool two_halves = L.m > 8;  // rows 8-15 hold anything
+  T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate()));
+  const T* C = L.beta != 0.f ? reinterpret_cast<const T*>(L.c.Locate())
+                             : nullptr;
+  auto epilogue = [&](int row, int col, const float (&v)[8]) {
+    float c[8] = {};
+    if (C != nullptr) sk::LoadChunk(C + row * L.c.ld + n0 + col, 8, c);
+    float o[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = L.alpha * v[e] + L.beta * c[e];
+    sk::StoreChunk(D + row * L.d.ld + n0 + col, 8, o);
+  };
+  float* mine = R.partials + (size_t(tile) * split + rank) * kM * BN;
+  if (split == 1) mine = reinterpret_cast<float*>(smem);  // after the wait
+  __syncthreads();  // (split 1: every warp is done with the stages)
+  auto put = [&](float* p, float x, float y) {  // L2 only, or shared
+    if (split > 1) __stcg(reinterpret_cast<float2*>(p), make_float2(x, y));
+    else *reinterpret_cast<float2*>(p) = make_float2(x, y);
+  };
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int row = lane >> 2, col = warp * 32 + j * 8 + (lane & 3) * 2;
+    put(&mine[row * BN + col], acc[j][0], acc[j][1]);
+    if (two_halves) put(&mine[(row + 8) * BN + col], acc[j][2], acc[j][3]);
+  }
+  if (split > 1) {
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      const unsigned prev = atomicAdd(&R.counters[tile], 1u);
+      s_last = prev + 1 == unsigned(split);
+      if (s_last) R.counters[tile] = 0;  // every rank has arrived
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+  } else {
+    __syncthreads();
+  }
+  const float* all = R.partials + size_t(tile) * split * kM * BN;
+  for (int q = tid; q < kM * (BN / 8); q += kThreads) {
+    const int row = q / (BN / 8), col = (q % (BN / 8)) * 8;
+    if (row >= L.m || n0 + col >= L.n) continue;
+    float v[8] = {};
+    if (split == 1) {
+      const float* p = mine + row * BN + col;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = p[e];
+    } else {
+#pragma unroll 4
+      for (int r = 0; r < split; ++r) {
+        const float* p = all + (size_t(r) * kM + row) * BN + col;
+        const float4 x0 = __ldcg(reinterpret_cast<const float4*>(p));
+        const float4 x1 = __ldcg(reinterpret_cast<const float4*>(p + 4));
+        v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
+        v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
+      }
+    }
+    epilogue(row, col, v);
+  }
+}
+
 template <bool TB, int BN, int BK, int ST>
 __global__ void __launch_bounds__(BN, 1)
     SkinnyV(const SkinnyLaunch L, const Reduce R, const Prefetch PF) {
@@ -100,7 +180,6 @@ __global__ void __launch_bounds__(BN, 1)
   constexpr int kAChunks = BK / 8;                      // per A row
   constexpr int kBRowChunks = TB ? BK / 8 : BN / 8;     // per B stage row
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ unsigned s_last;
   const int split = L.split_k;
   const int tile = static_cast<int>(blockIdx.x) / split;
   const int rank = static_cast<int>(blockIdx.x) % split;
@@ -182,66 +261,166 @@ __global__ void __launch_bounds__(BN, 1)
   // The next grid, if a programmatic dependent, may launch now; it waits
   // for this one's end before it reads anything.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  const bool two_halves = L.m > 8;  // rows 8-15 hold anything
-  T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate()));
-  const T* C = L.beta != 0.f ? reinterpret_cast<const T*>(L.c.Locate())
-                             : nullptr;
-  auto epilogue = [&](int row, int col, const float (&v)[8]) {
-    float c[8] = {};
-    if (C != nullptr) sk::LoadChunk(C + row * L.c.ld + n0 + col, 8, c);
-    float o[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) o[e] = L.alpha * v[e] + L.beta * c[e];
-    sk::StoreChunk(D + row * L.d.ld + n0 + col, 8, o);
+  Finish<BN>(L, R, acc, tile, rank, n0, smem);
+}
+
+// Bulk-copy candidates (NN): each stage's rows arrive by cp.async.bulk, one
+// copy a row of A (16 x BK) and of B (BK x BN, the tile's columns of one K
+// row), completing on the stage's mbarrier, into rows padded by 16 bytes
+// (ldmatrix, .trans for B, reads 8 rows at one chunk from 8 bank groups).
+// Where the cp.async candidates issue a 16-byte copy per thread and chunk,
+// one lane here moves a whole row: more bytes in flight per SM for the same
+// stages, fewer instructions.  A's rows past m are zeros; past the K range,
+// A's columns and B's rows are zeroed in shared memory (A's zero columns
+// would meet stale B rows otherwise).  Needs k and n multiples of 8 and
+// 16-byte aligned rows (every probe case has them).
+__device__ __forceinline__ void MbarInit(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar));
+}
+__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+      "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@p bra DONE;\n"
+      "bra WAIT;\n"
+      "DONE:\n"
+      "}\n" ::"r"(bar),
+      "r"(parity) : "memory");
+}
+__device__ __forceinline__ void BulkCopy(uint32_t dst, const void* src,
+                                         uint32_t bytes, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+      "[%0], [%1], %2, [%3];\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+template <int BN, int BK, int ST>
+struct BulkSmem {
+  static constexpr int kARow = BK * 2 + 16, kBRow = BN * 2 + 16;  // bytes
+  static constexpr int kAStage = 16 * kARow, kBStage = BK * kBRow;
+  static constexpr int kPipe = ST * (kAStage + kBStage);
+  static constexpr int kBytes = kPipe > 16 * BN * 4 ? kPipe : 16 * BN * 4;
+};
+
+template <int BN, int BK, int ST>
+__global__ void __launch_bounds__(BN, 1)
+    SkinnyBulk(const SkinnyLaunch L, const Reduce R) {
+  using S = BulkSmem<BN, BK, ST>;
+  constexpr int kThreads = BN, kM = 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t full[ST];
+  const int split = L.split_k;
+  const int tile = static_cast<int>(blockIdx.x) / split;
+  const int rank = static_cast<int>(blockIdx.x) % split;
+  const int n0 = tile * BN;
+  const int cols = min(BN, L.n - n0);  // this tile's columns, a multiple of 8
+  const T* A = reinterpret_cast<const T*>(L.a.Locate());
+  const T* B = reinterpret_cast<const T*>(L.b.Locate());
+  const int64_t lda = L.a.ld, ldb = L.b.ld;
+  const int k_tiles = (L.k + BK - 1) / BK;
+  const int t_begin = static_cast<int>(int64_t{rank} * k_tiles / split);
+  const int t_end = static_cast<int>(int64_t{rank + 1} * k_tiles / split);
+  const int k_hi = min(L.k, t_end * BK);
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
+            lane = tid & 31;
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  auto a_stage = [&](int s) { return base + s * S::kAStage; };
+  auto b_stage = [&](int s) { return base + ST * S::kAStage + s * S::kBStage; };
+  auto bar = [&](int s) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(&full[s]));
   };
-  float* mine = R.partials + (size_t(tile) * split + rank) * kM * BN;
-  if (split == 1) mine = reinterpret_cast<float*>(smem);  // after the wait
-  __syncthreads();  // (split 1: every warp is done with the stages)
-  auto put = [&](float* p, float x, float y) {  // L2 only, or shared
-    if (split > 1) __stcg(reinterpret_cast<float2*>(p), make_float2(x, y));
-    else *reinterpret_cast<float2*>(p) = make_float2(x, y);
-  };
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int row = lane >> 2, col = warp * 32 + j * 8 + (lane & 3) * 2;
-    put(&mine[row * BN + col], acc[j][0], acc[j][1]);
-    if (two_halves) put(&mine[(row + 8) * BN + col], acc[j][2], acc[j][3]);
+  if (tid == 0) {
+    for (int s = 0; s < ST; ++s) MbarInit(bar(s));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if (split > 1) {
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-      const unsigned prev = atomicAdd(&R.counters[tile], 1u);
-      s_last = prev + 1 == unsigned(split);
-      if (s_last) R.counters[tile] = 0;  // every rank has arrived
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-  } else {
-    __syncthreads();
+  // A's rows past m: zeros in every stage (no copy writes them).
+  for (int q = tid; q < ST * kM * (S::kARow / 16); q += kThreads) {
+    const int s = q / (kM * (S::kARow / 16)), r = q / (S::kARow / 16) % kM;
+    if (r >= L.m)
+      *reinterpret_cast<uint4*>(smem + s * S::kAStage + (q % (kM * (S::kARow / 16))) * 16) =
+          make_uint4(0, 0, 0, 0);
   }
-  const float* all = R.partials + size_t(tile) * split * kM * BN;
-  for (int q = tid; q < kM * (BN / 8); q += kThreads) {
-    const int row = q / (BN / 8), col = (q % (BN / 8)) * 8;
-    if (row >= L.m || n0 + col >= L.n) continue;
-    float v[8] = {};
-    if (split == 1) {
-      const float* p = mine + row * BN + col;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = p[e];
-    } else {
-#pragma unroll 4
-      for (int r = 0; r < split; ++r) {
-        const float* p = all + (size_t(r) * kM + row) * BN + col;
-        const float4 x0 = __ldcg(reinterpret_cast<const float4*>(p));
-        const float4 x1 = __ldcg(reinterpret_cast<const float4*>(p + 4));
-        v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
-        v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
+  __syncthreads();
+  // Warp 0 fills stage s with K tile t: one expect_tx, then a lane a row.
+  auto issue = [&](int t, int s) {
+    const int k0 = t * BK, rows = min(BK, k_hi - k0);  // rows: a multiple of 8
+    const uint32_t bytes = uint32_t(min(L.m, kM)) * rows * 2 +
+                           uint32_t(rows) * cols * 2;
+    if (lane == 0) MbarExpectTx(bar(s), bytes);
+    __syncwarp();
+    for (int r = lane; r < L.m; r += 32)
+      BulkCopy(a_stage(s) + r * S::kARow, A + r * lda + k0, rows * 2, bar(s));
+    for (int r = lane; r < rows; r += 32)
+      BulkCopy(b_stage(s) + r * S::kBRow, B + (k0 + r) * ldb + n0, cols * 2,
+               bar(s));
+    if (rows < BK) {  // the K tail: zeros past it (A's columns, B's rows)
+      for (int q = lane; q < kM * (BK - rows) / 8; q += 32) {
+        const int r = q / ((BK - rows) / 8), c = rows / 8 + q % ((BK - rows) / 8);
+        *reinterpret_cast<uint4*>(smem + s * S::kAStage + r * S::kARow + c * 16) =
+            make_uint4(0, 0, 0, 0);
+      }
+      for (int q = lane; q < (BK - rows) * (S::kBRow / 16); q += 32) {
+        const int r = rows + q / (S::kBRow / 16), c = q % (S::kBRow / 16);
+        *reinterpret_cast<uint4*>(smem + ST * S::kAStage + s * S::kBStage +
+                                  r * S::kBRow + c * 16) = make_uint4(0, 0, 0, 0);
       }
     }
-    epilogue(row, col, v);
+  };
+  const int tiles = t_end - t_begin;
+  if (warp == 0)
+    for (int i = 0; i < ST - 1 && i < tiles; ++i) issue(t_begin + i, i);
+  float acc[4][4] = {};
+  for (int i = 0; i < tiles; ++i) {
+    const int s = i % ST;
+    // Every warp is done with stage (i - 1) % ST, which the next issue
+    // refills, and the K tail's zeros written by warp 0 are visible.
+    __syncthreads();
+    if (warp == 0 && i + ST - 1 < tiles)
+      issue(t_begin + i + ST - 1, (i + ST - 1) % ST);
+    MbarWait(bar(s), (i / ST) & 1);
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      const int mrow = ((lane >> 3) & 1) * 8 + (lane & 7), half = lane >> 4;
+      uint32_t af[4];
+      sk::Ldsm4(a_stage(s) + mrow * S::kARow + (kk * 2 + half) * 16, af);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint32_t bf[4];
+        sk::Ldsm4T(b_stage(s) + (kk * 16 + mrow) * S::kBRow +
+                       (warp * 4 + j * 2 + half) * 16,
+                   bf);
+        sk::Mma<T>(acc[2 * j], af, bf[0], bf[1]);
+        sk::Mma<T>(acc[2 * j + 1], af, bf[2], bf[3]);
+      }
+    }
   }
+  Finish<BN>(L, R, acc, tile, rank, n0, smem);
+}
+
+template <int BN, int BK, int ST>
+std::string RunBulk(const SkinnyLaunch& l) {
+  constexpr int kSmem = BulkSmem<BN, BK, ST>::kBytes;
+  const int tiles = (l.n + BN - 1) / BN;
+  if (l.m > 16 || l.k % 8 != 0 || l.n % 8 != 0 || l.a.ld % 8 != 0 ||
+      l.b.ld % 8 != 0 || tiles > kMaxCounters ||
+      size_t(tiles) * l.split_k * 16 * BN > kPartialFloats)
+    return "outside the bulk candidate's cases";
+  auto* fn = &SkinnyBulk<BN, BK, ST>;
+  if (kSmem > 48 * 1024)
+    CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            kSmem));
+  fn<<<tiles * l.split_k, BN, kSmem, l.stream>>>(l, g_red);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
 
 bool g_pdl = false;  // launch the candidates as programmatic dependents
@@ -281,10 +460,15 @@ struct Candidate {
 };
 #define CAND(BN, BK, ST) \
   {"v" #BN "x" #BK "s" #ST, &RunV<false, BN, BK, ST>, &RunV<true, BN, BK, ST>, BN, BK}
+// The bulk-copy candidates: NN only (no NT form).
+#define BULK(BN, BK, ST) \
+  {"b" #BN "x" #BK "s" #ST, &RunBulk<BN, BK, ST>, nullptr, BN, BK}
 const Candidate kCands[] = {
     CAND(128, 64, 4), CAND(128, 64, 2), CAND(128, 32, 2), CAND(128, 32, 4),
     CAND(64, 64, 4),  CAND(64, 64, 2),  CAND(64, 32, 2),  CAND(64, 32, 4),
     CAND(64, 64, 3),  CAND(128, 64, 3),
+    BULK(128, 64, 4), BULK(128, 64, 6), BULK(128, 32, 8), BULK(256, 64, 4),
+    BULK(256, 32, 6),
 };
 std::string RunShippedNN(const SkinnyLaunch& l) {
   return sk::Run<T, 1, false>(l);
@@ -603,6 +787,7 @@ int main(int argc, char** argv) {
   for (const Candidate& c : kCands)
     for (bool tb : {false, true}) {
       const RunFn run = tb ? c.nt : c.nn;
+      if (run == nullptr) continue;  // (the bulk candidates: NN only)
       for (int split : {1, 3, 8, 16}) {
         ok &= Check(run, c.name, 16, 4096, 4096, split, 0.f, tb);
         ok &= Check(run, c.name, 13, 1000, 1000, split, 1.5f, tb);
@@ -639,6 +824,7 @@ int main(int argc, char** argv) {
       double best = 1e30;
       char best_name[64] = "";
       for (const Candidate& c : kCands) {
+        if ((tb ? c.nt : c.nn) == nullptr) continue;
         const int tiles = (n + c.bn - 1) / c.bn, ktiles = (k + c.bk - 1) / c.bk;
         char line[512];
         int len = std::snprintf(line, sizeof line, "  %-10s", c.name);

@@ -146,9 +146,9 @@ struct PreparedLaunch;  // below
 
 struct SkinnyKernelEntry {
   const char* name;
-  int max_m;  // rows it covers (16 per m16n8k16 fragment)
-  // Makes the launch (skinny::Prepare); the handler's runner launches it
-  // and keeps it for a call at the same addresses.
+  // Makes the launch (skinny::Prepare, which refuses an m past the rows
+  // its fragments cover); the handler's runner launches it and keeps it
+  // for a call at the same addresses.
   std::string (*prepare)(const SkinnyLaunch&, PreparedLaunch*);
 };
 

@@ -401,7 +401,7 @@ std::string Run(const SkinnyLaunch& l) {
   namespace jax_dynoff {                                                  \
   namespace kernels {                                                     \
   extern const SkinnyKernelEntry NAME = {                                 \
-      #NAME, 16 * (MFRAGS),                                               \
+      #NAME,                                                              \
       &skinny::Prepare<IN, MFRAGS, TRANS_B, skinny::kDefaultStages, OUT>};\
   }                                                                       \
   }
