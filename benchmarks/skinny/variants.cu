@@ -580,7 +580,10 @@ SkinnyLaunch BufLaunch(int m, int n, int k, int split) {
   return l;
 }
 
-double Time(RunFn run, int m, int n, int k, int split, bool tb) {
+// hot: every GEMM reads layer 0 (from L2 where it fits, as a loop over
+// rows at table offsets reads one weight): the kernel's own rate, not HBM's.
+double Time(RunFn run, int m, int n, int k, int split, bool tb,
+            bool hot = false) {
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   SkinnyLaunch l = BufLaunch(m, n, k, split);
@@ -588,7 +591,7 @@ double Time(RunFn run, int m, int n, int k, int split, bool tb) {
   bool failed = false;
   const double us = GraphUsPerLaunch(st, kLayers, 20, [&](int i) {
     SkinnyLaunch li = l;
-    li.b = Op(g_buf.b + size_t(i) * k * n, tb ? k : n);
+    li.b = Op(g_buf.b + size_t(hot ? 0 : i) * k * n, tb ? k : n);
     if (!run(li).empty()) failed = true;
     Counter<<<1, 1, 0, st>>>(g_buf.ctr);
   });
@@ -845,6 +848,25 @@ int main(int argc, char** argv) {
                   "%s %.2f us (%.2f TB/s): %.2fx\n",
                   tb ? "NT" : "NN", m, n, k, base, bytes / base / 1e6,
                   best_name, best, bytes / best / 1e6, base / best);
+      if (!tb) {  // hot: the shipped kernel and the bulk candidates, NN
+        char line[1024];
+        int len = std::snprintf(line, sizeof line, "  hot shipped s%d %.2f",
+                                s0, Time(&RunShippedNN, m, n, k, s0, false,
+                                         true));
+        for (const Candidate& c : kCands) {
+          if (c.nt != nullptr) continue;  // the bulk candidates
+          const int tiles = (n + c.bn - 1) / c.bn,
+                    ktiles = (k + c.bk - 1) / c.bk;
+          len += std::snprintf(line + len, sizeof line - len, " | %s", c.name);
+          for (int split : {1, 2, 4, 8, 16, 32}) {
+            if (split > ktiles || tiles * split > 8 * sms) continue;
+            len += std::snprintf(line + len, sizeof line - len, " s%d %.2f",
+                                 split, Time(c.nn, m, n, k, split, false,
+                                             true));
+          }
+        }
+        std::printf("%s\n", line);
+      }
       std::fflush(stdout);
     }
   }
