@@ -351,6 +351,9 @@ __global__ void __launch_bounds__(BN, 1)
   __syncthreads();
   // Warp 0 fills stage s with K tile t: one expect_tx, then a lane a row.
   auto issue = [&](int t, int s) {
+    // The stage was last read by ldmatrix (the generic proxy); the bulk
+    // copies write it through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     const int k0 = t * BK, rows = min(BK, k_hi - k0);  // rows: a multiple of 8
     const uint32_t bytes = uint32_t(min(L.m, kM)) * rows * 2 +
                            uint32_t(rows) * cols * 2;
@@ -409,8 +412,12 @@ template <int BN, int BK, int ST>
 std::string RunBulk(const SkinnyLaunch& l) {
   constexpr int kSmem = BulkSmem<BN, BK, ST>::kBytes;
   const int tiles = (l.n + BN - 1) / BN;
+  bool aligned = (reinterpret_cast<uintptr_t>(l.a.base) |
+                  reinterpret_cast<uintptr_t>(l.b.base)) % 16 == 0;
+  for (const auto* o : {&l.a, &l.b})
+    for (int i = 0; i < o->terms; ++i) aligned &= o->term[i].scale % 16 == 0;
   if (l.m > 16 || l.k % 8 != 0 || l.n % 8 != 0 || l.a.ld % 8 != 0 ||
-      l.b.ld % 8 != 0 || tiles > kMaxCounters ||
+      l.b.ld % 8 != 0 || !aligned || tiles > kMaxCounters ||
       size_t(tiles) * l.split_k * 16 * BN > kPartialFloats)
     return "outside the bulk candidate's cases";
   auto* fn = &SkinnyBulk<BN, BK, ST>;
