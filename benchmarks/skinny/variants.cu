@@ -351,6 +351,9 @@ __global__ void __launch_bounds__(BN, 1)
   __syncthreads();
   // Warp 0 fills stage s with K tile t: one expect_tx, then a lane a row.
   auto issue = [&](int t, int s) {
+    // The stage was last read by ldmatrix (the generic proxy); the bulk
+    // copies write it through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     const int k0 = t * BK, rows = min(BK, k_hi - k0);  // rows: a multiple of 8
     const uint32_t bytes = uint32_t(min(L.m, kM)) * rows * 2 +
                            uint32_t(rows) * cols * 2;
@@ -409,8 +412,12 @@ template <int BN, int BK, int ST>
 std::string RunBulk(const SkinnyLaunch& l) {
   constexpr int kSmem = BulkSmem<BN, BK, ST>::kBytes;
   const int tiles = (l.n + BN - 1) / BN;
+  bool aligned = (reinterpret_cast<uintptr_t>(l.a.base) |
+                  reinterpret_cast<uintptr_t>(l.b.base)) % 16 == 0;
+  for (const auto* o : {&l.a, &l.b})
+    for (int i = 0; i < o->terms; ++i) aligned &= o->term[i].scale % 16 == 0;
   if (l.m > 16 || l.k % 8 != 0 || l.n % 8 != 0 || l.a.ld % 8 != 0 ||
-      l.b.ld % 8 != 0 || tiles > kMaxCounters ||
+      l.b.ld % 8 != 0 || !aligned || tiles > kMaxCounters ||
       size_t(tiles) * l.split_k * 16 * BN > kPartialFloats)
     return "outside the bulk candidate's cases";
   auto* fn = &SkinnyBulk<BN, BK, ST>;
@@ -580,7 +587,10 @@ SkinnyLaunch BufLaunch(int m, int n, int k, int split) {
   return l;
 }
 
-double Time(RunFn run, int m, int n, int k, int split, bool tb) {
+// hot: every GEMM reads layer 0 (from L2 where it fits, as a loop over
+// rows at table offsets reads one weight): the kernel's own rate, not HBM's.
+double Time(RunFn run, int m, int n, int k, int split, bool tb,
+            bool hot = false) {
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   SkinnyLaunch l = BufLaunch(m, n, k, split);
@@ -588,7 +598,7 @@ double Time(RunFn run, int m, int n, int k, int split, bool tb) {
   bool failed = false;
   const double us = GraphUsPerLaunch(st, kLayers, 20, [&](int i) {
     SkinnyLaunch li = l;
-    li.b = Op(g_buf.b + size_t(i) * k * n, tb ? k : n);
+    li.b = Op(g_buf.b + size_t(hot ? 0 : i) * k * n, tb ? k : n);
     if (!run(li).empty()) failed = true;
     Counter<<<1, 1, 0, st>>>(g_buf.ctr);
   });
@@ -845,6 +855,25 @@ int main(int argc, char** argv) {
                   "%s %.2f us (%.2f TB/s): %.2fx\n",
                   tb ? "NT" : "NN", m, n, k, base, bytes / base / 1e6,
                   best_name, best, bytes / best / 1e6, base / best);
+      if (!tb) {  // hot: the shipped kernel and the bulk candidates, NN
+        char line[1024];
+        int len = std::snprintf(line, sizeof line, "  hot shipped s%d %.2f",
+                                s0, Time(&RunShippedNN, m, n, k, s0, false,
+                                         true));
+        for (const Candidate& c : kCands) {
+          if (c.nt != nullptr) continue;  // the bulk candidates
+          const int tiles = (n + c.bn - 1) / c.bn,
+                    ktiles = (k + c.bk - 1) / c.bk;
+          len += std::snprintf(line + len, sizeof line - len, " | %s", c.name);
+          for (int split : {1, 2, 4, 8, 16, 32}) {
+            if (split > ktiles || tiles * split > 8 * sms) continue;
+            len += std::snprintf(line + len, sizeof line - len, " s%d %.2f",
+                                 split, Time(c.nn, m, n, k, split, false,
+                                             true));
+          }
+        }
+        std::printf("%s\n", line);
+      }
       std::fflush(stdout);
     }
   }
