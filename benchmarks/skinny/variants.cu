@@ -92,15 +92,36 @@ __device__ __forceinline__ uint32_t SwzC(int row, int chunk) {
   return static_cast<uint32_t>(row * kChunks * 16 + p * 16);
 }
 
+// A candidate CTA's share of a GEMM: its column tile (n0 its first
+// column) and, of that tile's `split` CTAs, its rank's K tiles [t_begin,
+// t_end) of BK rows (k_hi: where its K ends), as Finish adds the ranks.
+struct Share {
+  int tile, rank, n0, t_begin, t_end, k_hi;
+};
+template <int BN, int BK>
+__device__ __forceinline__ Share ShareOf(const SkinnyLaunch& L) {
+  Share w;
+  const int split = L.split_k;
+  w.tile = static_cast<int>(blockIdx.x) / split;
+  w.rank = static_cast<int>(blockIdx.x) % split;
+  w.n0 = w.tile * BN;
+  const int k_tiles = (L.k + BK - 1) / BK;
+  w.t_begin = static_cast<int>(int64_t{w.rank} * k_tiles / split);
+  w.t_end = static_cast<int>(int64_t{w.rank + 1} * k_tiles / split);
+  w.k_hi = min(L.k, w.t_end * BK);
+  return w;
+}
+
 // The candidates' end: the float32 partial tile, then (split > 1) the
 // last CTA of a column tile to arrive adds the partials in rank order and
 // runs the epilogue; split 1 stages its tile in shared memory (`smem`, no
 // longer read by the main loop) and stores it.
 template <int BN>
 __device__ __forceinline__ void Finish(const SkinnyLaunch& L, const Reduce& R,
-                                       const float (&acc)[4][4], int tile,
-                                       int rank, int n0, unsigned char* smem) {
+                                       const float (&acc)[4][4],
+                                       const Share& w, unsigned char* smem) {
   constexpr int kThreads = BN, kM = 16;
+  const int tile = w.tile, rank = w.rank, n0 = w.n0;
   __shared__ unsigned s_last;
   const int split = L.split_k;
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
@@ -180,17 +201,10 @@ __global__ void __launch_bounds__(BN, 1)
   constexpr int kAChunks = BK / 8;                      // per A row
   constexpr int kBRowChunks = TB ? BK / 8 : BN / 8;     // per B stage row
   extern __shared__ __align__(128) unsigned char smem[];
-  const int split = L.split_k;
-  const int tile = static_cast<int>(blockIdx.x) / split;
-  const int rank = static_cast<int>(blockIdx.x) % split;
-  const int n0 = tile * BN;
+  const Share w = ShareOf<BN, BK>(L);
   const T* A = reinterpret_cast<const T*>(L.a.Locate());
   const T* B = reinterpret_cast<const T*>(L.b.Locate());
   const int64_t lda = L.a.ld, ldb = L.b.ld;
-  const int k_tiles = (L.k + BK - 1) / BK;
-  const int t_begin = static_cast<int>(int64_t{rank} * k_tiles / split);
-  const int t_end = static_cast<int>(int64_t{rank + 1} * k_tiles / split);
-  const int k_hi = min(L.k, t_end * BK);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
             lane = tid & 31;
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -200,7 +214,7 @@ __global__ void __launch_bounds__(BN, 1)
     const int k0 = t * BK;
     for (int q = tid; q < kM * kAChunks; q += kThreads) {
       const int row = q / kAChunks, c = q % kAChunks, kk = k0 + c * 8;
-      const bool ok = row < L.m && kk < k_hi;
+      const bool ok = row < L.m && kk < w.k_hi;
       sk::CpAsync16(a_stage(s) + SwzC<kAChunks>(row, c),
                     ok ? A + row * lda + kk : A, ok);
     }
@@ -209,29 +223,29 @@ __global__ void __launch_bounds__(BN, 1)
       const int q = tid + i * kThreads;
       const int row = q / kBRowChunks, c = q % kBRowChunks;
       if constexpr (TB) {  // stage row = an output column, BK of K
-        const int kk = k0 + c * 8, col = n0 + row;
-        const bool ok = kk < k_hi && col < L.n;
+        const int kk = k0 + c * 8, col = w.n0 + row;
+        const bool ok = kk < w.k_hi && col < L.n;
         sk::CpAsync16(b_stage(s) + SwzC<kBRowChunks>(row, c),
                       ok ? B + col * ldb + kk : B, ok);
       } else {  // stage row = a K row, BN columns
-        const int kk = k0 + row, col = n0 + c * 8;
-        const bool ok = kk < k_hi && col < L.n;
+        const int kk = k0 + row, col = w.n0 + c * 8;
+        const bool ok = kk < w.k_hi && col < L.n;
         sk::CpAsync16(b_stage(s) + SwzC<kBRowChunks>(row, c),
                       ok ? B + kk * ldb + col : B, ok);
       }
     }
   };
   float acc[4][4] = {};
-  const int tiles = t_end - t_begin;
+  const int tiles = w.t_end - w.t_begin;
 #pragma unroll
   for (int i = 0; i < ST - 1; ++i) {
-    if (i < tiles) load(t_begin + i, i);
+    if (i < tiles) load(w.t_begin + i, i);
     sk::CpAsyncCommit();
   }
   for (int i = 0; i < tiles; ++i) {
     sk::CpAsyncWait<ST - 2>();
     __syncthreads();
-    if (i + ST - 1 < tiles) load(t_begin + i + ST - 1, (i + ST - 1) % ST);
+    if (i + ST - 1 < tiles) load(w.t_begin + i + ST - 1, (i + ST - 1) % ST);
     sk::CpAsyncCommit();
     const int s = i % ST;
 #pragma unroll
@@ -261,7 +275,7 @@ __global__ void __launch_bounds__(BN, 1)
   // The next grid, if a programmatic dependent, may launch now; it waits
   // for this one's end before it reads anything.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  Finish<BN>(L, R, acc, tile, rank, n0, smem);
+  Finish<BN>(L, R, acc, w, smem);
 }
 
 // Bulk-copy candidates (NN): each stage's rows arrive by cp.async.bulk, one
@@ -317,18 +331,11 @@ __global__ void __launch_bounds__(BN, 1)
   constexpr int kThreads = BN, kM = 16;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t full[ST];
-  const int split = L.split_k;
-  const int tile = static_cast<int>(blockIdx.x) / split;
-  const int rank = static_cast<int>(blockIdx.x) % split;
-  const int n0 = tile * BN;
-  const int cols = min(BN, L.n - n0);  // this tile's columns, a multiple of 8
+  const Share w = ShareOf<BN, BK>(L);
   const T* A = reinterpret_cast<const T*>(L.a.Locate());
   const T* B = reinterpret_cast<const T*>(L.b.Locate());
   const int64_t lda = L.a.ld, ldb = L.b.ld;
-  const int k_tiles = (L.k + BK - 1) / BK;
-  const int t_begin = static_cast<int>(int64_t{rank} * k_tiles / split);
-  const int t_end = static_cast<int>(int64_t{rank + 1} * k_tiles / split);
-  const int k_hi = min(L.k, t_end * BK);
+  const int cols = min(BN, L.n - w.n0);  // this tile's columns, a multiple of 8
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
             lane = tid & 31;
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -354,7 +361,7 @@ __global__ void __launch_bounds__(BN, 1)
     // The stage was last read by ldmatrix (the generic proxy); the bulk
     // copies write it through the async proxy.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    const int k0 = t * BK, rows = min(BK, k_hi - k0);  // rows: a multiple of 8
+    const int k0 = t * BK, rows = min(BK, w.k_hi - k0);  // rows: a multiple of 8
     const uint32_t bytes = uint32_t(min(L.m, kM)) * rows * 2 +
                            uint32_t(rows) * cols * 2;
     if (lane == 0) MbarExpectTx(bar(s), bytes);
@@ -362,7 +369,7 @@ __global__ void __launch_bounds__(BN, 1)
     for (int r = lane; r < L.m; r += 32)
       BulkCopy(a_stage(s) + r * S::kARow, A + r * lda + k0, rows * 2, bar(s));
     for (int r = lane; r < rows; r += 32)
-      BulkCopy(b_stage(s) + r * S::kBRow, B + (k0 + r) * ldb + n0, cols * 2,
+      BulkCopy(b_stage(s) + r * S::kBRow, B + (k0 + r) * ldb + w.n0, cols * 2,
                bar(s));
     if (rows < BK) {  // the K tail: zeros past it (A's columns, B's rows)
       for (int q = lane; q < kM * (BK - rows) / 8; q += 32) {
@@ -377,9 +384,9 @@ __global__ void __launch_bounds__(BN, 1)
       }
     }
   };
-  const int tiles = t_end - t_begin;
+  const int tiles = w.t_end - w.t_begin;
   if (warp == 0)
-    for (int i = 0; i < ST - 1 && i < tiles; ++i) issue(t_begin + i, i);
+    for (int i = 0; i < ST - 1 && i < tiles; ++i) issue(w.t_begin + i, i);
   float acc[4][4] = {};
   for (int i = 0; i < tiles; ++i) {
     const int s = i % ST;
@@ -387,7 +394,7 @@ __global__ void __launch_bounds__(BN, 1)
     // refills, and the K tail's zeros written by warp 0 are visible.
     __syncthreads();
     if (warp == 0 && i + ST - 1 < tiles)
-      issue(t_begin + i + ST - 1, (i + ST - 1) % ST);
+      issue(w.t_begin + i + ST - 1, (i + ST - 1) % ST);
     MbarWait(bar(s), (i / ST) & 1);
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
@@ -405,7 +412,7 @@ __global__ void __launch_bounds__(BN, 1)
       }
     }
   }
-  Finish<BN>(L, R, acc, tile, rank, n0, smem);
+  Finish<BN>(L, R, acc, w, smem);
 }
 
 template <int BN, int BK, int ST>
