@@ -910,14 +910,17 @@ _LOGGED_SMALL_SWIGLU = textwrap.dedent("""
     import sys, json
     import jax, jax.numpy as jnp
     import jax_dynoff as dyn
-    dt = jnp.dtype(json.loads(sys.argv[1]))
+    dt = jnp.dtype(json.loads(sys.argv[1])[0])
     lhs = jnp.ones((512, 128), dt) / 128
-    rhs = jnp.ones((64, 128, 136), dt)
+    # 144 columns: out's 72 are 144 bytes a row, the 16-byte multiple the
+    # grouped path needs (136 would run composed: a float32 product, then
+    # XLA's activation).
+    rhs = jnp.ones((64, 128, 144), dt)
     gs = jnp.asarray([8] * 32 + [16] * 8 + [0] * 24, jnp.int32)
     opts = dyn.KernelOptions(grouped_tile="small_groups")
     y = jax.jit(lambda a, b: dyn.ragged_dot(
         a, b, gs, activation="swiglu", opts=opts))(lhs, rhs)
-    print(float(y[0, 0]), float(y[383, 67]), float(y[384:].sum()))
+    print(float(y[0, 0]), float(y[383, 71]), float(y[384:].sum()))
 """)
 
 
