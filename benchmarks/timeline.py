@@ -7,7 +7,8 @@ idle gaps between them.  The device image has ncu but no nsys; the trace
 that `jax.profiler` writes is read back with `jax.profiler.ProfileData`.
 
     python benchmarks/timeline.py [--iters N] [--warmup S] [--host] [--rounds R]
-                                  [plain M N K | loop | cond | stacked L M N] ...
+                                  [plain M N K | loop | cond | stacked L M N |
+                                   moe E T D F] ...
     XLA_FLAGS="$(python -c 'import jax_dynoff as d; print(d.cuda_graph_flags(whole_loops=True))')" \\
         python benchmarks/timeline.py plain 2048 2048 2048
 
@@ -203,6 +204,25 @@ def cond(L=16, m=512, n=4096, iters=2):
           iters * L)
 
 
+def moe(experts, tokens, d, f, iters=5):
+  """ragged_dot over `experts` uniform groups of (tokens, d) @ (d, f) (the
+  forward loop of benchmarks/moe_peers.py: the call and everything it
+  brings with it, the zeroed out included), beside one dense jnp.dot of
+  the same FLOPs."""
+  import moe_peers  # pylint: disable=g-import-not-at-top
+  import jax_dynoff as dyn  # pylint: disable=g-import-not-at-top
+  kx, kw = jax.random.split(jax.random.key(0))
+  x = bench._rand(kx, (tokens, d), jnp.bfloat16)  # pylint: disable=protected-access
+  w = bench._rand(kw, (experts, d, f), jnp.bfloat16, d ** -0.5)  # pylint: disable=protected-access
+  g = jnp.asarray(moe_peers.group_sizes("uniform", experts, tokens))
+  loops = {"ours": moe_peers._fwd_loop(  # pylint: disable=protected-access
+      lambda x, w, g: dyn.ragged_dot(x, w, g), x, w, g),
+           "dense": bench.Loop(bench.moe_dense_body,
+                               jnp.zeros((tokens, f), jnp.bfloat16),
+                               (x, w[0]))}
+  return {side: bench.compile_loop(l, iters) for side, l in loops.items()}, iters
+
+
 def main(argv):
   cases = []
   iters, warmup_s, show_host, rounds = 20, 0.0, False, 0
@@ -223,6 +243,9 @@ def main(argv):
       cases.append(("loop L64 128x1024x1024", loop()))
     elif name == "cond":
       cases.append(("cond L16 512x4096x4096", cond()))
+    elif name == "moe":
+      e, t, d, f = (int(argv.pop(0)) for _ in range(4))
+      cases.append((f"moe E{e} {t}x{d}->{f}", moe(e, t, d, f)))
     elif name == "stacked":
       L, m, n = (int(argv.pop(0)) for _ in range(3))
       cases.append((f"stacked L{L} {m}x{n}x{n}", stacked(L, m, n)))

@@ -149,6 +149,22 @@ def test_loop_floor_times_every_variant_and_reads_its_trace(capsys):
              for ev, count, _ in rows), rows
 
 
+def test_timeline_moe_case_runs_both_sides():
+  """benchmarks/timeline.py's moe case at a tiny shape: ragged_dot's loop
+  and the dense one compile and run, each to a (tokens, f) result, and the
+  ragged side's equals lax.ragged_dot on the same operands."""
+  tl = _timeline()
+  sides, iters = tl.moe(4, 64, 32, 16, iters=1)
+  assert set(sides) == {"ours", "dense"} and iters == 1
+  for side, (f, args) in sides.items():
+    y = np.asarray(jax.block_until_ready(f(*args)), np.float32)
+    assert y.shape == (64, 16) and np.isfinite(y).all(), side
+    if side == "ours":
+      x, w, g = args[1]
+      want = np.asarray(jax.lax.ragged_dot(x, w, g), np.float32)
+      np.testing.assert_allclose(y, want, rtol=2e-2, atol=2e-2)
+
+
 def test_timeline_idle_report():
   """benchmarks/timeline.py attributes idle device time to the event that
   ends each gap (synthetic events: name, start ns, duration ns)."""
