@@ -22,7 +22,9 @@
 # weight-gradient kernels checked against float32 and timed against their
 # floors (benchmarks/small_groups_fwd, small_k_grad), what a skinny call
 # costs before its first byte and what an L2 prefetch of the next layer
-# buys (benchmarks/skinny/variants.cu --floors), and the grouped tiles on
+# buys (benchmarks/skinny/variants.cu --floors), where the shipped skinny
+# kernel's time goes phase by phase (benchmarks/skinny/phases.cu), each
+# logged to probe_<dir>_<file>.txt, and the grouped tiles on
 # MoE layers (the sm90_tiles grouped sweep: candidates matching PROBE_TILES,
 # default "lib_|_2x1", on grouped_cases.py --peers PROBE_PEERS, default
 # qwen3_30b_down,qwen3_30b_up,mixtral_up).
@@ -127,10 +129,11 @@ fi
 if [ -n "${PROBES:-}" ]; then
   step "probes"
   pflags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi"
-  for p in small_groups_fwd/probe small_k_grad/probe skinny/variants; do
-    name=$(dirname "$p")
+  for p in small_groups_fwd/probe small_k_grad/probe skinny/variants \
+           skinny/phases; do
+    name=${p//\//_}
     exe=/tmp/probe_$name
-    args=""; [ "$name" = skinny ] && args=--floors
+    args=""; [ "$p" = skinny/variants ] && args=--floors
     if nvcc $pflags "benchmarks/$p.cu" -o "$exe" > "$res/probe_$name.txt" 2>&1; then
       "$exe" $args >> "$res/probe_$name.txt" 2>&1 || status=1
     else

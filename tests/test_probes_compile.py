@@ -25,6 +25,7 @@ NVCC = shutil.which("nvcc")
 PROBES = [
     "benchmarks/skinny/probe.cu",        # the skinny kernel alone
     "benchmarks/skinny/variants.cu",     # skinny tile shapes without a cluster
+    "benchmarks/skinny/phases.cu",       # the skinny kernel phase by phase
     "benchmarks/small_k_grad/probe.cu",  # a small-group weight gradient
     "benchmarks/small_groups_fwd/probe.cu",  # a small-group forward
 ]

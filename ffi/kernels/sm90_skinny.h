@@ -161,9 +161,28 @@ __device__ __forceinline__ uint32_t Swz(int row, int chunk, int row_bytes) {
   return static_cast<uint32_t>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
 }
 
+// Where a probe can time the kernel's phases (benchmarks/skinny/phases.cu
+// passes a Marks type that reads the clocks).  The library's kernels take
+// NoMarks, which compiles to nothing.  `dep`, where given, is a value the
+// phase has produced (an operand's located address): a timing Marks waits
+// for it, so the mark falls after the offset reads, not at their issue.
+enum SkinnyPhase {
+  kPhaseEntry,      // the CTA starts
+  kPhaseLocated,    // A's and B's windows located (the offsets read)
+  kPhaseFirstTile,  // the first K tile has landed in shared memory
+  kPhaseMainLoop,   // every K tile multiplied
+  kPhasePartials,   // every rank's partial tile in place (cluster barrier)
+  kPhaseStored,     // this rank's columns reduced and stored
+  kPhaseExit,       // past the last barrier
+  kNumPhases
+};
+struct NoMarks {
+  __device__ __forceinline__ static void At(SkinnyPhase, const void* = nullptr) {}
+};
+
 // TOut: C's and D's element (T's, or float32).
 template <typename T, int kMFrags, int kStages, bool kTransB,
-          typename TOut = T>
+          typename TOut = T, typename Marks = NoMarks>
 __global__ void __launch_bounds__(kThreads, 1)
     SkinnyKernel(const SkinnyLaunch L) {
   namespace cg = cooperative_groups;
@@ -174,8 +193,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int split = L.split_k;  // == the cluster size along x
   const int rank = static_cast<int>(blockIdx.x) % split;
   const int n0 = static_cast<int>(blockIdx.x) / split * kTileN;
+  Marks::At(kPhaseEntry);
   const T* A = reinterpret_cast<const T*>(L.a.Locate());
   const T* B = reinterpret_cast<const T*>(L.b.Locate());
+  Marks::At(kPhaseLocated, B);
   const int64_t lda = L.a.ld, ldb = L.b.ld;
   // This rank's K tiles: an even share, in order.
   const int k_tiles = (L.k + kTileK - 1) / kTileK;
@@ -245,6 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < tiles; ++i) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();  // tile i landed; everyone is done with tile i - 1
+    if (i == 0) Marks::At(kPhaseFirstTile);
     if (i + kStages - 1 < tiles) {
       load_a(t_begin + i + kStages - 1, (i + kStages - 1) % kStages);
       load_b(t_begin + i + kStages - 1, (i + kStages - 1) % kStages);
@@ -283,6 +305,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   CpAsyncWait<0>();
   __syncthreads();  // the pipeline's shared memory becomes the partial tile
+  Marks::At(kPhaseMainLoop);
 
   float* red = reinterpret_cast<float*>(smem);
 #pragma unroll
@@ -299,6 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   cg::cluster_group cluster = cg::this_cluster();
   if (split > 1) cluster.sync();  // every rank's partial is in place
   else __syncthreads();
+  Marks::At(kPhasePartials);
 
   // This rank's columns of the tile, 8 at a time: the ranks' partials in
   // rank order, then the epilogue.
@@ -328,12 +352,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int e = 0; e < 8; ++e) v[e] = L.alpha * v[e] + L.beta * c[e];
     StoreChunk(D + row * L.d.ld + n0 + col, valid, v);
   }
+  Marks::At(kPhaseStored);
   if (split > 1) cluster.sync();  // no rank leaves while others read it
+  Marks::At(kPhaseExit);
 }
 
 // The shared memory above 48 KiB needs opting in, once per device (as for
 // the CUTLASS kernels, kernels/run_sm90_gemm.h).
-template <typename T, int kMFrags, int kStages, bool kTransB, typename TOut>
+template <typename T, int kMFrags, int kStages, bool kTransB, typename TOut,
+          typename Marks>
 cudaError_t PrepareOnce(int device) {
   static std::atomic<uint64_t> done{0};
   const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
@@ -341,7 +368,7 @@ cudaError_t PrepareOnce(int device) {
     return cudaSuccess;
   const cudaError_t e = cudaFuncSetAttribute(
       reinterpret_cast<const void*>(
-          &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut>),
+          &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>),
       cudaFuncAttributeMaxDynamicSharedMemorySize, Smem<kMFrags, kStages>::kBytes);
   if (e == cudaSuccess && bit != 0)
     done.fetch_or(bit, std::memory_order_release);
@@ -352,7 +379,8 @@ cudaError_t PrepareOnce(int device) {
 // and launches it again for a call at the same addresses (kernels/launch.h
 // PreparedLaunch), skipping the set-up of the call.
 template <typename T, int kMFrags, bool kTransB = false,
-          int kStages = kDefaultStages, typename TOut = T>
+          int kStages = kDefaultStages, typename TOut = T,
+          typename Marks = NoMarks>
 std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
   static_assert(sizeof(SkinnyLaunch) <= kMaxParamBytes,
                 "the kernel's parameter must fit a PreparedLaunch");
@@ -362,13 +390,13 @@ std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
       (l.split_k & (l.split_k - 1)) != 0)
     return "skinny kernel: split must be 1, 2, 4 or 8";
   if (cudaError_t e =
-          PrepareOnce<T, kMFrags, kStages, kTransB, TOut>(l.device);
+          PrepareOnce<T, kMFrags, kStages, kTransB, TOut, Marks>(l.device);
       e != cudaSuccess)
     return std::string("skinny kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
   const int tiles = (l.n + kTileN - 1) / kTileN;
   out->fn = reinterpret_cast<const void*>(
-      &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut>);
+      &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>);
   out->grid = dim3(static_cast<unsigned>(tiles * l.split_k));
   out->block = dim3(kThreads);
   out->cluster = dim3(static_cast<unsigned>(l.split_k), 1, 1);
@@ -380,10 +408,12 @@ std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
 
 // Prepare and launch at once (the probes, benchmarks/skinny).
 template <typename T, int kMFrags, bool kTransB = false,
-          int kStages = kDefaultStages, typename TOut = T>
+          int kStages = kDefaultStages, typename TOut = T,
+          typename Marks = NoMarks>
 std::string Run(const SkinnyLaunch& l) {
   PreparedLaunch ready;
-  if (std::string r = Prepare<T, kMFrags, kTransB, kStages, TOut>(l, &ready);
+  if (std::string r =
+          Prepare<T, kMFrags, kTransB, kStages, TOut, Marks>(l, &ready);
       !r.empty())
     return r;
   const std::string r = LaunchPrepared(ready, l.stream);
