@@ -2,12 +2,13 @@
 // phase, in a loop body as the library runs it.
 //
 // Why: the shipped kernel takes ~2.5 us more than a plain stream of the
-// same bytes at every size (benchmarks/results/2026-12-05-h100-f391a5e:
-// 16x512x512 5.0 us against 2.3 for a 512 KiB stream, both with the loop's
-// counter kernel; 8x2048x2048 7.8 against 5.1-5.4 for 8 MiB), and that
-// fixed part decides the m <= 16 cells of the small-GEMM sweep.  This probe
-// says which phase holds it: reading the offsets, the first tile's latency,
-// the main loop, the cluster's reduction, the stores.
+// same bytes at every size (benchmarks/results/2026-12-05-h100-f391a5e,
+// variants.cu with B's layer picked on the host: 16x512x512 5.0 us against
+// 2.3 for a 512 KiB stream, both with the loop's counter kernel;
+// 8x2048x2048 7.8 against 5.1-5.4 for 8 MiB), and that fixed part decides
+// the m <= 16 cells of the small-GEMM sweep.  This probe says which phase
+// holds it: reading the offsets, the first tile's latency, the main loop,
+// the cluster's reduction, the stores.
 //
 // The kernel is the library's own, instantiated with ClockMarks (its Marks
 // hook): the first thread of every CTA records %globaltimer (ns, common to
@@ -16,12 +17,19 @@
 // advances the layer of B the next GEMM reads through a device offset (the
 // stacked-weights loop: B's layer comes from the loop counter, cold from
 // HBM), as in variants.cu's timings.  Per shape it prints:
-//   - us per GEMM plus counter (graph replays between events);
+//   - us per GEMM plus counter (graph replays between events), marked and
+//     unmarked (the library's kernel as it ships, NoMarks), so the marks'
+//     own cost shows;
 //   - per phase, the CTAs' median and maximum time from the previous phase
 //     (SM cycles at the clock the kernel's own globaltimer span implies);
 //   - the gap between one GEMM's last CTA exit and the next one's first
-//     CTA entry (the counter kernel and two launches), and the spread of
-//     the CTAs' entries within a GEMM.
+//     CTA entry (the counter kernel, two launches and the probe's own
+//     write-out of 112 bytes a CTA after its exit mark), and the spread of
+//     the CTAs' entries within a GEMM;
+//   - the smallest step of %globaltimer seen (its resolution bounds the
+//     gaps; the phases use clock64).
+// "stored" is when the CTA's stores are issued; waiting for them to land
+// falls in "exit" (cluster.sync() begins with a memory barrier).
 // Build and run (offline, sm_90a, no CUTLASS):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/phases.cu -o /tmp/skinny_phases && /tmp/skinny_phases
@@ -40,9 +48,9 @@ constexpr int kMaxCtas = 1024;    // per GEMM
 struct Mark {
   unsigned long long ns, cycles;
 };
-__device__ Mark* g_marks;             // [layer][cta][phase]
-__device__ const char* g_b_base;      // B's layer 0
-__device__ long long g_layer_bytes;   // between B's layers
+__constant__ Mark* g_marks;             // [layer][cta][phase]
+__constant__ const char* g_b_base;      // B's layer 0
+__constant__ double g_per_layer_byte;   // 1 / bytes between B's layers
 
 // The first thread of each CTA keeps its marks in shared memory and writes
 // them out at the exit, so no global access of the probe's lies between
@@ -61,8 +69,8 @@ struct ClockMarks {
       for (int p = 0; p < kPhases; ++p) s_marks[p] = Mark{ns, cycles};
     s_marks[phase] = Mark{ns, cycles};
     if (phase != sk::kPhaseExit) return;
-    const long long layer =
-        (static_cast<const char*>(s_b) - g_b_base) / g_layer_bytes;
+    const long long layer = __double2ll_rn(
+        double(static_cast<const char*>(s_b) - g_b_base) * g_per_layer_byte);
     Mark* out = g_marks + (size_t(layer % kLayers) * kMaxCtas + blockIdx.x) *
                               kPhases;
     for (int p = 0; p < kPhases; ++p) out[p] = s_marks[p];
@@ -90,8 +98,9 @@ void RunShape(int m, int n, int k, int split, T* a, T* b, T* d, int32_t* ctr,
   l.b.term[0].dim = kLayers;
   l.b.term[0].win = 1;
   l.b.term[0].scale = int64_t(k) * n * 2;
-  const long long layer_bytes = l.b.term[0].scale;
-  CK(cudaMemcpyToSymbol(g_layer_bytes, &layer_bytes, sizeof(layer_bytes)));
+  const double per_layer_byte = 1.0 / double(l.b.term[0].scale);
+  CK(cudaMemcpyToSymbol(g_per_layer_byte, &per_layer_byte,
+                        sizeof(per_layer_byte)));
   l.c = l.d = Op(d, n);
   l.split_k = split;
   l.device = 0;
@@ -100,6 +109,11 @@ void RunShape(int m, int n, int k, int split, T* a, T* b, T* d, int32_t* ctr,
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   l.stream = st;
   bool failed = false;
+  const double plain_us = GraphUsPerLaunch(st, kLayers, 20, [&](int i) {
+    if (i == 0) CK(cudaMemsetAsync(ctr, 0, 4, st));
+    if (!sk::Run<T, 1, false>(l).empty()) failed = true;
+    Counter<<<1, 1, 0, st>>>(ctr);
+  });
   const double us = GraphUsPerLaunch(st, kLayers, 20, [&](int i) {
     if (i == 0) CK(cudaMemsetAsync(ctr, 0, 4, st));
     if (!sk::Run<T, 1, false, sk::kDefaultStages, T, ClockMarks>(l).empty())
@@ -129,6 +143,23 @@ void RunShape(int m, int n, int k, int split, T* a, T* b, T* d, int32_t* ctr,
                    at(layer, c, sk::kPhaseEntry).ns);
     }
   const double ghz = ns > 0 ? cycles / ns : 1.98;
+  // Times relative to the earliest mark (a double cannot hold a raw
+  // %globaltimer, ~1.8e18 ns, to the ns), and the timer's smallest step.
+  unsigned long long base = ~0ull;
+  std::vector<unsigned long long> stamps;
+  for (int layer = 0; layer < kLayers; ++layer)
+    for (int c = 0; c < ctas; ++c)
+      for (int p = 0; p < kPhases; ++p) {
+        base = std::min(base, at(layer, c, p).ns);
+        stamps.push_back(at(layer, c, p).ns);
+      }
+  std::sort(stamps.begin(), stamps.end());
+  unsigned long long step = 0;
+  for (size_t i = 1; i < stamps.size(); ++i)
+    if (stamps[i] > stamps[i - 1] &&
+        (step == 0 || stamps[i] - stamps[i - 1] < step))
+      step = stamps[i] - stamps[i - 1];
+  auto rel = [base](unsigned long long t) { return double(t - base); };
   std::vector<std::vector<double>> phase_us(kPhases);
   std::vector<double> gaps, spreads, spans;
   double prev_exit = -1;
@@ -137,9 +168,9 @@ void RunShape(int m, int n, int k, int split, T* a, T* b, T* d, int32_t* ctr,
     for (int c = 0; c < ctas; ++c) {
       const Mark& e = at(layer, c, sk::kPhaseEntry);
       const Mark& x = at(layer, c, sk::kPhaseExit);
-      first_entry = std::min(first_entry, double(e.ns));
-      last_entry = std::max(last_entry, double(e.ns));
-      last_exit = std::max(last_exit, double(x.ns));
+      first_entry = std::min(first_entry, rel(e.ns));
+      last_entry = std::max(last_entry, rel(e.ns));
+      last_exit = std::max(last_exit, rel(x.ns));
       for (int p = 1; p < kPhases; ++p)
         phase_us[p].push_back(
             double(at(layer, c, p).cycles - at(layer, c, p - 1).cycles) /
@@ -147,15 +178,16 @@ void RunShape(int m, int n, int k, int split, T* a, T* b, T* d, int32_t* ctr,
     }
     spreads.push_back((last_entry - first_entry) / 1e3);
     spans.push_back((last_exit - first_entry) / 1e3);
-    if (layer > 0 && prev_exit > 0) gaps.push_back((first_entry - prev_exit) / 1e3);
+    if (layer > 0) gaps.push_back((first_entry - prev_exit) / 1e3);
     prev_exit = last_exit;
   }
-  std::printf("SHAPE %dx%dx%d split %d (%d CTAs): %.2f us per GEMM + counter; "
-              "first entry to last exit %.2f us (median), the next GEMM's "
-              "first entry %.2f us after the last exit, entries spread over "
-              "%.2f us; SM clock %.2f GHz\n",
-              m, n, k, split, ctas, us, Median(spans), Median(gaps),
-              Median(spreads), ghz);
+  std::printf("SHAPE %dx%dx%d split %d (%d CTAs): %.2f us per GEMM + counter "
+              "(%.2f unmarked); first entry to last exit %.2f us (median), "
+              "the next GEMM's first entry %.2f us after the last exit, "
+              "entries spread over %.2f us; SM clock %.2f GHz, globaltimer "
+              "step %llu ns\n",
+              m, n, k, split, ctas, us, plain_us, Median(spans), Median(gaps),
+              Median(spreads), ghz, step);
   static const char* names[kPhases] = {"entry", "located", "first tile",
                                        "main loop", "partials", "stored",
                                        "exit"};
