@@ -9,18 +9,10 @@
 #include <cstdint>
 
 #include "../cuda_check.h"
+#include "../sm90_tiles/fill.h"  // Fill: hashed bf16 in [-1, 1)
 #include "kernels/sm90_skinny.h"
 
 using T = __nv_bfloat16;
-
-__global__ void Fill(T* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-    p[i] = __float2bfloat16((int(h % 2001) - 1000) / 1000.f);
-  }
-}
 
 // D = alpha * A @ B + beta * C, float32, row-major windows.
 // B's element (t, j) of op(B) at b[t * b_row + j * b_col].

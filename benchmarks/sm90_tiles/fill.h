@@ -1,5 +1,6 @@
-// Deterministic bf16 test data in [-1, 1) for the sweep tools (hash of the
-// index, so no host copy and no zeros to flatter the timing).
+// Deterministic bf16 test data in [-1, 1) for the sweep tools and the
+// probes (hash of the index, so no host copy and no zeros to flatter the
+// timing).
 #pragma once
 #include <cuda_bf16.h>
 

@@ -49,6 +49,7 @@
 
 #include "../cuda_check.h"
 #include "../grouped_items.h"
+#include "../sm90_tiles/fill.h"  // Fill: hashed bf16 in [-1, 1)
 #include "kernels/small_group_fwd.h"  // the kernel
 
 using T = __nv_bfloat16;
@@ -110,15 +111,6 @@ cudaError_t Run(const Args& a, const Items& it, int experts, int m,
 }
 
 }  // namespace small_fwd
-
-__global__ void Fill(T* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-    p[i] = __float2bfloat16((int(h % 2001) - 1000) / 1000.f);
-  }
-}
 
 // h's element (row, nn) in float32: W[e] is k x n (NN) or n x k (NT).
 __device__ float Dot(const T* x, const T* we, int row, int nn, int k, int n,
