@@ -14,6 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -151,6 +152,25 @@ struct SkinnyKernelEntry {
   // for a call at the same addresses.
   std::string (*prepare)(const SkinnyLaunch&, PreparedLaunch*);
 };
+
+// Runs `prepare` (it sets a kernel's function attributes, which live in the
+// function's per-device state: dynamic shared memory above 48 KiB, cluster
+// launches, the carveout) once per device, not on every call: those are
+// driver calls on the host's critical path when a loop of small GEMMs is
+// bound by the host.  One record per `Prepare` type: each call site's
+// lambda, in each instantiation of the kernel template around it, has its
+// own.  Racing first calls both run `prepare`: it sets the same values.
+template <typename Prepare>
+cudaError_t OncePerDevice(int device, Prepare prepare) {
+  static std::atomic<uint64_t> done{0};  // bit d: device d is prepared
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit))
+    return cudaSuccess;
+  const cudaError_t e = prepare();
+  if (e == cudaSuccess && bit != 0)
+    done.fetch_or(bit, std::memory_order_release);
+  return e;
+}
 
 // A kernel launch made ready on the host: the function, its launch shape
 // and its parameters as bytes, so that a handler can keep it and launch it

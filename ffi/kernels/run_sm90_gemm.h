@@ -30,20 +30,17 @@ namespace kernels {
 // device is enough (attributes live in the function's per-device state).
 template <typename Kernel>
 cudaError_t PrepareSm90KernelOnce(int device) {
-  static std::atomic<uint64_t> done{0};  // bit d: device d is prepared
-  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
-  const void* fn = reinterpret_cast<const void*>(
-      &cutlass::device_kernel<Kernel>);
-  cudaError_t e = cudaFuncSetAttribute(
-      fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(Kernel::SharedStorageSize));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(
-        fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  // Racing first calls both set the same values: harmless.
-  if (e == cudaSuccess && bit != 0) done.fetch_or(bit, std::memory_order_release);
-  return e;
+  return OncePerDevice(device, [] {
+    const void* fn = reinterpret_cast<const void*>(
+        &cutlass::device_kernel<Kernel>);
+    cudaError_t e = cudaFuncSetAttribute(
+        fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(Kernel::SharedStorageSize));
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(
+          fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    return e;
+  });
 }
 
 // One SM90 GEMM made ready: can_implement, the kernel's workspace set-up

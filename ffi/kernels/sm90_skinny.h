@@ -362,17 +362,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <typename T, int kMFrags, int kStages, bool kTransB, typename TOut,
           typename Marks>
 cudaError_t PrepareOnce(int device) {
-  static std::atomic<uint64_t> done{0};
-  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit))
-    return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(
-      reinterpret_cast<const void*>(
-          &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>),
-      cudaFuncAttributeMaxDynamicSharedMemorySize, Smem<kMFrags, kStages>::kBytes);
-  if (e == cudaSuccess && bit != 0)
-    done.fetch_or(bit, std::memory_order_release);
-  return e;
+  return OncePerDevice(device, [] {
+    return cudaFuncSetAttribute(
+        reinterpret_cast<const void*>(
+            &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>),
+        cudaFuncAttributeMaxDynamicSharedMemorySize,
+        Smem<kMFrags, kStages>::kBytes);
+  });
 }
 
 // Makes the launch Run makes, without launching it: the handler keeps it

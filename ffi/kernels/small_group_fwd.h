@@ -378,24 +378,20 @@ __global__ void __launch_bounds__(kThreads)
 // the skinny kernel).
 template <typename T, typename TOut, bool kTransB, bool kSwiglu>
 cudaError_t PrepareOnce(int device) {
-  static std::atomic<uint64_t> done{0};
-  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit))
-    return cudaSuccess;
-  const void* fn = reinterpret_cast<const void*>(
-      &SmallGroupFwdKernel<T, TOut, kTransB, kSwiglu>);
-  cudaError_t e = cudaFuncSetAttribute(
-      fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      kSmemBytes<StageOf<TOut, kSwiglu>>);
-  // The whole carveout as shared memory, so that two CTAs fit an SM (the
-  // driver may otherwise size it for one).
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(fn,
-                             cudaFuncAttributePreferredSharedMemoryCarveout,
-                             cudaSharedmemCarveoutMaxShared);
-  if (e == cudaSuccess && bit != 0)
-    done.fetch_or(bit, std::memory_order_release);
-  return e;
+  return OncePerDevice(device, [] {
+    const void* fn = reinterpret_cast<const void*>(
+        &SmallGroupFwdKernel<T, TOut, kTransB, kSwiglu>);
+    cudaError_t e = cudaFuncSetAttribute(
+        fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        kSmemBytes<StageOf<TOut, kSwiglu>>);
+    // The whole carveout as shared memory, so that two CTAs fit an SM (the
+    // driver may otherwise size it for one).
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(fn,
+                               cudaFuncAttributePreferredSharedMemoryCarveout,
+                               cudaSharedmemCarveoutMaxShared);
+    return e;
+  });
 }
 
 inline size_t Workspace(const GroupedLaunch&) { return 0; }

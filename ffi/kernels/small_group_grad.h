@@ -212,16 +212,11 @@ __global__ void __launch_bounds__(kThreads)
 // the skinny kernel).
 template <typename T, typename TOut>
 cudaError_t PrepareOnce(int device) {
-  static std::atomic<uint64_t> done{0};
-  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit))
-    return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(
-      reinterpret_cast<const void*>(&SmallGroupGradKernel<T, TOut>),
-      cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<TOut>);
-  if (e == cudaSuccess && bit != 0)
-    done.fetch_or(bit, std::memory_order_release);
-  return e;
+  return OncePerDevice(device, [] {
+    return cudaFuncSetAttribute(
+        reinterpret_cast<const void*>(&SmallGroupGradKernel<T, TOut>),
+        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<TOut>);
+  });
 }
 
 inline size_t Workspace(const GroupedLaunch&) { return 0; }
