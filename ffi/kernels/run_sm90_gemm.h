@@ -8,7 +8,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string>

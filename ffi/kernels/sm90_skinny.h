@@ -35,7 +35,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string>
