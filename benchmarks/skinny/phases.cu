@@ -77,8 +77,6 @@ struct ClockMarks {
   }
 };
 
-__global__ void Counter(int32_t* i) { *i += 1; }
-
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

@@ -1,7 +1,8 @@
-// What the skinny kernel's standalone probes share (probe.cu, variants.cu):
-// the element type, the operands' fill, the float32 reference GEMM, a
-// window's SkinnyOperand and the timing of launches captured in a CUDA
-// graph.  Not part of the library build.
+// What the skinny kernel's standalone probes share (probe.cu, variants.cu,
+// phases.cu): the element type, the operands' fill, the loop's counter
+// kernel, the float32 reference GEMM, a window's SkinnyOperand and the
+// timing of launches captured in a CUDA graph.  Not part of the library
+// build.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -13,6 +14,9 @@
 #include "kernels/sm90_skinny.h"
 
 using T = __nv_bfloat16;
+
+// A one-thread kernel between the GEMMs: the loop counter of XLA's body.
+__global__ void Counter(int32_t* i) { *i += 1; }
 
 // D = alpha * A @ B + beta * C, float32, row-major windows.
 // B's element (t, j) of op(B) at b[t * b_row + j * b_col].

@@ -571,8 +571,6 @@ bool Check(RunFn run, const char* name, int m, int n, int k, int split,
   return ok;
 }
 
-// A one-thread kernel between the GEMMs: the loop counter of XLA's body.
-__global__ void Counter(int32_t* i) { *i += 1; }
 
 // us per GEMM, 32 GEMMs in a graph, each on a new layer of B (cold), a
 // counter kernel after each (as a loop body runs), A's rows at offset 0.
