@@ -8,8 +8,8 @@
 // kernel with the skinny kernel's launch shape, and the skinny kernel's
 // cluster placement; benchmarks/results/2026-12-04-h200-3bc3d7b/;
 // --nocluster: a variant whose CTAs add their partials through global
-// memory instead of a cluster, checked, then timed beside it).  Build
-// and run:
+// memory instead of a cluster, checked, then timed beside it; --checks:
+// the checks alone, for a run under compute-sanitizer).  Build and run:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/probe.cu -o /tmp/skinny_probe && /tmp/skinny_probe
 #include <cuda_bf16.h>
@@ -481,7 +481,9 @@ int main(int argc, char** argv) {
   ok &= Check(16, 4096, 4096, 4, 0.f, true);
   ok &= Check(3, 72, 200, 1, 1.f, true);
   g_check_run = nullptr;
-  if (argc > 1 && std::strcmp(argv[1], "--launch") == 0) {
+  if (argc > 1 && std::strcmp(argv[1], "--checks") == 0) {
+    // The checks alone (a run under compute-sanitizer).
+  } else if (argc > 1 && std::strcmp(argv[1], "--launch") == 0) {
     // What the launch shape alone costs: a streaming kernel of the skinny
     // kernel's grid, with its cluster (either scheduling policy) and shared
     // memory or not; then the skinny kernel itself placed either way, with

@@ -88,17 +88,20 @@ struct Smem {
 
 // The reduction's cluster primitives (PTX ISA 8.0+, sm_90).  A launch
 // without a cluster is a cluster of one CTA: they hold at split 1 as well.
-__device__ __forceinline__ void MbarInitExpectingBytes(uint32_t bar,
-                                                       uint32_t bytes) {
-  // One arrival, made here, and the bytes still to come: the phase
-  // completes when they have all landed.
+__device__ __forceinline__ void MbarInit(uint32_t bar) {
+  // One arrival: MbarExpectBytes's.
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar)
-               : "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::
-                   "r"(bar), "r"(bytes)
                : "memory");
   // The initialisation, visible across the cluster at its next barrier.
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// The one arrival, and the bytes to come: the phase completes when they
+// have all landed.  Bytes that land first take the count below zero (its
+// range is +-(2^20 - 1)), so this may follow the peers' first stores.
+__device__ __forceinline__ void MbarExpectBytes(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::
+                   "r"(bar), "r"(bytes)
+               : "memory");
 }
 __device__ __forceinline__ void ClusterArriveRelaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
@@ -340,8 +343,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // located, so that the epilogue waits on no offset.
   const uint32_t bar =
       static_cast<uint32_t>(__cvta_generic_to_shared(smem + Sm::kBarrier));
-  if (tid == 0) MbarInitExpectingBytes(bar, Sm::kRedBytesIn);
-  ClusterArriveRelaxed();
+  if (split > 1) {
+    if (tid == 0) MbarInit(bar);
+    ClusterArriveRelaxed();
+  }
   TOut* D = reinterpret_cast<TOut*>(const_cast<char*>(L.d.Locate()));
   const TOut* C = L.beta != 0.f
                       ? reinterpret_cast<const TOut*>(L.c.Locate())
@@ -405,11 +410,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // Each partial into its owner's slot `rank` (the owner of column c is
   // c / width; a lane's two columns have the same owner), counted on the
-  // owner's barrier; then this rank's own slots, all landed.
+  // owner's barrier; then this rank's own slots, all landed.  Alone (split
+  // 1, a launch without a cluster, where st.async is not defined), plain
+  // stores and the CTA's barrier.
   const uint32_t red =
       static_cast<uint32_t>(__cvta_generic_to_shared(smem + Sm::kPipe));
   const int slot_ld = width + kRedPad, slot = kM * slot_ld;
-  ClusterWait();  // every owner's barrier is initialised
+  if (split > 1) {
+    ClusterWait();  // every owner's barrier is initialised
+    if (tid == 0) MbarExpectBytes(bar, Sm::kRedBytesIn);
+  }
 #pragma unroll
   for (int f = 0; f < kMFrags; ++f)
 #pragma unroll
@@ -417,17 +427,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int row = f * 16 + (lane >> 2);
       const int col = warp * 32 + j * 8 + (lane & 3) * 2;
       const int owner = col / width;
-      const uint32_t dst = MapToRank(
-          red + 4u * (rank * slot + row * slot_ld + (col - owner * width)),
-          owner);
-      const uint32_t owner_bar = MapToRank(bar, owner);
-      StAsync2(dst, acc[f][j][0], acc[f][j][1], owner_bar);
-      StAsync2(dst + 32u * slot_ld, acc[f][j][2], acc[f][j][3], owner_bar);
+      const uint32_t at =
+          red + 4u * (rank * slot + row * slot_ld + (col - owner * width));
+      if (split > 1) {
+        const uint32_t dst = MapToRank(at, owner);
+        const uint32_t owner_bar = MapToRank(bar, owner);
+        StAsync2(dst, acc[f][j][0], acc[f][j][1], owner_bar);
+        StAsync2(dst + 32u * slot_ld, acc[f][j][2], acc[f][j][3], owner_bar);
+      } else {
+        float* p = reinterpret_cast<float*>(smem + (at - base));
+        *reinterpret_cast<float2*>(p) = make_float2(acc[f][j][0], acc[f][j][1]);
+        *reinterpret_cast<float2*>(p + 8 * slot_ld) =
+            make_float2(acc[f][j][2], acc[f][j][3]);
+      }
     }
   // Only this CTA's own barrier is waited for: no rank touches another's
   // shared memory after its pushes, and an owner cannot leave before the
   // bytes it counts have landed, so no barrier precedes the exit.
-  MbarWaitPhase0(bar);
+  if (split > 1) MbarWaitPhase0(bar);
+  else __syncthreads();
   Marks::At(kPhasePartials);
 
   // This rank's chunks: the slots in rank order, then the epilogue.
