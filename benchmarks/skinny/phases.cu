@@ -28,8 +28,9 @@
 //     the CTAs' entries within a GEMM;
 //   - the smallest step of %globaltimer seen (its resolution bounds the
 //     gaps; the phases use clock64).
-// "stored" is when the CTA's stores are issued; waiting for them to land
-// falls in "exit" (cluster.sync() begins with a memory barrier).
+// "stored" is when the CTA's stores are issued; the kernel has no barrier
+// after them, so "exit" follows at once (before the push reduction it was
+// a cluster barrier, which waited for the stores to land).
 // Build and run (offline, sm_90a, no CUTLASS):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/phases.cu -o /tmp/skinny_phases && /tmp/skinny_phases
