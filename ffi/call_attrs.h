@@ -142,6 +142,7 @@ inline std::string DecodeCallAttrs(const AttrReader& attrs, GemmProblem* p) {
   p->alpha = f.Float("alpha");
   p->beta = f.Float("beta");
   p->offsets_arg = f.Int("offsets_arg");
+  p->out_zeros = f.Has("out_zeros") && f.Bool("out_zeros");
   const std::vector<int64_t> batch_shape = f.Ints("batch_shape", true);
   if (!f.ok()) return error;
   if (p->m < 0 || p->n < 0 || p->k < 0) return err("negative m, n or k");
@@ -198,6 +199,7 @@ inline std::string DecodeCallAttrs(const AttrReader& attrs, GemmProblem* p) {
     k.cluster_k_tile_n = static_cast<int>(o.Int("cluster_k_tile_n"));
     k.grouped_tile =
         o.Enum<GroupedTile, kNumGroupedTiles>("grouped_tile", GroupedTileName);
+    k.fresh_out = o.Bool("fresh_out");
     if (!o.ok()) return error;
     if (p->split_k < 1) return err("plan.split_k must be >= 1");
   }

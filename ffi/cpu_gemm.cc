@@ -317,6 +317,11 @@ ffi::Error CpuGemm(ffi::ThreadPool pool, ffi::RemainingArgs args,
   if (ffi::Error e = DecodeCall(args, rets, attrs, &p);
       e.failure())
     return e;
+  // The CPU lowering keeps `out` (the plan it writes is generic's): D is
+  // ret 0 aliased to it, never a fresh buffer to zero here.
+  if (p.planned.fresh_out)
+    return ffi::Error::InvalidArgument(
+        "jax_dynoff_gemm: the CPU handler takes no fresh out (plan.fresh_out)");
   const ffi::AnyBuffer d_buf = **rets.get<ffi::AnyBuffer>(0);
   const int64_t m = p.m, n = p.n, k = p.k;
   const double alpha = p.alpha, beta = p.beta;

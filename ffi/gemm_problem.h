@@ -33,12 +33,15 @@
 //          width the program computed it in (`table[i] * m`, `i * m + c`),
 //          so that a loop body needs no XLA op to compute its starts.
 //   rets:  ret 0 is D (aliased to `out` when the call has one, so it already
-//          holds out's contents); on CUDA, ret 1 is a U8 workspace whose size
-//          the Python side fixed at trace time.
+//          holds out's contents; on CUDA a call planned with
+//          PlannedKernel::fresh_out has no `out` arg and ret 0 is a fresh
+//          buffer the handler zeroes outside the windows); on CUDA, ret 1
+//          is a U8 workspace whose size the Python side fixed at trace
+//          time.
 //   attrs: named and typed (call_attrs.h reads them; jax_dynoff/spec.py's
 //          call_attrs writes them): the product (m, n, k, dtypes,
 //          transposes, c_mode, precision, alpha, beta, batch_shape, the
-//          epilogue), one
+//          epilogue, out_zeros), one
 //          dictionary per operand (a, b, c, d: its array, window, starts
 //          and their slots), the slots' sources, the caller's options and
 //          the planner's answer (plan).
@@ -164,6 +167,13 @@ struct PlannedKernel {
   // the skinny path's fallback): its width (32 or 64), else 0.
   int cluster_k_tile_n = 0;
   GroupedTile grouped_tile = GroupedTile::kMedium;  // sm90_grouped's tile
+  // sm90_grouped only: D is a fresh buffer (the call has no `out` operand
+  // and no alias), which the grouped pointer kernel zeroes outside every
+  // item's window before the kernel writes; planned where the call says
+  // its out is all zeros (GemmProblem::out_zeros) and every window is a
+  // full-width row range of one shared 2-D D (planner_rules.h
+  // FreshOutReasons).
+  bool fresh_out = false;
 };
 
 // lax.dynamic_slice's rule for one start: negative starts count from the end,
@@ -211,6 +221,11 @@ struct GemmProblem {
   Epilogue epilogue = Epilogue::kNone;
   Path path = Path::kGeneric;
   int64_t split_k = 1;
+  // The caller's `out` is all zeros (jax_dynoff.ragged_dot's shared out):
+  // every element of D outside the windows comes out zero.  The planner
+  // reads it (PlannedKernel::fresh_out); the attribute `out_zeros`,
+  // present only where true.
+  bool out_zeros = false;
   int batch_rank = 0;
   int64_t batch_shape[kMaxBatchRank] = {};
   int64_t batch = 1;  // product of batch_shape
@@ -343,6 +358,17 @@ JAX_DYNOFF_HD int64_t ValidExtent(const OperandDesc& op, int j, int64_t t,
   const int64_t v = slots[op.valid_arg[j]].Load(t);
   const int64_t w = op.win[op.rank - 2 + j];
   return v < 0 ? 0 : v > w ? w : v;
+}
+
+// The start of operand `op`'s window along its trailing dim j (0: rows,
+// 1: cols) for batch item t, clamped as WindowOffset places it (with the
+// valid extent along that dim).
+JAX_DYNOFF_HD int64_t TrailingStart(const OperandDesc& op, int j, int64_t t,
+                                    const SlotRef* slots) {
+  const int i = op.rank - 2 + j;
+  if (op.start_arg[i] < 0) return op.start[i];
+  return ClampStart(slots[op.start_arg[i]].Load(t), op.dims[i],
+                    ValidExtent(op, j, t, slots));
 }
 
 // Element offset of operand `op`'s window for batch item t; `slots` are the

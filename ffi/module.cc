@@ -156,6 +156,7 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   kernel["skinny_split"] = k.kernel.skinny_split;
   kernel["cluster_k_tile_n"] = k.kernel.cluster_k_tile_n;
   kernel["grouped_tile"] = GroupedTileName(k.kernel.grouped_tile);
+  kernel["fresh_out"] = k.kernel.fresh_out;
   d["kernel"] = kernel;
   d["direct_tile"] = k.direct == DirectTile::kNone
                          ? nb::object(nb::none())
@@ -169,6 +170,7 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   d["split_k_slices_error"] = k.split_k_slices_error;
   d["split_k_direct_reasons"] = List(k.split_k_direct_reasons);
   d["grouped_reasons"] = List(k.grouped_reasons);
+  d["fresh_out_reasons"] = List(k.fresh_out_reasons);
   d["grouped_tile"] = k.path == Path::kSm90Grouped
                           ? nb::object(nb::str(GroupedTileName(k.kernel.grouped_tile)))
                           : nb::object(nb::none());

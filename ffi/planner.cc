@@ -217,6 +217,8 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
                                   : GroupedTileChoice(p);
       const TileMN t =
           kGroupedTileShapes[static_cast<int>(k.kernel.grouped_tile)];
+      k.fresh_out_reasons = FreshOutReasons(p, k.path);
+      k.kernel.fresh_out = k.fresh_out_reasons.empty();
       GemmProblem planned = LayoutProblem(p, k.path);
       planned.planned = k.kernel;
       k.layout = Layout(planned);
@@ -266,10 +268,15 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
                        ? "silu(gate) * up fused in its epilogue, "
                        : "") +
                   kind +
-                  ", problem shapes from the valid extents on the device; "
+                  ", problem shapes from the valid extents on the device; " +
+                  (k.kernel.fresh_out
+                       ? "D a fresh buffer, its rows outside every window "
+                         "zeroed by the pointer kernel; "
+                       : "") +
                   "workspace " + Str(k.layout.total) + " bytes)";
     } else {
       k.path = Path::kGeneric;
+      k.fresh_out_reasons = FreshOutReasons(p, k.path);
       k.layout = Layout(LayoutProblem(p, k.path));
       k.explain = "composed: the ragged operands read into dense windows by "
                   "XLA ops around one plain gemm (not grouped: " +
@@ -277,6 +284,8 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
     }
     return k;
   }
+  // Only a grouped launch takes a fresh D (the reasons say so).
+  k.fresh_out_reasons = FreshOutReasons(p, Path::kGeneric);
   k.alignment = AlignmentProof(p);
   k.sm90_reasons = Sm90Reasons(p, &dev);
   k.skinny_reasons = SkinnyReasons(p, &dev);
@@ -455,8 +464,13 @@ std::string CheckPlanned(const GemmProblem& p) {
     if (k.direct != DirectTile::kNone || k.skinny_split != 0 ||
         k.cluster_k_tile_n != 0)
       why.push_back("a grouped call plans no other kernel");
+    if (k.fresh_out)
+      for (std::string& r : FreshOutReasons(p, p.path))
+        why.push_back("fresh out: " + r);
     return why.empty() ? "" : who + ": its rules do not hold: " + Join(why);
   }
+  if (k.fresh_out)
+    return who + ": a fresh out outside the grouped path";
   if (p.path != Path::kSm90SplitK && p.split_k != 1)
     return who + ": split_k " + Str(p.split_k) + " outside the split-K path";
   const bool skinny = p.path == Path::kSm90Skinny;

@@ -92,6 +92,10 @@ struct KernelPlan {
   // (kSm90Grouped; empty: it can, and does).  A plain call: "no ragged
   // window".
   Reasons grouped_reasons;
+  // Why the call keeps its `out` operand rather than getting D as a fresh
+  // buffer zeroed outside its windows (planner_rules.h FreshOutReasons;
+  // empty: kernel.fresh_out).
+  Reasons fresh_out_reasons;
   std::vector<std::pair<std::string, Reasons>> alignment;  // per operand
   // Inputs of the choices, for tests and tuning.
   double tile_times[kNumSm90Tiles] = {};  // predicted us per Sm90Tile

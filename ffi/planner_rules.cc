@@ -301,6 +301,19 @@ Reasons GroupedReasons(const GemmProblem& p, const DeviceFacts* dev) {
   return why;
 }
 
+Reasons FreshOutReasons(const GemmProblem& p, Path path) {
+  Reasons why;
+  const OperandDesc& D = p.op[kD];
+  if (!p.out_zeros) why.push_back("out is not known to be zeros");
+  if (path != Path::kSm90Grouped) why.push_back("not one grouped launch");
+  if (!D.ragged || D.rank != 2 || D.batched_mask != 0)
+    why.push_back("D is not one 2-D array the items share");
+  else if (D.valid_arg[1] >= 0 || D.valid[1] != D.dims[1])
+    why.push_back("D's windows are not full-width row ranges");
+  if (EmptyProblem(p)) why.push_back("empty problem");
+  return why;
+}
+
 // --- The direct kernels (kernels/sm90_direct.h) -----------------------------
 
 bool TileOrEdge(int64_t win, int64_t dim, int64_t tile) {

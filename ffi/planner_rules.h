@@ -61,6 +61,16 @@ std::pair<DirectTile, Reasons> DirectChoice(const GemmProblem& p, Path planned,
 // static rules alone.
 Reasons GroupedReasons(const GemmProblem& p, const DeviceFacts* dev);
 
+// Why a call planned for `path` keeps its `out` operand rather than
+// getting D as a fresh buffer (PlannedKernel::fresh_out; empty: fresh).
+// A fresh D is zeroed outside the windows by the grouped pointer kernel
+// (cuda/prep_kernels.cu), which marks the rows every item's window covers:
+// so the call must say its out is all zeros (out_zeros), run as one
+// grouped launch, and have windows that are full-width row ranges of one
+// shared 2-D D (no batch dim carried, valid columns static and the whole
+// width), and the handler must launch something (no empty problem).
+Reasons FreshOutReasons(const GemmProblem& p, Path path);
+
 std::string Join(const Reasons& r);
 
 GemmProblem LayoutProblem(const GemmProblem& p, Path path, int64_t split_k = 1);

@@ -4,12 +4,15 @@ Every call lowers to one custom call of the target "jax_dynoff_gemm"
 (typed FFI, API version 4): the arrays, then the integer operands its
 dynamic starts come from (never attributes, never read on the host;
 `starts.start_operands`), its named attributes (`spec.call_attrs`, the
-plan included), and `out` aliased to result 0.  On CUDA the call has a second result, the kernel's
-workspace, sized here at trace time so the handler never allocates.
+plan included), and `out` aliased to result 0 (but on CUDA where the plan
+gives D as a fresh buffer: `_lower_cuda_ragged`).  On CUDA the call has a
+second result, the kernel's workspace, sized here at trace time so the
+handler never allocates.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import warnings
@@ -136,12 +139,28 @@ def _lower_cuda_staged(ctx, *args, spec: GemmSpec):
                         multiple_results=False)(ctx, *args)
 
 
+def _without_out(ctx, args, spec: GemmSpec):
+  """ctx, args and spec of the call without its `out` operand (the last
+  array): D becomes a fresh result, no alias; out_zeros stays set, so the
+  planner's answer (and the call's `out_zeros` attribute) is the same."""
+  i = spec_lib.num_arrays(spec) - 1
+  return (ctx.replace(avals_in=[*ctx.avals_in[:i], *ctx.avals_in[i + 1:]]),
+          [*args[:i], *args[i + 1:]],
+          dataclasses.replace(spec, has_out=False))
+
+
 def _lower_cuda_ragged(ctx, *args, spec: GemmSpec):
   """A call with ragged windows on CUDA: one grouped launch where the
   planner chose it (plan.grouped_reasons), else composed from XLA window
-  ops around a plain call."""
-  if plan_lib.plan(spec).path != "sm90_grouped":
+  ops around a plain call.  Where the plan gives D as a fresh buffer
+  (`plan.fresh_out_reasons`: an out of zeros, as ragged_dot passes), the
+  call takes no `out`: XLA then drops the zeros, and the grouped pointer
+  kernel writes the zeros the windows do not cover."""
+  plan = plan_lib.plan(spec)
+  if plan.path != "sm90_grouped":
     return _lower_cuda_staged(ctx, *args, spec=spec)
+  if plan.kernel.fresh_out and spec.has_out:
+    ctx, args, spec = _without_out(ctx, args, spec)
   ctx, operands, sources = _operands(ctx, args, spec)
   return _lower_cuda(ctx, *operands, spec=spec, sources=sources)
 

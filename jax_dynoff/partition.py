@@ -154,7 +154,7 @@ def _local_call(spec: GemmSpec, k_axes, *args):
   fresh = WinSpec((spec.m, spec.n), (spec.m, spec.n), (0, 0), (True,) * nb)
   partial = dataclasses.replace(
       spec, c=None, c_mode="none", has_out=False, d=fresh, beta=0.0,
-      out_dtype=jnp.dtype(jnp.float32))
+      out_dtype=jnp.dtype(jnp.float32), out_zeros=False)
   acc = bind(partial, Operands(ops.a, ops.b, None, None,
                                {"a": ops.starts["a"], "b": ops.starts["b"],
                                 "d": []}))

@@ -260,11 +260,14 @@ class PlannedKernel:
   tile standing in for the path's ptr-array kernel ("" none; the skinny
   path: its fallback's), the skinny split (CTAs per column tile, skinny
   path only), the cluster-K tile's width (where it is the direct tile) and
-  the grouped tile (sm90_grouped only)."""
+  the grouped tile (sm90_grouped only), and whether D is a fresh buffer
+  (sm90_grouped only, `fresh_out_reasons`: the lowering passes no `out`
+  and the handler zeroes D's rows outside every window)."""
   direct_tile: str = ""
   skinny_split: int = 0
   cluster_k_tile_n: int = 0
   grouped_tile: str = "medium"
+  fresh_out: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,6 +334,16 @@ def grouped_reasons(spec: GemmSpec) -> list[str]:
   plain call rather than run as one grouped launch (empty: grouped; a call
   without ragged windows: ["no ragged window"])."""
   return list(answer(spec)["grouped_reasons"])
+
+
+def fresh_out_reasons(spec: GemmSpec) -> list[str]:
+  """Why the CUDA call keeps its `out` operand (aliased to its result)
+  rather than getting D as a fresh buffer, which the grouped pointer
+  kernel zeroes outside the windows (empty: fresh, `Plan.kernel.fresh_out`).
+  It needs `spec.out_zeros` (jax_dynoff.ragged_dot's out of zeros), one
+  grouped launch, and windows that are full-width row ranges of one 2-D
+  out the items share."""
+  return list(answer(spec)["fresh_out_reasons"])
 
 
 def grouped_tile(spec: GemmSpec) -> Optional[str]:

@@ -6,10 +6,13 @@ ragged windows of capacity m at the group's first row, valid for its rows;
 every item writes its rows of one shared out, zeros elsewhere.  On an H100
 / H200 that is one grouped launch (plan.py, ``sm90_grouped``): tiles past a
 group's rows are never scheduled, so the work is that of one dense GEMM of
-the same rows.  The gradient is two more such calls: d lhs (the groups'
-rows of the cotangent times rhs[g]^T, again one shared out) and d rhs (for
-each group lhs_g^T times its rows of the cotangent: a contraction over the
-group's rows, a ragged K).
+the same rows; the out of zeros is not passed (GemmSpec.out_zeros,
+plan.fresh_out_reasons), so XLA fills nothing, and the launch's pointer
+kernel zeroes only the rows no group covers.  The gradient is two more
+such calls: d lhs (the groups' rows of the cotangent times rhs[g]^T,
+again one shared out of zeros) and d rhs (for each group lhs_g^T times
+its rows of the cotangent: a contraction over the group's rows, a ragged
+K).
 
 With `activation="swiglu"` the call's epilogue pairs the product's columns
 (gate 2j, up 2j + 1) into out's column j, silu(gate) * up in float32 before
@@ -42,14 +45,18 @@ from jax_dynoff.signature import check_call
 from jax_dynoff.window import window
 
 
-def _batched(spec, flags: dict, groups: int):
+def _batched(spec, flags: dict, groups: int, out_zeros: bool = False):
   """spec (one item's) as a call over `groups` items; flags: operand name
-  -> whether its array carries the groups (a leading dim)."""
+  -> whether its array carries the groups (a leading dim); out_zeros: the
+  call's out is the zeros the caller made (spec.GemmSpec.out_zeros: on an
+  H100 / H200 the grouped call then gets a fresh D instead, whose rows
+  outside the groups' the pointer kernel zeroes, and XLA no fill)."""
   def add(w, f):
     return None if w is None else dataclasses.replace(w, batched=(f,))
   return dataclasses.replace(
       spec, a=add(spec.a, flags["a"]), b=add(spec.b, flags["b"]),
-      c=None, d=add(spec.d, flags["d"]), batch_shape=(groups,))
+      c=None, d=add(spec.d, flags["d"]), batch_shape=(groups,),
+      out_zeros=out_zeros)
 
 
 def _rows(x, offsets, sizes, i=0):
@@ -71,7 +78,7 @@ def _rows_call(x, w, offsets, sizes, out_dtype, transpose_b, precision,
                     out=_rows(out, offsets, sizes), transpose_b=transpose_b,
                     precision=precision, opts=opts)
   spec = _batched(make_spec(call), {"a": False, "b": True, "d": False},
-                  groups)
+                  groups, out_zeros=True)
   starts = {"a": [offsets, sizes], "b": [], "c": [], "d": [offsets, sizes]}
   return bind(spec, Operands(x, w, None, out, starts))
 
@@ -99,7 +106,7 @@ def _activation_call(x, w, offsets, sizes, out_dtype, precision, opts,
                     out=_rows(out, offsets, sizes), precision=precision,
                     opts=opts, epilogue=activation)
   spec = _batched(make_spec(call), {"a": False, "b": True, "d": False},
-                  groups)
+                  groups, out_zeros=True)
   starts = {"a": [offsets, sizes], "b": [], "c": [], "d": [offsets, sizes]}
   return spec, Operands(x, w, None, out, starts)
 

@@ -118,10 +118,13 @@ batching.primitive_batchers[gemm_p] = _batch_rule
 
 
 def _accumulate_spec(spec: GemmSpec) -> GemmSpec:
-  """spec, but C is D's own window (beta 1): D_w = alpha op(A) op(B) + D_w."""
+  """spec, but C is D's own window (beta 1): D_w = alpha op(A) op(B) + D_w
+  (its out another call's result: not known to be zeros)."""
   if not spec.has_out:
-    return dataclasses.replace(spec, c=None, c_mode="none", beta=0.0)
-  return dataclasses.replace(spec, c=spec.d, c_mode="from_d", beta=1.0)
+    return dataclasses.replace(spec, c=None, c_mode="none", beta=0.0,
+                               out_zeros=False)
+  return dataclasses.replace(spec, c=spec.d, c_mode="from_d", beta=1.0,
+                             out_zeros=False)
 
 
 def _no_shared_out_ad(spec: GemmSpec):
@@ -164,7 +167,8 @@ def _jvp_rule(primals, tangents, *, spec: GemmSpec):
 
   first = Operands(da if da is not None else p.a,
                    p.b if da is not None else db, dc, dout, p.starts)
-  ty = bind(spec, first)
+  # Its out is out's tangent, not out: not known to be zeros.
+  ty = bind(dataclasses.replace(spec, out_zeros=False), first)
   if da is not None and db is not None:
     acc = _accumulate_spec(spec)
     starts = dict(p.starts)

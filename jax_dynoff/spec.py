@@ -129,6 +129,12 @@ class GemmSpec:
   batch_shape: tuple[int, ...] = ()
   opts: KernelOptions = DEFAULT_OPTS  # kernel overrides (tests, tuning)
   epilogue: str = "none"  # EPILOGUES
+  # `out` is all zeros (jax_dynoff.ragged_dot's shared out), so every
+  # element outside the windows comes out zero: the planner may then give
+  # the CUDA call a fresh D instead (plan.PlannedKernel.fresh_out; the
+  # lowering drops `out` and its alias).  A rule that binds a spec with
+  # another `out`, or without one, clears it.
+  out_zeros: bool = False
 
   @property
   def out_cols(self) -> int:
@@ -228,6 +234,8 @@ def call_attrs(spec: GemmSpec, sources: Optional[StartSources] = None,
       options=options_attrs(spec.opts))
   if spec.batch_shape:
     attrs["batch_shape"] = tuple(int(b) for b in spec.batch_shape)
+  if spec.out_zeros:
+    attrs["out_zeros"] = True
   if plan is not None:
     attrs["plan"] = dict(plan)
 

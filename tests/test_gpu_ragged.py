@@ -937,3 +937,191 @@ def test_small_group_swiglu_kernel_ran(dt):
   first, last, rest = (float(v) for v in out.split())
   assert abs(first - silu1) < 2 ** -7 and abs(last - silu1) < 2 ** -7
   assert rest == 0.0
+
+
+# ---------------------------------------------------------------------------
+# ragged_dot's fresh out: the grouped call gets no `out` operand (no XLA
+# fill before it); the grouped pointer kernel zeroes D's rows no group
+# covers.  The result buffer is fresh memory, so each case first leaves
+# NaNs in the allocator (`_poison_allocator`) and, in loops, the body's
+# result buffer holds the previous iteration's values: a row left unzeroed
+# shows.
+
+FRESH_SIZES = [
+    [40, 0, 131, 29, 100],   # every row covered
+    [7, 64, 1, 0, 33],       # 105 of 300 rows: the rest zeros
+    [0, 0, 0, 0, 0],         # no row covered: all zeros
+    [0, 0, 300, 0, 0],       # one group, every row
+    [0, 13, 0, 0, 0],        # one group, 13 rows at the top
+    [200, 90, 50, 30, 10],   # past m: cut
+]
+
+
+def _poison_allocator(shape=(1 << 22,)):
+  """Leaves NaN bit patterns in freed device memory (best effort: XLA's
+  allocator hands freed blocks out again), so that an output buffer
+  nobody writes is not zeros by chance."""
+  for dt in (F32, BF16):
+    x = jnp.full(shape, jnp.nan, dt)
+    x.block_until_ready()
+    del x
+
+
+def _covered_rows(sizes, m=300, first=0, groups=None):
+  """Which of the m rows the groups [first, first + groups) hold."""
+  ends = np.minimum(np.cumsum(sizes), m)
+  starts = np.concatenate([[0], ends[:-1]])
+  mine = np.zeros(m, bool)
+  for g in range(first, len(sizes) if groups is None else first + groups):
+    mine[starts[g]:ends[g]] = True
+  return mine
+
+
+def _custom_calls_hlo(compiled_text):
+  return [l for l in compiled_text.splitlines()
+          if "custom-call(" in l and "jax_dynoff_gemm" in l]
+
+
+@pytest.mark.parametrize("sizes", FRESH_SIZES)
+@pytest.mark.parametrize("dt,out", [(BF16, None), (F16, None), (BF16, F32)])
+def test_fresh_out_forward(sizes, dt, out):
+  """The forward against lax, rows past the groups exactly zero, one
+  grouped call without an `out` operand or alias, and no fill of out's
+  shape anywhere in the compiled program."""
+  lhs, rhs, _ = _data(11, dt)
+  gs = jnp.asarray(sizes, jnp.int32)
+  f = lambda a, b, g: dyn.ragged_dot(a, b, g, preferred_element_type=out)
+  (spec,) = plan_lib.traced_specs(f, lhs, rhs, gs)
+  assert plan_lib.plan(spec).kernel.fresh_out, plan_lib.explain(spec)
+  compiled = jax.jit(f).lower(lhs, rhs, gs).compile()
+  text = compiled.as_text()
+  calls = _custom_calls_hlo(text)
+  assert len(calls) == 1, text
+  assert "output_to_operand_aliasing" not in calls[0], calls[0]
+  out_t = "f32" if out is not None else ("bf16" if dt == BF16 else "f16")
+  shape = f"{out_t}[300,200]"
+  operands = calls[0].split("custom-call(", 1)[1]
+  assert shape not in operands.split(")", 1)[0], calls[0]
+  assert not [l for l in text.splitlines()
+              if f"= {shape}" in l and ("broadcast(" in l or "fusion(" in l)
+              ], text
+  _poison_allocator()
+  got = np.asarray(compiled(lhs, rhs, gs), np.float32)
+  assert not np.isnan(got).any()
+  mine = _covered_rows(sizes)
+  np.testing.assert_array_equal(got[~mine], 0)
+  assert _err(got, _lax32(lhs, rhs, gs)) < 2 ** -7
+
+
+@pytest.mark.parametrize("sizes", FRESH_SIZES[:3])
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_fresh_out_gradients(sizes, dt):
+  """d lhs (its own fresh out) and d rhs against lax's; d lhs's rows past
+  the groups exactly zero."""
+  lhs, rhs, ct = _data(12, dt)
+  gs = jnp.asarray(sizes, jnp.int32)
+
+  def grads(f, cast):
+    def loss(a, b):
+      return jnp.sum(f(a, b, gs).astype(F32) * ct.astype(F32))
+    return jax.grad(loss, argnums=(0, 1))(cast(lhs), cast(rhs))
+
+  _poison_allocator()
+  got = jax.jit(lambda: grads(dyn.ragged_dot, lambda x: x))()
+  want = grads(lambda a, b, g: lax.ragged_dot(
+      a, b, g, precision=lax.Precision.HIGHEST), lambda x: x.astype(F32))
+  for g, w in zip(got, want):
+    assert not np.isnan(np.asarray(g, np.float32)).any()
+    assert _err(g, w) < 2 ** -6
+  np.testing.assert_array_equal(
+      np.asarray(got[0], np.float32)[~_covered_rows(sizes)], 0)
+
+
+@pytest.mark.parametrize("offset", [0, 1, 3, -2, 10 ** 6])
+@pytest.mark.parametrize("act", [None, "swiglu"])
+def test_fresh_out_group_offset(offset, act):
+  """An expert shard (2 of 5 groups): rows of the other shards' groups,
+  before and after its own, exactly zero, forward and d lhs; swiglu's
+  forward too."""
+  lhs, rhs5, ct = _data(13, BF16)
+  sizes = [40, 50, 60, 70, 30]   # 250 of 300 rows
+  gs = jnp.asarray(sizes, jnp.int32)
+  first = min(max(offset + 5 if offset < 0 else offset, 0), 3)
+  rhs = rhs5[first:first + 2]
+  go = jnp.asarray([offset], jnp.int32)
+  f = lambda a, b: dyn.ragged_dot(a, b, gs, group_offset=go, activation=act)
+  mine = _covered_rows(sizes, first=first, groups=2)
+  _poison_allocator()
+  got = np.asarray(jax.jit(f)(lhs, rhs), np.float32)
+  want = np.asarray(ref_highest(lambda a, b: dyn.reference.ragged_dot(
+      a.astype(F32), b.astype(F32), gs, group_offset=go, activation=act))(
+          lhs, rhs))
+  np.testing.assert_array_equal(got[~mine], 0)
+  assert _err(got, want) < 2 ** -7
+  if act is None:
+    loss = lambda a, b: jnp.sum(f(a, b).astype(F32) * ct.astype(F32))
+    dl, _ = jax.jit(jax.grad(loss, argnums=(0, 1)))(lhs, rhs)
+    np.testing.assert_array_equal(np.asarray(dl, np.float32)[~mine], 0)
+
+
+def _fresh_scan(mod, act=None):
+  """A scan over size vectors computed on the device (each row of
+  `sizes`, its sum changing), one ragged_dot a step, every step's result
+  stacked: the body's result buffer is reused, so a row it does not
+  zero keeps the previous step's value."""
+  def f(lhs, rhs, sizes):
+    def body(c, s):
+      y = mod.ragged_dot(lhs, rhs, s, activation=act)
+      return c, y
+    return lax.scan(body, 0, sizes)[1]
+  return f
+
+
+@pytest.mark.parametrize("act", [None, "swiglu"])
+@pytest.mark.parametrize("dt", [BF16, F16])
+def test_fresh_out_in_a_scan_with_changing_sizes(dt, act):
+  lhs, rhs, _ = _data(14, dt)
+  sizes = jnp.asarray(FRESH_SIZES + FRESH_SIZES[::-1], jnp.int32)
+  _poison_allocator()
+  got = np.asarray(jax.jit(_fresh_scan(dyn, act))(lhs, rhs, sizes),
+                   np.float32)
+  want = np.asarray(ref_highest(_fresh_scan(dyn.reference, act))(
+      lhs.astype(F32), rhs.astype(F32), sizes))
+  for i, s in enumerate(np.asarray(sizes)):
+    np.testing.assert_array_equal(got[i][~_covered_rows(s)], 0, str(s))
+    assert _err(got[i], want[i]) < 2 ** -7, s
+
+
+def test_fresh_out_loop_is_captured_and_replays_new_sizes():
+  """A fori_loop of ragged_dots whose sizes come from the device, captured
+  into a CUDA graph and replayed with size vectors of other sums: the
+  zeros follow the sizes of each replay."""
+  lhs, rhs, _ = _data(15, BF16)
+
+  def loop(mod):
+    def f(lhs, rhs, base):
+      def body(i, y):
+        s = jnp.roll(base, i) * (i % 2)  # every other step: no rows at all
+        return y * 0.5 + mod.ragged_dot(lhs, rhs, s).astype(F32)
+      return lax.fori_loop(0, 4, body, jnp.zeros((lhs.shape[0],
+                                                  rhs.shape[2]), F32))
+    return f
+
+  base = jnp.asarray(FRESH_SIZES[1], jnp.int32)
+  rep = dyn.check_capture(loop(dyn), lhs, rhs, base,
+                          compiler_options=WHOLE_LOOP_GRAPHS)
+  assert rep.all_captured, rep.thunks
+  compiled = jax.jit(loop(dyn)).lower(lhs, rhs, base).compile(
+      compiler_options=WHOLE_LOOP_GRAPHS)
+  ref = ref_highest(loop(dyn.reference))
+  for sizes in FRESH_SIZES:
+    s = jnp.asarray(sizes, jnp.int32)
+    _poison_allocator()
+    got = np.asarray(compiled(lhs, rhs, s))
+    assert not np.isnan(got).any(), sizes
+    covered = np.zeros(300, bool)
+    for i in (1, 3):
+      covered |= _covered_rows(np.roll(sizes, i))
+    np.testing.assert_array_equal(got[~covered], 0)
+    assert _err(got, ref(lhs.astype(F32), rhs.astype(F32), s)) < 2 ** -6, \
+        sizes

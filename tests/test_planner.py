@@ -77,7 +77,8 @@ def test_module_plan_answers_everything():
   assert min(a["tile_times"], key=a["tile_times"].get) == "medium"
   # The planned kernel: the direct tile, no skinny split or cluster-K width.
   assert a["kernel"] == dict(direct_tile="medium", skinny_split=0,
-                             cluster_k_tile_n=0, grouped_tile="medium")
+                             cluster_k_tile_n=0, grouped_tile="medium",
+                             fresh_out=False)
 
 
 def test_module_plan_takes_the_device():
@@ -120,14 +121,16 @@ def test_skinny_plan_carries_split_and_fallback_tile():
   assert p.kernel == ck
   assert _ask(s, sms=78)["kernel"] == dict(
       direct_tile="tiny", skinny_split=plan_lib.skinny_split(s, 78),
-      cluster_k_tile_n=0, grouped_tile="medium")
+      cluster_k_tile_n=0, grouped_tile="medium",
+      fresh_out=False)
   # D inside a taller buffer of 16 rows: the tiny tile cannot store it,
   # the cluster-K tile (stores predicated on the window) can, on 78 SMs too.
   d = WinSpec((48, 4096), (16, 4096), (None, 0))
   assert plan_lib.plan(_spec(m=16, d=d)).kernel == ck
   assert _ask(_spec(m=16, d=d), sms=78)["kernel"] == dict(
       direct_tile="cluster_k", skinny_split=plan_lib.skinny_split(s, 78),
-      cluster_k_tile_n=64, grouped_tile="medium")
+      cluster_k_tile_n=64, grouped_tile="medium",
+      fresh_out=False)
 
 
 def test_lowered_attributes_carry_the_plan():

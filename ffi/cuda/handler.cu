@@ -31,6 +31,12 @@
 // only on the attributes, the device and the buffer addresses: the handler
 // is safe to capture into a CUDA graph (kCmdBufferCompatible).
 //
+// D is always ret 0: the caller's `out` aliased to it, a fresh buffer the
+// kernel writes whole, or (the grouped path's fresh out, PlannedKernel::
+// fresh_out: a call whose out was all zeros, lowered without it) a fresh
+// buffer whose rows outside every item's window the grouped pointer
+// kernel zeroes before the GEMM (cuda/prep_kernels.cu ZeroUncoveredRows).
+//
 // JAX_DYNOFF_LOG=1 (the one debug switch, read once) prints, per call, the
 // planned path and the kernel run.
 #include <cuda_runtime_api.h>

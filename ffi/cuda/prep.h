@@ -100,7 +100,9 @@ cudaError_t LaunchPointers(const PrepParams& P, bool split,
                            cudaStream_t stream);
 // (1g) the grouped path's pointer arrays, problem shapes and strides, and
 // zeros in every item's valid part of D that its product does not cover
-// (valid rows or columns of D past A's or B's, or no valid K);
+// (valid rows or columns of D past A's or B's, or no valid K); where D is
+// a fresh buffer (PlannedKernel::fresh_out), zeros in its rows that no
+// item's window covers too;
 cudaError_t LaunchGroupedPointers(const PrepParams& P, cudaStream_t stream);
 // (2) the C windows that overlap D partly, into the workspace's scratch;
 cudaError_t LaunchCopyC(const PrepParams& P, cudaStream_t stream);

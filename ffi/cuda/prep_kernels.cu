@@ -145,6 +145,73 @@ __device__ void ZeroSpan(char* lo, char* hi, int elt, int lane, int width) {
   for (int64_t i = lane; i < chunks; i += width) v[i] = make_uint4(0, 0, 0, 0);
 }
 
+// A fresh D (PlannedKernel::fresh_out: the call has no `out`, ret 0 is
+// uninitialised): its rows that no item's window covers, zeroed.  The
+// windows are full-width row ranges of one 2-D D (FreshOutReasons), in any
+// order, overlapping or not.  The first kMaxZeroBlocks blocks of the grid
+// (flattened) split D's rows into equal spans; each block marks, a bit a
+// row, the rows of its span that some item's valid rows cover (every item
+// read once, a thread an item: the items' extents and starts are on the
+// device, so a graph replays this with new group sizes), then zeroes the
+// unmarked rows, a row a warp, in spans of kMarkRows.  Stores only where
+// rows are uncovered: groups that cover every row cost the marking alone.
+// Disjoint from every window, so the order against the item zeros above
+// and the GEMM does not matter.
+constexpr int kMarkRows = 32 * kThreads;  // one bit a row: 1 KiB of marks
+constexpr int64_t kMaxZeroBlocks = 1024;  // each reads every item
+
+__device__ void ZeroUncoveredRows(const PrepParams& P) {
+  __shared__ uint32_t marks[kMarkRows / 32];
+  const GemmProblem& p = P.p;
+  const OperandDesc& D = p.op[kD];
+  const int64_t grid = int64_t{gridDim.x} * gridDim.y;
+  const int64_t blocks = grid < kMaxZeroBlocks ? grid : kMaxZeroBlocks;
+  const int64_t block = int64_t{blockIdx.y} * gridDim.x + blockIdx.x;
+  if (block >= blocks) return;  // uniform across the block
+  const int64_t rows = D.dims[0];
+  const int64_t per_block = (rows + blocks - 1) / blocks;
+  const int64_t lo = block * per_block;
+  const int64_t hi = std::min<int64_t>(rows, lo + per_block);
+  const int elt = P.elt[kD];
+  const int64_t row_bytes = D.ld() * elt;
+  char* d = const_cast<char*>(P.base[kD]);
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  for (int64_t r0 = lo; r0 < hi; r0 += kMarkRows) {
+    const int64_t r1 = std::min<int64_t>(hi, r0 + kMarkRows);
+    for (int i = threadIdx.x; i < kMarkRows / 32; i += blockDim.x)
+      marks[i] = 0;
+    __syncthreads();
+    for (int64_t t = threadIdx.x; t < p.batch; t += blockDim.x) {
+      const int64_t n = ValidExtent(D, 0, t, P.slots);
+      if (n == 0) continue;
+      const int64_t s = TrailingStart(D, 0, t, P.slots);
+      // Rows [a, b) of this span, as bits of `marks`.
+      int64_t a = std::max<int64_t>(s, r0) - r0;
+      const int64_t b = std::min<int64_t>(s + n, r1) - r0;
+      while (a < b) {
+        const int64_t word = a / 32;
+        const int64_t end = std::min<int64_t>(b, (word + 1) * 32);
+        const int lo_bit = static_cast<int>(a - word * 32);
+        const int bits = static_cast<int>(end - a);
+        const uint32_t mask =
+            (bits == 32 ? ~0u : ((1u << bits) - 1u)) << lo_bit;
+        atomicOr(&marks[word], mask);
+        a = end;
+      }
+    }
+    __syncthreads();
+    for (int64_t r = r0 + warp; r < r1; r += warps) {
+      const int64_t i = r - r0;
+      if ((marks[i / 32] >> (i % 32)) & 1u) continue;
+      char* row = d + r * row_bytes;
+      ZeroSpan(row, row + row_bytes, elt, lane, 32);
+    }
+    __syncthreads();  // the marks are read before the next span resets them
+  }
+}
+
 __global__ void GroupedPointerKernel(const __grid_constant__ PrepParams P) {
   const GemmProblem& p = P.p;
   const int64_t batch = p.batch;
@@ -180,6 +247,7 @@ __global__ void GroupedPointerKernel(const __grid_constant__ PrepParams P) {
                lane, 32);
     }
   }
+  if (p.planned.fresh_out) ZeroUncoveredRows(P);
 }
 
 template <typename T>
@@ -339,7 +407,9 @@ cudaError_t LaunchGroupedPointers(const PrepParams& P, cudaStream_t stream) {
   // 132: one wave.  An item's zeros, where it has any, are spread over its
   // grid.x blocks' warps a row each; every item may be all zeros (a weight
   // gradient's experts without rows), and where none has any a block
-  // reads its item's extents and ends.
+  // reads its item's extents and ends.  A fresh D (PlannedKernel::
+  // fresh_out) has its uncovered rows zeroed by the first blocks of the
+  // same grid (ZeroUncoveredRows): no launch of its own.
   const int64_t items = std::min<int64_t>(P.p.batch, 65535);
   const int64_t per_item = std::max<int64_t>(
       1, std::min<int64_t>(1024, (1024 + items - 1) / items));
