@@ -33,6 +33,7 @@ std::string RunV(const SkinnyLaunch& l) {
 }
 constexpr RunFn RunNN = &RunV<false>, RunNT = &RunV<true>;
 RunFn g_check_run = nullptr;  // Check's kernel (nullptr: NN or NT)
+bool g_check_dyn_a = false;   // Check: A's rows, not B's layer, on the device
 
 int sms = 0;
 
@@ -70,6 +71,15 @@ bool Check(int m, int n, int k, int split, float beta, bool tb = false) {
   l.b.term[0].dim = 3;
   l.b.term[0].win = 1;
   l.b.term[0].scale = int64_t(kb_rows) * ldb * 2;
+  if (g_check_dyn_a) {  // A's rows through the device start, B's layer fixed
+    l.a = Op(a + pad, lda);
+    l.a.terms = 1;
+    l.a.term[0].slot.value = layer;
+    l.a.term[0].dim = m + 1;
+    l.a.term[0].win = m;
+    l.a.term[0].scale = int64_t(lda) * 2;
+    l.b = Op(bw + size_t(kb_rows) * ldb, ldb);
+  }
   l.c = Op(cw, ldd);
   l.d = Op(dw, ldd);
   l.split_k = split;
@@ -104,8 +114,9 @@ bool Check(int m, int n, int k, int split, float beta, bool tb = false) {
       max_ref = std::max(max_ref, double(std::fabs(want)));
     }
   const bool ok = outside == 0 && max_err <= 1e-2 * max_ref + 1e-2;
-  std::printf("check %s m=%d n=%d k=%d split=%d beta=%g: max err %.3g (max "
-              "|ref| %.3g), %ld changed outside: %s\n", tb ? "NT" : "NN", m, n,
+  std::printf("check %s%s m=%d n=%d k=%d split=%d beta=%g: max err %.3g (max "
+              "|ref| %.3g), %ld changed outside: %s\n", tb ? "NT" : "NN",
+              g_check_dyn_a ? " dynA" : "", m, n,
               k, split, beta, max_err, max_ref, outside, ok ? "ok" : "FAIL");
   cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(d); cudaFree(ref);
   cudaFree(layer);
@@ -474,6 +485,14 @@ int main(int argc, char** argv) {
     ok &= Check(7, 8, 8, 1, 2.f, tb);
     ok &= Check(9, 136, 2056, 4, 1.f, tb);
   }
+  g_check_dyn_a = true;
+  for (bool tb : {false, true}) {
+    ok &= Check(16, 4096, 4096, 4, 0.f, tb);
+    ok &= Check(13, 1000, 1000, 2, 1.5f, tb);
+    ok &= Check(9, 136, 2056, 1, 1.f, tb);
+    ok &= Check(1, 256, 72, 8, 0.f, tb);  // fewer K tiles than ranks' stages
+  }
+  g_check_dyn_a = false;
   g_check_run = &RunV<false, 8>;
   ok &= Check(16, 4096, 4096, 4, 0.f);
   ok &= Check(13, 1000, 1000, 2, 1.5f);
@@ -483,6 +502,20 @@ int main(int argc, char** argv) {
   g_check_run = nullptr;
   if (argc > 1 && std::strcmp(argv[1], "--checks") == 0) {
     // The checks alone (a run under compute-sanitizer).
+  } else if (argc > 1 && std::strcmp(argv[1], "--table") == 0) {
+    // The loop over rows at table offsets: A's rows read on the device, B
+    // one weight (hot: from L2, as in the loop; cold: from HBM), at the
+    // planner's split, on the sweep's m <= 16 shapes.
+    const int shapes[][3] = {{16, 4096, 4096}, {8, 2048, 2048},
+                             {16, 2048, 2048}, {16, 512, 1536},
+                             {8, 512, 4096},   {8, 4096, 512},
+                             {1, 512, 1024},   {16, 1536, 512},
+                             {16, 1536, 1536}};
+    for (auto& sh : shapes)
+      for (bool hot : {true, false}) {
+        Time(sh[0], sh[1], sh[2], 0, false, hot, RunNN, "nn", true);
+        if (hot) Time(sh[0], sh[1], sh[2], 0, true, hot, RunNT, "nt", true);
+      }
   } else if (argc > 1 && std::strcmp(argv[1], "--launch") == 0) {
     // What the launch shape alone costs: a streaming kernel of the skinny
     // kernel's grid, with its cluster (either scheduling policy) and shared

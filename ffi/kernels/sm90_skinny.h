@@ -413,8 +413,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // owner's barrier; then this rank's own slots, all landed.  Alone (split
   // 1, a launch without a cluster, where st.async is not defined), plain
   // stores and the CTA's barrier.
-  const uint32_t red =
-      static_cast<uint32_t>(__cvta_generic_to_shared(smem + Sm::kPipe));
+  float* const red_f = reinterpret_cast<float*>(smem + Sm::kPipe);
+  const uint32_t red = static_cast<uint32_t>(__cvta_generic_to_shared(red_f));
   const int slot_ld = width + kRedPad, slot = kM * slot_ld;
   if (split > 1) {
     ClusterWait();  // every owner's barrier is initialised
@@ -427,17 +427,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int row = f * 16 + (lane >> 2);
       const int col = warp * 32 + j * 8 + (lane & 3) * 2;
       const int owner = col / width;
-      const uint32_t at =
-          red + 4u * (rank * slot + row * slot_ld + (col - owner * width));
+      // Floats into the owner's buffer: slot `rank`, then row and column.
+      const int at = rank * slot + row * slot_ld + (col - owner * width);
       if (split > 1) {
-        const uint32_t dst = MapToRank(at, owner);
+        const uint32_t dst = MapToRank(red + 4u * at, owner);
         const uint32_t owner_bar = MapToRank(bar, owner);
         StAsync2(dst, acc[f][j][0], acc[f][j][1], owner_bar);
         StAsync2(dst + 32u * slot_ld, acc[f][j][2], acc[f][j][3], owner_bar);
       } else {
-        float* p = reinterpret_cast<float*>(smem + (at - base));
-        *reinterpret_cast<float2*>(p) = make_float2(acc[f][j][0], acc[f][j][1]);
-        *reinterpret_cast<float2*>(p + 8 * slot_ld) =
+        *reinterpret_cast<float2*>(red_f + at) =
+            make_float2(acc[f][j][0], acc[f][j][1]);
+        *reinterpret_cast<float2*>(red_f + at + 8 * slot_ld) =
             make_float2(acc[f][j][2], acc[f][j][3]);
       }
     }
@@ -455,8 +455,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int col = rank * width + (q % chunks_per_row) * 8;
     if (q >= kM * chunks_per_row || row >= L.m || n0 + col >= L.n) continue;
     float v[8] = {};
-    const float* p = reinterpret_cast<const float*>(smem + Sm::kPipe) +
-                     row * slot_ld + (col - rank * width);
+    const float* p = red_f + row * slot_ld + (col - rank * width);
 #pragma unroll
     for (int r = 0; r < kSkinnyMaxSplit; ++r) {
       if (r >= split) break;
