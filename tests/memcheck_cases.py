@@ -99,7 +99,8 @@ def skinny_cases() -> bool:
 
 def grouped_cases() -> bool:
   """The grouped kernel's cases (ragged windows): ragged_dot with an
-  empty group, a group past the rows (cut), rows past the groups, on
+  empty group, a group past the rows (cut), rows past the groups (zeroed
+  by the pointer kernel where out is fresh), on
   the planned (wide) and the medium tile; its gradient (NT, and TN whose
   K is each group's rows, on the small-group kernel where the groups hold
   few rows: an empty group's zeros written by it, and on the CUTLASS
@@ -115,6 +116,11 @@ def grouped_cases() -> bool:
   gs = jnp.asarray([50, 0, 100, 90], jnp.int32)
   ok &= check("grouped_ragged_dot", lambda mod, a, b, g: mod.ragged_dot(
       a, b, g), xg, wg, gs)
+  # Groups covering 110 of the 200 rows: ragged_dot's out is no operand
+  # (no zero fill), and the pointer kernel zeroes rows 110-199 itself.
+  ok &= check("grouped_ragged_dot_uncovered", lambda mod, a, b, g:
+              mod.ragged_dot(a, b, g), xg, wg,
+              jnp.asarray([60, 0, 20, 30], jnp.int32))
   # The same on the medium tile (bfloat16 NN plans the wide one).
   medium = dyn.KernelOptions(grouped_tile="medium")
   ok &= check("grouped_ragged_dot_medium", lambda mod, a, b, g: (
