@@ -360,34 +360,31 @@ JAX_DYNOFF_HD int64_t ValidExtent(const OperandDesc& op, int j, int64_t t,
   return v < 0 ? 0 : v > w ? w : v;
 }
 
-// The start of operand `op`'s window along its trailing dim j (0: rows,
-// 1: cols) for batch item t, clamped as WindowOffset places it (with the
-// valid extent along that dim).
-JAX_DYNOFF_HD int64_t TrailingStart(const OperandDesc& op, int j, int64_t t,
-                                    const SlotRef* slots) {
-  const int i = op.rank - 2 + j;
+// The start of operand `op`'s window along dim i for batch item t: the
+// static start, or the slot's value clamped as lax.dynamic_slice does.  A
+// ragged window's trailing starts clamp with its valid extents (its
+// capacity may cross the array's end; the valid part never does); every
+// other window's valid extents are its sizes.  The one clamp of a window
+// start on either side of the FFI boundary: WindowOffset, the CPU
+// handler, and the CUDA prep kernels all ask it.
+JAX_DYNOFF_HD int64_t WindowStart(const OperandDesc& op, int i, int64_t t,
+                                  const SlotRef* slots) {
   if (op.start_arg[i] < 0) return op.start[i];
-  return ClampStart(slots[op.start_arg[i]].Load(t), op.dims[i],
-                    ValidExtent(op, j, t, slots));
+  const int64_t size = i >= op.rank - 2
+                           ? ValidExtent(op, i - (op.rank - 2), t, slots)
+                           : op.win[i];
+  return ClampStart(slots[op.start_arg[i]].Load(t), op.dims[i], size);
 }
 
 // Element offset of operand `op`'s window for batch item t; `slots` are the
-// call's ResolveSlots.  A ragged window's trailing starts clamp with its
-// valid extents (its capacity may cross the array's end; the valid part
-// never does).
+// call's ResolveSlots.  The static starts are in `static_offset` already.
 JAX_DYNOFF_HD int64_t WindowOffset(const GemmProblem& p, const OperandDesc& op,
                                    int64_t t, const SlotRef* slots) {
   int64_t off = op.static_offset;
   for (int j = 0; j < p.batch_rank; ++j)
     off += p.BatchIndex(t, j) * op.batch_strides[j];
   for (int i = 0; i < op.rank; ++i)
-    if (op.start_arg[i] >= 0) {
-      const int64_t size = i >= op.rank - 2
-                               ? ValidExtent(op, i - (op.rank - 2), t, slots)
-                               : op.win[i];
-      off += ClampStart(slots[op.start_arg[i]].Load(t), op.dims[i], size) *
-             op.strides[i];
-    }
+    if (op.start_arg[i] >= 0) off += WindowStart(op, i, t, slots) * op.strides[i];
   return off;
 }
 

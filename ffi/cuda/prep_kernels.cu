@@ -23,10 +23,7 @@ __device__ int64_t Offset(const PrepParams& P, int o, int64_t t) {
 
 // Clamped start of operand o along dim i for batch item t.
 __device__ int64_t Start(const PrepParams& P, int o, int i, int64_t t) {
-  const OperandDesc& op = P.p.op[o];
-  if (op.start_arg[i] < 0) return op.start[i];
-  return ClampStart(P.slots[op.start_arg[i]].Load(t), op.dims[i],
-                    op.win[i]);
+  return WindowStart(P.p.op[o], i, t, P.slots);
 }
 
 // Whether item t's C window (read from D's buffer) must be copied first:
@@ -186,7 +183,7 @@ __device__ void ZeroUncoveredRows(const PrepParams& P) {
     for (int64_t t = threadIdx.x; t < p.batch; t += blockDim.x) {
       const int64_t n = ValidExtent(D, 0, t, P.slots);
       if (n == 0) continue;
-      const int64_t s = TrailingStart(D, 0, t, P.slots);
+      const int64_t s = WindowStart(D, D.rank - 2, t, P.slots);
       // Rows [a, b) of this span, as bits of `marks`.
       int64_t a = std::max<int64_t>(s, r0) - r0;
       const int64_t b = std::min<int64_t>(s + n, r1) - r0;
