@@ -127,6 +127,7 @@ bool Check(int m, int n, int k, int split, float beta, bool tb = false) {
 // scheduling policy and the dynamic shared memory (at least the kernel's)
 // given: whether the placement of its clusters costs.
 int g_policy = 0, g_smem = 0;
+int g_carveout = -1;  // RunPlaced: the preferred carveout (-1: the driver's)
 
 // A launch of `grid` CTAs of `threads` in clusters of `cluster` along x,
 // placed by g_policy; `attr` holds the attributes the config points to.
@@ -158,6 +159,9 @@ std::string RunPlaced(const SkinnyLaunch& l) {
   auto* fn = &sk::SkinnyKernel<T, 1, sk::kDefaultStages, TB>;
   CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                          cudaFuncAttributePreferredSharedMemoryCarveout,
+                          g_carveout));
   cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t config = ClusterConfig(
       (l.n + 127) / 128 * l.split_k, 128, smem, l.stream, l.split_k, attr);
@@ -342,7 +346,7 @@ void ResetCounters() {
 
 // Reads `bytes` (16 B per load, 8 loads in flight per thread) and writes
 // one word per CTA: the bandwidth a grid of this shape can pull.
-__global__ void Stream(const uint4* p, size_t n, uint32_t* out) {
+__device__ __forceinline__ uint32_t StreamBody(const uint4* p, size_t n) {
   uint32_t acc = 0;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
@@ -354,8 +358,31 @@ __global__ void Stream(const uint4* p, size_t n, uint32_t* out) {
 #pragma unroll
     for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].w;
   }
+  return acc;
+}
+__global__ void Stream(const uint4* p, size_t n, uint32_t* out) {
+  const uint32_t acc = StreamBody(p, n);
   if (acc == 0x12345678u) out[blockIdx.x] = acc;
 }
+// The same with `kBytes` of static shared memory, used so that it stays.
+template <int kBytes>
+__global__ void StreamStatic(const uint4* p, size_t n, uint32_t* out) {
+  __shared__ uint32_t buf[kBytes / 4];
+  const uint32_t acc = StreamBody(p, n);
+  buf[threadIdx.x * (kBytes / 4 / 128)] = acc;
+  __syncthreads();
+  if (buf[((threadIdx.x + 1) % blockDim.x) * (kBytes / 4 / 128)] ==
+      0x12345678u)
+    out[blockIdx.x] = acc;
+}
+// The same with its cluster of 8 in the kernel (__cluster_dims__), not in
+// the launch's attributes.
+__global__ void __cluster_dims__(8, 1, 1)
+    StreamCluster8(const uint4* p, size_t n, uint32_t* out) {
+  const uint32_t acc = StreamBody(p, n);
+  if (acc == 0x12345678u) out[blockIdx.x] = acc;
+}
+using StreamFn = void (*)(const uint4*, size_t, uint32_t*);
 
 // us per GEMM: `L` GEMMs captured in one CUDA graph (GraphUsPerLaunch), each reading layer i % L of B (cold: B streams from HBM) or
 // layer 0 every time (hot: B stays in L2), replayed `reps` times.
@@ -410,8 +437,12 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
 
 // The same capture of `Stream` kernels over k x n bytes of B: the floor a
 // kernel of `ctas` x `threads` sees, hot or cold.
+// fn: Stream or a variant; cluster 0: no cluster attribute (the kernel's
+// own); carveout: the kernel's preferred shared-memory carveout (percent,
+// -1 the driver's choice), set before the capture.
 void TimeStream(int n, int k, int ctas, int threads, bool hot, int cluster = 1,
-                int smem = 0) {
+                int smem = 0, StreamFn fn = &Stream, int carveout = -1,
+                const char* label = "stream") {
   const int L = 32, reps = 20;
   const size_t elems = size_t(k) * n * 2 / 16;
   uint4* b;
@@ -422,19 +453,23 @@ void TimeStream(int n, int k, int ctas, int threads, bool hot, int cluster = 1,
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   if (smem > 48 * 1024)
-    CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&Stream),
+    CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                          cudaFuncAttributePreferredSharedMemoryCarveout,
+                          carveout));
   const double us = GraphUsPerLaunch(st, L, reps, [&](int i) {
     cudaLaunchAttribute attr[2];
-    const cudaLaunchConfig_t config =
+    cudaLaunchConfig_t config =
         ClusterConfig(ctas, threads, smem, st, cluster, attr);
+    if (cluster == 0) config.numAttrs = 0;
     const uint4* bi = b + (hot ? 0 : i) * elems;
-    CK(cudaLaunchKernelEx(&config, &Stream, bi, elems, out));
+    CK(cudaLaunchKernelEx(&config, fn, bi, elems, out));
   });
   const double bytes = double(k) * n * 2;
-  std::printf("time stream %4dx%-4d c%d s%-3d %s      n=%5d k=%5d:         %7.2f us  "
-              "%5.2f TB/s\n", ctas, threads, cluster, smem / 1024,
-              hot ? "hot " : "cold", n, k, us, bytes / us / 1e6);
+  std::printf("time %-14s %4dx%-4d c%d s%-3d v%-3d %s n=%5d k=%5d: %7.2f us  "
+              "%5.2f TB/s\n", label, ctas, threads, cluster, smem / 1024,
+              carveout, hot ? "hot " : "cold", n, k, us, bytes / us / 1e6);
   cudaFree(b); cudaFree(out);
   cudaStreamDestroy(st);
 }
@@ -502,6 +537,51 @@ int main(int argc, char** argv) {
   g_check_run = nullptr;
   if (argc > 1 && std::strcmp(argv[1], "--checks") == 0) {
     // The checks alone (a run under compute-sanitizer).
+  } else if (argc > 1 && std::strcmp(argv[1], "--launch2") == 0) {
+    // Where a cluster launch with shared memory loses its microsecond
+    // (README of benchmarks/results/2026-12-04-h200-3bc3d7b: about 1.3 us
+    // at 2048^2 in the streaming kernel, none with either alone): dynamic
+    // against static shared memory, the cluster in the launch or in the
+    // kernel, the preferred carveout left to the driver or all shared;
+    // then the skinny kernel itself at both carveouts.
+    for (auto [n, k] : {std::pair{512, 1024}, {2048, 2048}}) {
+      const int split = SkinnySplit(n, k, sms), ctas = (n / 128) * split;
+      for (int rep = 0; rep < 2; ++rep) {
+        TimeStream(n, k, ctas, 128, false, 1, 0, &Stream, -1, "plain");
+        TimeStream(n, k, ctas, 128, false, split, 0, &Stream, -1, "cl");
+        TimeStream(n, k, ctas, 128, false, 1, 16384, &Stream, -1, "dyn16");
+        TimeStream(n, k, ctas, 128, false, split, 16384, &Stream, -1,
+                   "cl_dyn16");
+        TimeStream(n, k, ctas, 128, false, split, 16384, &Stream, 100,
+                   "cl_dyn16_v100");
+        TimeStream(n, k, ctas, 128, false, split, 75776, &Stream, -1,
+                   "cl_dyn74");
+        TimeStream(n, k, ctas, 128, false, split, 75776, &Stream, 100,
+                   "cl_dyn74_v100");
+        TimeStream(n, k, ctas, 128, false, split, 0, &StreamStatic<16384>,
+                   -1, "cl_static16");
+        TimeStream(n, k, ctas, 128, false, split, 0, &StreamStatic<40960>,
+                   -1, "cl_static40");
+        TimeStream(n, k, ctas, 128, false, 1, 0, &StreamStatic<16384>, -1,
+                   "static16");
+        if (split == 8) {
+          TimeStream(n, k, ctas, 128, false, 0, 0, &StreamCluster8, -1,
+                     "cd8");
+          TimeStream(n, k, ctas, 128, false, 0, 16384, &StreamCluster8, -1,
+                     "cd8_dyn16");
+        }
+      }
+    }
+    const int shapes[][3] = {{8, 2048, 2048}, {16, 512, 1536},
+                             {1, 512, 1024}, {16, 4096, 4096}};
+    for (auto& sh : shapes)
+      for (bool hot : {true, false})
+        for (int carveout : {-1, 100, -1, 100}) {
+          g_carveout = carveout;
+          Time(sh[0], sh[1], sh[2], 0, false, hot, &RunPlaced<false>,
+               carveout < 0 ? "placed" : "placed_v100", true);
+        }
+    g_carveout = -1;
   } else if (argc > 1 && std::strcmp(argv[1], "--table") == 0) {
     // The loop over rows at table offsets: A's rows read on the device, B
     // one weight (hot: from L2, as in the loop; cold: from HBM), at the
