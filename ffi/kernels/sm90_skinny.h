@@ -254,14 +254,30 @@ struct NoMarks {
   __device__ __forceinline__ static void At(SkinnyPhase, const void* = nullptr) {}
 };
 
+// The kernel's shared memory: dynamic (the library's), or static where a
+// probe asks (kStatic, at most 48 KiB): whether a cluster launch costs
+// less without dynamic shared memory (benchmarks/skinny/probe.cu
+// --launch2).
+template <int kBytes, bool kStatic>
+__device__ __forceinline__ unsigned char* SkinnySmem() {
+  if constexpr (kStatic) {
+    static_assert(kBytes <= 48 * 1024, "static shared memory above 48 KiB");
+    __shared__ __align__(128) unsigned char s[kBytes];
+    return s;
+  } else {
+    extern __shared__ __align__(128) unsigned char d[];
+    return d;
+  }
+}
+
 // TOut: C's and D's element (T's, or float32).
 template <typename T, int kMFrags, int kStages, bool kTransB,
-          typename TOut = T, typename Marks = NoMarks>
+          typename TOut = T, typename Marks = NoMarks, bool kStatic = false>
 __global__ void __launch_bounds__(kThreads, 1)
     SkinnyKernel(const SkinnyLaunch L) {
   using Sm = Smem<kMFrags, kStages>;
   constexpr int kM = Sm::kM;
-  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* const smem = SkinnySmem<Sm::kBytes, kStatic>();
 
   const int split = L.split_k;  // == the cluster size along x
   const int rank = static_cast<int>(blockIdx.x) % split;
@@ -473,17 +489,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // The shared memory above 48 KiB needs opting in, once per device (as for
-// the CUTLASS kernels, kernels/run_sm90_gemm.h).
+// the CUTLASS kernels, kernels/run_sm90_gemm.h); static needs nothing.
 template <typename T, int kMFrags, int kStages, bool kTransB, typename TOut,
-          typename Marks>
+          typename Marks, bool kStatic>
 cudaError_t PrepareOnce(int device) {
-  return OncePerDevice(device, [] {
-    return cudaFuncSetAttribute(
-        reinterpret_cast<const void*>(
-            &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>),
-        cudaFuncAttributeMaxDynamicSharedMemorySize,
-        Smem<kMFrags, kStages>::kBytes);
-  });
+  if constexpr (kStatic) {
+    return cudaSuccess;
+  } else {
+    return OncePerDevice(device, [] {
+      return cudaFuncSetAttribute(
+          reinterpret_cast<const void*>(
+              &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>),
+          cudaFuncAttributeMaxDynamicSharedMemorySize,
+          Smem<kMFrags, kStages>::kBytes);
+    });
+  }
 }
 
 // Makes the launch Run makes, without launching it: the handler keeps it
@@ -491,7 +511,7 @@ cudaError_t PrepareOnce(int device) {
 // PreparedLaunch), skipping the set-up of the call.
 template <typename T, int kMFrags, bool kTransB = false,
           int kStages = kDefaultStages, typename TOut = T,
-          typename Marks = NoMarks>
+          typename Marks = NoMarks, bool kStatic = false>
 std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
   static_assert(sizeof(SkinnyLaunch) <= kMaxParamBytes,
                 "the kernel's parameter must fit a PreparedLaunch");
@@ -501,17 +521,18 @@ std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
       (l.split_k & (l.split_k - 1)) != 0)
     return "skinny kernel: split must be 1, 2, 4 or 8";
   if (cudaError_t e =
-          PrepareOnce<T, kMFrags, kStages, kTransB, TOut, Marks>(l.device);
+          PrepareOnce<T, kMFrags, kStages, kTransB, TOut, Marks, kStatic>(
+              l.device);
       e != cudaSuccess)
     return std::string("skinny kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
   const int tiles = (l.n + kTileN - 1) / kTileN;
   out->fn = reinterpret_cast<const void*>(
-      &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>);
+      &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks, kStatic>);
   out->grid = dim3(static_cast<unsigned>(tiles * l.split_k));
   out->block = dim3(kThreads);
   out->cluster = dim3(static_cast<unsigned>(l.split_k), 1, 1);
-  out->smem = Smem<kMFrags, kStages>::kBytes;
+  out->smem = kStatic ? 0 : Smem<kMFrags, kStages>::kBytes;
   out->param_bytes = sizeof(SkinnyLaunch);
   std::memcpy(out->params, &l, sizeof(SkinnyLaunch));
   return "";
@@ -520,11 +541,11 @@ std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
 // Prepare and launch at once (the probes, benchmarks/skinny).
 template <typename T, int kMFrags, bool kTransB = false,
           int kStages = kDefaultStages, typename TOut = T,
-          typename Marks = NoMarks>
+          typename Marks = NoMarks, bool kStatic = false>
 std::string Run(const SkinnyLaunch& l) {
   PreparedLaunch ready;
-  if (std::string r =
-          Prepare<T, kMFrags, kTransB, kStages, TOut, Marks>(l, &ready);
+  if (std::string r = Prepare<T, kMFrags, kTransB, kStages, TOut, Marks,
+                              kStatic>(l, &ready);
       !r.empty())
     return r;
   const std::string r = LaunchPrepared(ready, l.stream);
