@@ -272,14 +272,18 @@ def _moe_loop(mod):
   return f
 
 
+def _whole_loop_graph(f, *args):
+  """`f` compiled as one CUDA graph, loop and all (its capture asserted),
+  for replays with new group sizes in the same graph."""
+  rep = dyn.check_capture(f, *args, compiler_options=WHOLE_LOOP_GRAPHS)
+  assert rep.all_captured, rep.thunks
+  return jax.jit(f).lower(*args).compile(compiler_options=WHOLE_LOOP_GRAPHS)
+
+
 def test_loop_with_device_sizes_is_captured_and_replays():
   lhs, rhs, _ = _data(3, BF16)
   base = jnp.asarray(SIZES[0], jnp.int32)
-  rep = dyn.check_capture(_moe_loop(dyn), lhs, rhs, base,
-                          compiler_options=WHOLE_LOOP_GRAPHS)
-  assert rep.all_captured, rep.thunks
-  compiled = jax.jit(_moe_loop(dyn)).lower(lhs, rhs, base).compile(
-      compiler_options=WHOLE_LOOP_GRAPHS)
+  compiled = _whole_loop_graph(_moe_loop(dyn), lhs, rhs, base)
   ref = jax.jit(_moe_loop(dyn.reference))
   for sizes in SIZES:  # new sizes into the same graph
     s = jnp.asarray(sizes, jnp.int32)
@@ -1108,11 +1112,7 @@ def test_fresh_out_loop_is_captured_and_replays_new_sizes():
     return f
 
   base = jnp.asarray(FRESH_SIZES[1], jnp.int32)
-  rep = dyn.check_capture(loop(dyn), lhs, rhs, base,
-                          compiler_options=WHOLE_LOOP_GRAPHS)
-  assert rep.all_captured, rep.thunks
-  compiled = jax.jit(loop(dyn)).lower(lhs, rhs, base).compile(
-      compiler_options=WHOLE_LOOP_GRAPHS)
+  compiled = _whole_loop_graph(loop(dyn), lhs, rhs, base)
   ref = ref_highest(loop(dyn.reference))
   for sizes in FRESH_SIZES:
     s = jnp.asarray(sizes, jnp.int32)
