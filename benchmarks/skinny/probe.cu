@@ -395,8 +395,12 @@ using StreamFn = void (*)(const uint4*, size_t, uint32_t*);
 // layer 0 every time (hot: B stays in L2), replayed `reps` times.
 // dyn_a: A's rows start at table[i] * m, read on the device (as in a loop
 // over rows at table offsets: two dependent reads before A's address).
+// body: 0 the GEMMs alone; 1 each after the loop's counter kernel (it
+// advances i, whose table entry clamps to the last), all captured as
+// kernel nodes; 2 the same with each GEMM a child graph node, as XLA
+// records a custom call inside a command buffer.
 void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
-          const char* label, bool dyn_a = false) {
+          const char* label, bool dyn_a = false, int body = 0) {
   const int L = 32, reps = 20;
   T *a, *b, *d;
   int32_t* idx;  // {i, table[0..3]}
@@ -428,15 +432,22 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
   l.split_k = split;
   l.sm_count = sms;
   l.stream = st;
-  const double us = GraphUsPerLaunch(st, L, reps, [&](int i) {
+  auto gemm = [&](int i) {
     SkinnyLaunch li = l;
     li.b = Op(b + size_t(hot ? 0 : i) * k * n, tb ? k : n);
     std::string r = run(li);
     if (!r.empty()) { std::printf("%s\n", r.c_str()); std::exit(1); }
-  });
+  };
+  const double us =
+      body == 2 ? ChildGraphUsPerLaunch(st, L, reps, idx, gemm)
+                : GraphUsPerLaunch(st, L, reps, [&](int i) {
+                    if (body == 1) Counter<<<1, 1, 0, st>>>(idx);
+                    gemm(i);
+                  });
   const double bytes = double(k) * n * 2;
-  std::printf("time %-12s %s %s%s m=%3d n=%5d k=%5d split=%d: %7.2f us  %5.2f TB/s\n",
+  std::printf("time %-12s %s %s%s%s m=%3d n=%5d k=%5d split=%d: %7.2f us  %5.2f TB/s\n",
               label, tb ? "NT" : "NN", hot ? "hot " : "cold", dyn_a ? " dynA" : "",
+              body == 1 ? " +ctr" : body == 2 ? " +ctr child" : "",
               m, n, k, split, us, bytes / us / 1e6);
   cudaFree(a); cudaFree(b); cudaFree(d); cudaFree(idx);
   cudaStreamDestroy(st);
@@ -608,6 +619,18 @@ int main(int argc, char** argv) {
         }
       }
     g_carveout = -1;
+  } else if (argc > 1 && std::strcmp(argv[1], "--child") == 0) {
+    // What XLA's way of recording a custom call in a body graph costs: the
+    // loop's counter kernel, then the GEMM as a kernel node or as a child
+    // graph node (a graph of its own, cloned in); the table loop's GEMM
+    // (A's rows from the device, B hot), twice each, interleaved.
+    const int shapes[][3] = {{8, 512, 2048}, {16, 512, 4096},
+                             {8, 2048, 2048}, {16, 2048, 4096},
+                             {1, 512, 1024}};
+    for (auto& sh : shapes)
+      for (int rep = 0; rep < 2; ++rep)
+        for (int body : {1, 2})
+          Time(sh[0], sh[1], sh[2], 0, false, true, RunNN, "nn", true, body);
   } else if (argc > 1 && std::strcmp(argv[1], "--table") == 0) {
     // The loop over rows at table offsets: A's rows read on the device, B
     // one weight (hot: from L2, as in the loop; cold: from HBM), at the

@@ -39,17 +39,12 @@ jax_dynoff::kernels::SkinnyOperand Op(const void* base, int64_t ld) {
   return o;
 }
 
-// us per launch of enqueue(i), i < `launches`, captured in one CUDA graph
-// on `st` (JAX's loops run as graphs), replayed 3 times to warm up, then
-// `reps` times between two events.
-template <typename Enqueue>
-double GraphUsPerLaunch(cudaStream_t st, int launches, int reps,
-                        Enqueue enqueue) {
-  cudaGraph_t g;
+// us per launch of graph `g` (which holds `launches` launches): replayed 3
+// times to warm up, then `reps` times between two events; `g` is
+// destroyed.
+inline double ReplayUsPerLaunch(cudaStream_t st, cudaGraph_t g, int launches,
+                                int reps) {
   cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < launches; ++i) enqueue(i);
-  CK(cudaStreamEndCapture(st, &g));
   CK(cudaGraphInstantiate(&ge, g, 0));
   for (int w = 0; w < 3; ++w) CK(cudaGraphLaunch(ge, st));
   cudaEvent_t e0, e1;
@@ -66,4 +61,48 @@ double GraphUsPerLaunch(cudaStream_t st, int launches, int reps,
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
   return ms * 1e3 / (double(reps) * launches);
+}
+
+// us per launch of enqueue(i), i < `launches`, captured in one CUDA graph
+// on `st` (JAX's loops run as graphs).
+template <typename Enqueue>
+double GraphUsPerLaunch(cudaStream_t st, int launches, int reps,
+                        Enqueue enqueue) {
+  cudaGraph_t g;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < launches; ++i) enqueue(i);
+  CK(cudaStreamEndCapture(st, &g));
+  return ReplayUsPerLaunch(st, g, launches, reps);
+}
+
+// The same for a graph built node by node as XLA records a loop body that
+// holds a custom call: the loop's counter kernel as a kernel node, then
+// enqueue(i) captured alone into its own graph and added as a child graph
+// node, `launches` times in a chain.
+template <typename Enqueue>
+double ChildGraphUsPerLaunch(cudaStream_t st, int launches, int reps,
+                             int32_t* counter, Enqueue enqueue) {
+  cudaGraph_t g;
+  CK(cudaGraphCreate(&g, 0));
+  cudaGraphNode_t prev = nullptr;
+  for (int i = 0; i < launches; ++i) {
+    cudaKernelNodeParams kp = {};
+    void* args[] = {&counter};
+    kp.func = reinterpret_cast<void*>(&Counter);
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(1);
+    kp.kernelParams = args;
+    cudaGraphNode_t node;
+    CK(cudaGraphAddKernelNode(&node, g, prev ? &prev : nullptr,
+                              prev ? 1 : 0, &kp));
+    prev = node;
+    cudaGraph_t gi;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    enqueue(i);
+    CK(cudaStreamEndCapture(st, &gi));
+    CK(cudaGraphAddChildGraphNode(&node, g, &prev, 1, gi));  // clones gi
+    CK(cudaGraphDestroy(gi));
+    prev = node;
+  }
+  return ReplayUsPerLaunch(st, g, launches, reps);
 }
