@@ -572,6 +572,11 @@ int main(int argc, char** argv) {
     for (auto [n, k] : {std::pair{512, 1024}, {2048, 2048}}) {
       const int split = SkinnySplit(n, k, sms), ctas = (n / 128) * split;
       for (int rep = 0; rep < 2; ++rep) {
+        // No launch attribute at all, then a cluster of 1 (how every
+        // prepared launch of the library goes, kernels/launch.h).
+        TimeStream(n, k, ctas, 128, false, 0, 0, &Stream, -1, "noattr");
+        TimeStream(n, k, ctas, 128, false, 0, 16384, &Stream, -1,
+                   "noattr_dyn16");
         TimeStream(n, k, ctas, 128, false, 1, 0, &Stream, -1, "plain");
         TimeStream(n, k, ctas, 128, false, split, 0, &Stream, -1, "cl");
         TimeStream(n, k, ctas, 128, false, 1, 16384, &Stream, -1, "dyn16");
