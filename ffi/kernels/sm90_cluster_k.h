@@ -77,6 +77,7 @@
 
 #include "cute/arch/cluster_sm90.hpp"
 #include "cutlass/numeric_conversion.h"
+#include "kernels/cluster_smem.h"  // MapToRank
 #include "kernels/sm90_direct.h"
 
 namespace jax_dynoff {
@@ -237,12 +238,8 @@ struct Sm90ClusterKGemm {
 
   // This CTA's shared-memory address `p` in cluster rank `rank`'s window.
   static CUTLASS_DEVICE uint32_t MapTo(const void* p, int rank) {
-    uint32_t out;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-                 : "=r"(out)
-                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))),
-                   "r"(rank));
-    return out;
+    return MapToRank(static_cast<uint32_t>(__cvta_generic_to_shared(p)),
+                     rank);
   }
 
   static CUTLASS_DEVICE void Run(Params const& params,

@@ -46,6 +46,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cluster_smem.h"  // MapToRank
 #include "kernels/launch.h"
 
 namespace jax_dynoff {
@@ -108,14 +109,6 @@ __device__ __forceinline__ void ClusterArriveRelaxed() {
 }
 __device__ __forceinline__ void ClusterWait() {  // acquire
   asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
-}
-// This CTA's shared address `a` in cluster rank `rank`'s window.
-__device__ __forceinline__ uint32_t MapToRank(uint32_t a, int rank) {
-  uint32_t out;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(out)
-               : "r"(a), "r"(rank));
-  return out;
 }
 // Two floats into a cluster shared address, counted on `bar` (the same
 // rank's mbarrier) when they land.
