@@ -398,7 +398,9 @@ using StreamFn = void (*)(const uint4*, size_t, uint32_t*);
 // body: 0 the GEMMs alone; 1 each after the loop's counter kernel (it
 // advances i, whose table entry clamps to the last), all captured as
 // kernel nodes; 2 the same with each GEMM a child graph node, as XLA
-// records a custom call inside a command buffer.
+// records a custom call inside a command buffer; 3 and 4 the same two
+// bodies as one graph of one iteration, launched from the host every
+// iteration (XLA's body graphs).
 void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
           const char* label, bool dyn_a = false, int body = 0) {
   const int L = 32, reps = 20;
@@ -438,17 +440,51 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
     std::string r = run(li);
     if (!r.empty()) { std::printf("%s\n", r.c_str()); std::exit(1); }
   };
-  const double us =
-      body == 2 ? ChildGraphUsPerLaunch(st, L, reps, idx, gemm)
-                : GraphUsPerLaunch(st, L, reps, [&](int i) {
-                    if (body == 1) Counter<<<1, 1, 0, st>>>(idx);
-                    gemm(i);
-                  });
+  double us = 0, host_us = 0;
+  if (body == 2) {
+    us = ChildGraphUsPerLaunch(st, L, reps, idx, gemm);
+  } else if (body >= 3) {
+    // One iteration's graph, launched from the host every iteration: 3 the
+    // counter and the GEMM as kernel nodes; 4 the GEMM a child graph node
+    // after the counter's kernel node (XLA's recording of a custom call).
+    cudaGraph_t g;
+    if (body == 3) {
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      Counter<<<1, 1, 0, st>>>(idx);
+      gemm(0);
+      CK(cudaStreamEndCapture(st, &g));
+    } else {
+      CK(cudaGraphCreate(&g, 0));
+      cudaKernelNodeParams kp = {};
+      void* args[] = {&idx};
+      kp.func = reinterpret_cast<void*>(&Counter);
+      kp.gridDim = dim3(1);
+      kp.blockDim = dim3(1);
+      kp.kernelParams = args;
+      cudaGraphNode_t ctr, child;
+      CK(cudaGraphAddKernelNode(&ctr, g, nullptr, 0, &kp));
+      cudaGraph_t gi;
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      gemm(0);
+      CK(cudaStreamEndCapture(st, &gi));
+      CK(cudaGraphAddChildGraphNode(&child, g, &ctr, 1, gi));
+      CK(cudaGraphDestroy(gi));
+    }
+    us = PerIterationGraphUs(st, g, L, reps, &host_us);
+  } else {
+    us = GraphUsPerLaunch(st, L, reps, [&](int i) {
+      if (body == 1) Counter<<<1, 1, 0, st>>>(idx);
+      gemm(i);
+    });
+  }
   const double bytes = double(k) * n * 2;
   std::printf("time %-12s %s %s%s%s m=%3d n=%5d k=%5d split=%d: %7.2f us  %5.2f TB/s\n",
               label, tb ? "NT" : "NN", hot ? "hot " : "cold", dyn_a ? " dynA" : "",
-              body == 1 ? " +ctr" : body == 2 ? " +ctr child" : "",
+              body == 1 ? " +ctr" : body == 2 ? " +ctr child"
+              : body == 3 ? " +ctr per-iteration graph"
+              : body == 4 ? " +ctr child per-iteration graph" : "",
               m, n, k, split, us, bytes / us / 1e6);
+  if (body >= 3) std::printf("  host %.2f us a launch\n", host_us);
   cudaFree(a); cudaFree(b); cudaFree(d); cudaFree(idx);
   cudaStreamDestroy(st);
 }
@@ -635,6 +671,38 @@ int main(int argc, char** argv) {
     for (auto& sh : shapes)
       for (int rep = 0; rep < 2; ++rep)
         for (int body : {1, 2})
+          Time(sh[0], sh[1], sh[2], 0, false, true, RunNN, "nn", true, body);
+  } else if (argc > 1 && std::strcmp(argv[1], "--pergraph") == 0) {
+    // A loop with body graphs: each iteration one graph launch from the
+    // host.  First bodies of tiny kernels alone (1, 2 or 4 counter
+    // kernels: what a graph launch and a kernel boundary cost on the
+    // device), then the table loop's GEMM after the counter, all in one
+    // graph against one graph per iteration (kernel node or child graph
+    // node), twice each, interleaved.
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    int32_t* ctr;
+    CK(cudaMalloc(&ctr, 4));
+    CK(cudaMemset(ctr, 0, 4));
+    for (int rep = 0; rep < 2; ++rep)
+      for (int kernels : {1, 2, 4}) {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        for (int j = 0; j < kernels; ++j) Counter<<<1, 1, 0, st>>>(ctr);
+        CK(cudaStreamEndCapture(st, &g));
+        double host_us = 0;
+        const double us = PerIterationGraphUs(st, g, 32, 20, &host_us);
+        std::printf("time per-iteration graph of %d counter kernel(s): %7.2f us (host %.2f us a launch)\n",
+                    kernels, us, host_us);
+      }
+    cudaFree(ctr);
+    cudaStreamDestroy(st);
+    const int shapes[][3] = {{8, 512, 2048}, {16, 512, 4096},
+                             {8, 2048, 2048}, {16, 2048, 4096},
+                             {1, 512, 1024}};
+    for (auto& sh : shapes)
+      for (int rep = 0; rep < 2; ++rep)
+        for (int body : {1, 3, 4})
           Time(sh[0], sh[1], sh[2], 0, false, true, RunNN, "nn", true, body);
   } else if (argc > 1 && std::strcmp(argv[1], "--table") == 0) {
     // The loop over rows at table offsets: A's rows read on the device, B

@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 
 #include "../cuda_check.h"
@@ -105,4 +106,38 @@ double ChildGraphUsPerLaunch(cudaStream_t st, int launches, int reps,
     prev = node;
   }
   return ReplayUsPerLaunch(st, g, launches, reps);
+}
+
+// us per iteration of a loop whose body is one CUDA graph launched from the
+// host each iteration, as XLA runs a loop with body graphs
+// (`cuda_graph_flags()`): `body` is the graph of one iteration; it is
+// instantiated once and launched `iters` x `reps` times.  `body` is
+// destroyed.  The host's time per launch goes to *host_us (if the host
+// is slower than the device, the loop is the host's).
+inline double PerIterationGraphUs(cudaStream_t st, cudaGraph_t body,
+                                  int iters, int reps,
+                                  double* host_us = nullptr) {
+  cudaGraphExec_t ge;
+  CK(cudaGraphInstantiate(&ge, body, 0));
+  for (int w = 0; w < 3 * iters; ++w) CK(cudaGraphLaunch(ge, st));
+  CK(cudaStreamSynchronize(st));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventRecord(e0, st));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < iters * reps; ++r) CK(cudaGraphLaunch(ge, st));
+  const auto t1 = std::chrono::steady_clock::now();
+  CK(cudaEventRecord(e1, st));
+  if (host_us)
+    *host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() /
+               (double(reps) * iters);
+  CK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(body);
+  return ms * 1e3 / (double(reps) * iters);
 }
