@@ -247,30 +247,14 @@ struct NoMarks {
   __device__ __forceinline__ static void At(SkinnyPhase, const void* = nullptr) {}
 };
 
-// The kernel's shared memory: dynamic (the library's), or static where a
-// probe asks (kStatic, at most 48 KiB): whether a cluster launch costs
-// less without dynamic shared memory (benchmarks/skinny/probe.cu
-// --launch2).
-template <int kBytes, bool kStatic>
-__device__ __forceinline__ unsigned char* SkinnySmem() {
-  if constexpr (kStatic) {
-    static_assert(kBytes <= 48 * 1024, "static shared memory above 48 KiB");
-    __shared__ __align__(128) unsigned char s[kBytes];
-    return s;
-  } else {
-    extern __shared__ __align__(128) unsigned char d[];
-    return d;
-  }
-}
-
 // TOut: C's and D's element (T's, or float32).
 template <typename T, int kMFrags, int kStages, bool kTransB,
-          typename TOut = T, typename Marks = NoMarks, bool kStatic = false>
+          typename TOut = T, typename Marks = NoMarks>
 __global__ void __launch_bounds__(kThreads, 1)
     SkinnyKernel(const SkinnyLaunch L) {
   using Sm = Smem<kMFrags, kStages>;
   constexpr int kM = Sm::kM;
-  unsigned char* const smem = SkinnySmem<Sm::kBytes, kStatic>();
+  extern __shared__ __align__(128) unsigned char smem[];
 
   const int split = L.split_k;  // == the cluster size along x
   const int rank = static_cast<int>(blockIdx.x) % split;
@@ -482,21 +466,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // The shared memory above 48 KiB needs opting in, once per device (as for
-// the CUTLASS kernels, kernels/run_sm90_gemm.h); static needs nothing.
+// the CUTLASS kernels, kernels/run_sm90_gemm.h).
 template <typename T, int kMFrags, int kStages, bool kTransB, typename TOut,
-          typename Marks, bool kStatic>
+          typename Marks>
 cudaError_t PrepareOnce(int device) {
-  if constexpr (kStatic) {
-    return cudaSuccess;
-  } else {
-    return OncePerDevice(device, [] {
-      return cudaFuncSetAttribute(
-          reinterpret_cast<const void*>(
-              &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>),
-          cudaFuncAttributeMaxDynamicSharedMemorySize,
-          Smem<kMFrags, kStages>::kBytes);
-    });
-  }
+  return OncePerDevice(device, [] {
+    return cudaFuncSetAttribute(
+        reinterpret_cast<const void*>(
+            &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>),
+        cudaFuncAttributeMaxDynamicSharedMemorySize,
+        Smem<kMFrags, kStages>::kBytes);
+  });
 }
 
 // Makes the launch Run makes, without launching it: the handler keeps it
@@ -504,7 +484,7 @@ cudaError_t PrepareOnce(int device) {
 // PreparedLaunch), skipping the set-up of the call.
 template <typename T, int kMFrags, bool kTransB = false,
           int kStages = kDefaultStages, typename TOut = T,
-          typename Marks = NoMarks, bool kStatic = false>
+          typename Marks = NoMarks>
 std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
   static_assert(sizeof(SkinnyLaunch) <= kMaxParamBytes,
                 "the kernel's parameter must fit a PreparedLaunch");
@@ -514,18 +494,17 @@ std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
       (l.split_k & (l.split_k - 1)) != 0)
     return "skinny kernel: split must be 1, 2, 4 or 8";
   if (cudaError_t e =
-          PrepareOnce<T, kMFrags, kStages, kTransB, TOut, Marks, kStatic>(
-              l.device);
+          PrepareOnce<T, kMFrags, kStages, kTransB, TOut, Marks>(l.device);
       e != cudaSuccess)
     return std::string("skinny kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
   const int tiles = (l.n + kTileN - 1) / kTileN;
   out->fn = reinterpret_cast<const void*>(
-      &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks, kStatic>);
+      &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>);
   out->grid = dim3(static_cast<unsigned>(tiles * l.split_k));
   out->block = dim3(kThreads);
   out->cluster = dim3(static_cast<unsigned>(l.split_k), 1, 1);
-  out->smem = kStatic ? 0 : Smem<kMFrags, kStages>::kBytes;
+  out->smem = Smem<kMFrags, kStages>::kBytes;
   out->param_bytes = sizeof(SkinnyLaunch);
   std::memcpy(out->params, &l, sizeof(SkinnyLaunch));
   return "";
@@ -534,11 +513,11 @@ std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
 // Prepare and launch at once (the probes, benchmarks/skinny).
 template <typename T, int kMFrags, bool kTransB = false,
           int kStages = kDefaultStages, typename TOut = T,
-          typename Marks = NoMarks, bool kStatic = false>
+          typename Marks = NoMarks>
 std::string Run(const SkinnyLaunch& l) {
   PreparedLaunch ready;
-  if (std::string r = Prepare<T, kMFrags, kTransB, kStages, TOut, Marks,
-                              kStatic>(l, &ready);
+  if (std::string r =
+          Prepare<T, kMFrags, kTransB, kStages, TOut, Marks>(l, &ready);
       !r.empty())
     return r;
   const std::string r = LaunchPrepared(ready, l.stream);
