@@ -393,7 +393,8 @@ using StreamFn = void (*)(const uint4*, size_t, uint32_t*);
 // kernel nodes; 2 the same with each GEMM a child graph node, as XLA
 // records a custom call inside a command buffer; 3 and 4 the same two
 // bodies as one graph of one iteration, launched from the host every
-// iteration (XLA's body graphs).
+// iteration (XLA's body graphs); 5 the child graph node updated before
+// every launch.
 void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
           const char* label, bool dyn_a = false, int body = 0) {
   const int L = 32, reps = 20;
@@ -439,8 +440,10 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
   } else if (body >= 3) {
     // One iteration's graph, launched from the host every iteration: 3 the
     // counter and the GEMM as kernel nodes; 4 the GEMM a child graph node
-    // after the counter's kernel node (XLA's recording of a custom call).
-    cudaGraph_t g;
+    // after the counter's kernel node (XLA's recording of a custom call);
+    // 5 that, its child node updated (the same graph) before every launch.
+    cudaGraph_t g, gi = nullptr;
+    cudaGraphNode_t child = nullptr;
     if (body == 3) {
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       Counter<<<1, 1, 0, st>>>(idx);
@@ -454,16 +457,20 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
       kp.gridDim = dim3(1);
       kp.blockDim = dim3(1);
       kp.kernelParams = args;
-      cudaGraphNode_t ctr, child;
+      cudaGraphNode_t ctr;
       CK(cudaGraphAddKernelNode(&ctr, g, nullptr, 0, &kp));
-      cudaGraph_t gi;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       gemm(0);
       CK(cudaStreamEndCapture(st, &gi));
       CK(cudaGraphAddChildGraphNode(&child, g, &ctr, 1, gi));
-      CK(cudaGraphDestroy(gi));
     }
-    us = PerIterationGraphUs(st, g, L, reps, &host_us);
+    std::function<void(cudaGraphExec_t)> update;
+    if (body == 5)
+      update = [&](cudaGraphExec_t ge) {
+        CK(cudaGraphExecChildGraphNodeSetParams(ge, child, gi));
+      };
+    us = PerIterationGraphUs(st, g, L, reps, &host_us, update);
+    if (gi != nullptr) CK(cudaGraphDestroy(gi));
   } else {
     us = GraphUsPerLaunch(st, L, reps, [&](int i) {
       if (body == 1) Counter<<<1, 1, 0, st>>>(idx);
@@ -475,7 +482,8 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
               label, tb ? "NT" : "NN", hot ? "hot " : "cold", dyn_a ? " dynA" : "",
               body == 1 ? " +ctr" : body == 2 ? " +ctr child"
               : body == 3 ? " +ctr per-iteration graph"
-              : body == 4 ? " +ctr child per-iteration graph" : "",
+              : body == 4 ? " +ctr child per-iteration graph"
+              : body == 5 ? " +ctr child per-iteration graph updated" : "",
               m, n, k, split, us, bytes / us / 1e6);
   if (body >= 3) std::printf("  host %.2f us a launch\n", host_us);
   cudaFree(a); cudaFree(b); cudaFree(d); cudaFree(idx);
@@ -662,8 +670,9 @@ int main(int argc, char** argv) {
     // host.  First bodies of tiny kernels alone (1, 2 or 4 counter
     // kernels: what a graph launch and a kernel boundary cost on the
     // device), then the table loop's GEMM after the counter, all in one
-    // graph against one graph per iteration (kernel node or child graph
-    // node), twice each, interleaved.
+    // graph against one graph per iteration (kernel node, child graph
+    // node, child graph node updated before each launch), twice each,
+    // interleaved.
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     int32_t* ctr;
@@ -687,7 +696,7 @@ int main(int argc, char** argv) {
                              {1, 512, 1024}};
     for (auto& sh : shapes)
       for (int rep = 0; rep < 2; ++rep)
-        for (int body : {1, 3, 4})
+        for (int body : {1, 3, 4, 5})
           Time(sh[0], sh[1], sh[2], 0, false, true, RunNN, "nn", true, body);
   } else if (argc > 1 && std::strcmp(argv[1], "--table") == 0) {
     // The loop over rows at table offsets: A's rows read on the device, B

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 #include "../cuda_check.h"
 #include "../sm90_tiles/fill.h"  // Fill: hashed bf16 in [-1, 1)
@@ -113,20 +114,27 @@ double ChildGraphUsPerLaunch(cudaStream_t st, int launches, int reps,
 // (`cuda_graph_flags()`): `body` is the graph of one iteration; it is
 // instantiated once and launched `iters` x `reps` times.  `body` is
 // destroyed.  The host's time per launch goes to *host_us (if the host
-// is slower than the device, the loop is the host's).
-inline double PerIterationGraphUs(cudaStream_t st, cudaGraph_t body,
-                                  int iters, int reps,
-                                  double* host_us = nullptr) {
+// is slower than the device, the loop is the host's).  `before`, if set,
+// runs on the host before every launch (an update of the executable
+// graph, as XLA makes where a command's buffers moved).
+inline double PerIterationGraphUs(
+    cudaStream_t st, cudaGraph_t body, int iters, int reps,
+    double* host_us = nullptr,
+    const std::function<void(cudaGraphExec_t)>& before = {}) {
   cudaGraphExec_t ge;
   CK(cudaGraphInstantiate(&ge, body, 0));
-  for (int w = 0; w < 3 * iters; ++w) CK(cudaGraphLaunch(ge, st));
+  auto launch = [&] {
+    if (before) before(ge);
+    CK(cudaGraphLaunch(ge, st));
+  };
+  for (int w = 0; w < 3 * iters; ++w) launch();
   CK(cudaStreamSynchronize(st));
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   CK(cudaEventRecord(e0, st));
   const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < iters * reps; ++r) CK(cudaGraphLaunch(ge, st));
+  for (int r = 0; r < iters * reps; ++r) launch();
   const auto t1 = std::chrono::steady_clock::now();
   CK(cudaEventRecord(e1, st));
   if (host_us)
