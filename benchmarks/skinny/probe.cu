@@ -495,9 +495,12 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
 // fn: Stream or a variant; cluster 0: no cluster attribute (the kernel's
 // own); carveout: the kernel's preferred shared-memory carveout (percent,
 // -1 the driver's choice), set before the capture.
+// per_iteration: instead, one graph per iteration (the loop's counter
+// kernel, then the streaming kernel), launched from the host every
+// iteration as XLA's body graphs are.
 void TimeStream(int n, int k, int ctas, int threads, bool hot, int cluster = 1,
                 int smem = 0, StreamFn fn = &Stream, int carveout = -1,
-                const char* label = "stream") {
+                const char* label = "stream", bool per_iteration = false) {
   const int L = 32, reps = 20;
   const size_t elems = size_t(k) * n * 2 / 16;
   uint4* b;
@@ -513,18 +516,35 @@ void TimeStream(int n, int k, int ctas, int threads, bool hot, int cluster = 1,
   CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
                           cudaFuncAttributePreferredSharedMemoryCarveout,
                           carveout));
-  const double us = GraphUsPerLaunch(st, L, reps, [&](int i) {
+  auto launch = [&](int i) {
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t config =
         ClusterConfig(ctas, threads, smem, st, cluster, attr);
     if (cluster == 0) config.numAttrs = 0;
     const uint4* bi = b + (hot ? 0 : i) * elems;
     CK(cudaLaunchKernelEx(&config, fn, bi, elems, out));
-  });
+  };
+  double us = 0, host_us = 0;
+  if (per_iteration) {
+    int32_t* ctr;
+    CK(cudaMalloc(&ctr, 4));
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    Counter<<<1, 1, 0, st>>>(ctr);
+    launch(0);
+    CK(cudaStreamEndCapture(st, &g));
+    us = PerIterationGraphUs(st, g, L, reps, &host_us);
+    cudaFree(ctr);
+  } else {
+    us = GraphUsPerLaunch(st, L, reps, launch);
+  }
   const double bytes = double(k) * n * 2;
   std::printf("time %-14s %4dx%-4d c%d s%-3d v%-3d %s n=%5d k=%5d: %7.2f us  "
               "%5.2f TB/s\n", label, ctas, threads, cluster, smem / 1024,
               carveout, hot ? "hot " : "cold", n, k, us, bytes / us / 1e6);
+  if (per_iteration)
+    std::printf("  +ctr per-iteration graph, host %.2f us a launch\n",
+                host_us);
   cudaFree(b); cudaFree(out);
   cudaStreamDestroy(st);
 }
@@ -691,6 +711,13 @@ int main(int argc, char** argv) {
       }
     cudaFree(ctr);
     cudaStreamDestroy(st);
+    // The counter and a streaming kernel of the table loop's grid (32 CTAs
+    // over 1 MB, in L2) per graph: no attribute, a cluster of 8, the
+    // skinny kernel's 74 KiB of dynamic shared memory, or both.
+    for (int rep = 0; rep < 2; ++rep)
+      for (auto [cluster, smem] : {std::pair{0, 0}, {8, 0}, {0, 74}, {8, 74}})
+        TimeStream(512, 1024, 32, 128, true, cluster, smem * 1024, &Stream,
+                   -1, "stream_pergraph", true);
     const int shapes[][3] = {{8, 512, 2048}, {16, 512, 4096},
                              {8, 2048, 2048}, {16, 2048, 4096},
                              {1, 512, 1024}};
