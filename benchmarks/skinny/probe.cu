@@ -490,6 +490,119 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
   cudaStreamDestroy(st);
 }
 
+// What locating its windows costs a kernel that has just started, in SM
+// cycles (clock64) of thread 0 of each CTA: LocateChain reads the loop
+// counter's address from the parameters, the counter, then its table
+// entry, one step at a time; LocateWhole locates A (a table look-up) and
+// B (the counter) as the skinny kernel does (SkinnyOperand::Locate).
+__device__ __forceinline__ long long Clock() {
+  long long t;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
+  return t;
+}
+// Waits for v (its load) before the next clock read.
+__device__ __forceinline__ void Use(int64_t v) {
+  asm volatile("" ::"l"(v) : "memory");
+}
+__global__ void __launch_bounds__(128, 1)
+    LocateChain(const SkinnyLaunch L, long long* out) {
+  const long long t0 = Clock();
+  const jax_dynoff::SlotRef& slot = L.a.term[0].slot;
+  const int32_t* vp = static_cast<const int32_t*>(slot.value);
+  const int32_t* tp = static_cast<const int32_t*>(slot.table);
+  Use(reinterpret_cast<int64_t>(vp) ^ reinterpret_cast<int64_t>(tp));
+  const long long t1 = Clock();
+  const int32_t v = *vp;
+  Use(v);
+  const long long t2 = Clock();
+  const int64_t j = v < 0 ? 0 : v >= slot.table_len ? slot.table_len - 1 : v;
+  const int32_t w = tp[j];
+  Use(w);
+  const long long t3 = Clock();
+  if (threadIdx.x == 0) {
+    long long* o = out + blockIdx.x * 4;
+    o[0] = t1 - t0;
+    o[1] = t2 - t1;
+    o[2] = t3 - t2;
+    o[3] = t3 - t0;
+  }
+}
+__global__ void __launch_bounds__(128, 1)
+    LocateWhole(const SkinnyLaunch L, long long* out) {
+  const long long t0 = Clock();
+  const char* a = L.a.Locate();
+  const char* b = L.b.Locate();
+  Use(reinterpret_cast<int64_t>(a) ^ reinterpret_cast<int64_t>(b));
+  const long long t1 = Clock();
+  if (threadIdx.x == 0) out[blockIdx.x * 4 + 3] = t1 - t0;
+}
+
+// Each after the loop's counter kernel, 32 iterations in one graph of 32
+// CTAs, replayed; medians of the last replay's CTAs and iterations.
+void TimeLocate(int m, int n, int k) {
+  const int L = 32, ctas = 32;
+  int clock_khz = 0;
+  CK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  int32_t* idx;  // {i, table[0..3]}
+  CK(cudaMalloc(&idx, 5 * 4));
+  const int32_t h_idx[5] = {1, 2, 0, 3, 1};
+  T *a, *b;
+  CK(cudaMalloc(&a, size_t(4 * m) * k * 2));
+  CK(cudaMalloc(&b, size_t(L) * k * n * 2));
+  long long* out;
+  CK(cudaMalloc(&out, size_t(L) * ctas * 4 * sizeof(long long)));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  SkinnyLaunch l;
+  l.m = m; l.n = n; l.k = k;
+  l.a = Op(a, k);
+  l.a.terms = 1;
+  l.a.term[0].slot.value = idx;
+  l.a.term[0].slot.table = idx + 1;
+  l.a.term[0].slot.table_len = 4;
+  l.a.term[0].slot.mul = m;
+  l.a.term[0].dim = 4 * m;
+  l.a.term[0].win = m;
+  l.a.term[0].scale = int64_t(k) * 2;
+  l.b = Op(b, n);  // B's layer from the counter, as in the stacked chain
+  l.b.terms = 1;
+  l.b.term[0].slot.value = idx;
+  l.b.term[0].dim = L;
+  l.b.term[0].win = 1;
+  l.b.term[0].scale = int64_t(k) * n * 2;
+  for (int which = 0; which < 2; ++which) {
+    CK(cudaMemcpy(idx, h_idx, sizeof h_idx, cudaMemcpyHostToDevice));
+    GraphUsPerLaunch(st, L, 20, [&](int i) {
+      Counter<<<1, 1, 0, st>>>(idx);
+      if (which == 0)
+        LocateChain<<<ctas, 128, 0, st>>>(l, out + size_t(i) * ctas * 4);
+      else
+        LocateWhole<<<ctas, 128, 0, st>>>(l, out + size_t(i) * ctas * 4);
+    });
+    std::vector<long long> h(size_t(L) * ctas * 4);
+    CK(cudaMemcpy(h.data(), out, h.size() * sizeof(long long),
+                  cudaMemcpyDeviceToHost));
+    auto median = [&](int field) {
+      std::vector<long long> v;
+      for (size_t r = 0; r < h.size() / 4; ++r) v.push_back(h[r * 4 + field]);
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    auto ns = [&](long long cycles) { return cycles * 1e6 / clock_khz; };
+    if (which == 0)
+      std::printf("locate chain m=%d: parameters %lld, counter %lld, table "
+                  "entry %lld, all %lld cycles (%.0f ns at %.2f GHz)\n", m,
+                  median(0), median(1), median(2), median(3), ns(median(3)),
+                  clock_khz / 1e6);
+    else
+      std::printf("locate whole m=%d (A by table, B by counter): %lld cycles "
+                  "(%.0f ns at %.2f GHz)\n", m, median(3), ns(median(3)),
+                  clock_khz / 1e6);
+  }
+  cudaFree(idx); cudaFree(a); cudaFree(b); cudaFree(out);
+  cudaStreamDestroy(st);
+}
+
 // The same capture of `Stream` kernels over k x n bytes of B: the floor a
 // kernel of `ctas` x `threads` sees, hot or cold.
 // fn: Stream or a variant; cluster 0: no cluster attribute (the kernel's
@@ -725,6 +838,10 @@ int main(int argc, char** argv) {
       for (int rep = 0; rep < 2; ++rep)
         for (int body : {1, 3, 4, 5})
           Time(sh[0], sh[1], sh[2], 0, false, true, RunNN, "nn", true, body);
+  } else if (argc > 1 && std::strcmp(argv[1], "--locate") == 0) {
+    // What the skinny kernel's "located" phase (~0.9 us in phases.cu) is
+    // made of: each dependent read of the window's offsets, timed alone.
+    for (int rep = 0; rep < 2; ++rep) TimeLocate(8, 512, 2048);
   } else if (argc > 1 && std::strcmp(argv[1], "--table") == 0) {
     // The loop over rows at table offsets: A's rows read on the device, B
     // one weight (hot: from L2, as in the loop; cold: from HBM), at the
