@@ -384,6 +384,21 @@ __global__ void __cluster_dims__(8, 1, 1)
 }
 using StreamFn = void (*)(const uint4*, size_t, uint32_t*);
 
+// A's m rows of 4 * m (k wide) at table[i] * m, read on the device as in
+// a loop over rows at table offsets: idx holds {i, table[0..3]}.
+jax_dynoff::kernels::SkinnyOperand TableRows(const T* a, int32_t* idx, int m, int k) {
+  jax_dynoff::kernels::SkinnyOperand o = Op(a, k);
+  o.terms = 1;
+  o.term[0].slot.value = idx;
+  o.term[0].slot.table = idx + 1;
+  o.term[0].slot.table_len = 4;
+  o.term[0].slot.mul = m;
+  o.term[0].dim = 4 * m;
+  o.term[0].win = m;
+  o.term[0].scale = int64_t(k) * 2;
+  return o;
+}
+
 // us per GEMM: `L` GEMMs captured in one CUDA graph (GraphUsPerLaunch), each reading layer i % L of B (cold: B streams from HBM) or
 // layer 0 every time (hot: B stays in L2), replayed `reps` times.
 // dyn_a: A's rows start at table[i] * m, read on the device (as in a loop
@@ -413,17 +428,7 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
   if (split == 0) split = SkinnySplit(n, k, sms);
   SkinnyLaunch l;
   l.m = m; l.n = n; l.k = k; l.alpha = 1.f; l.beta = 0.f;
-  l.a = Op(a, k);
-  if (dyn_a) {
-    l.a.terms = 1;
-    l.a.term[0].slot.value = idx;
-    l.a.term[0].slot.table = idx + 1;
-    l.a.term[0].slot.table_len = 4;
-    l.a.term[0].slot.mul = m;
-    l.a.term[0].dim = 4 * m;
-    l.a.term[0].win = m;
-    l.a.term[0].scale = int64_t(k) * 2;
-  }
+  l.a = dyn_a ? TableRows(a, idx, m, k) : Op(a, k);
   l.c = l.d = Op(d, n);
   l.split_k = split;
   l.sm_count = sms;
@@ -451,14 +456,7 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
       CK(cudaStreamEndCapture(st, &g));
     } else {
       CK(cudaGraphCreate(&g, 0));
-      cudaKernelNodeParams kp = {};
-      void* args[] = {&idx};
-      kp.func = reinterpret_cast<void*>(&Counter);
-      kp.gridDim = dim3(1);
-      kp.blockDim = dim3(1);
-      kp.kernelParams = args;
-      cudaGraphNode_t ctr;
-      CK(cudaGraphAddKernelNode(&ctr, g, nullptr, 0, &kp));
+      const cudaGraphNode_t ctr = AddCounterNode(g, nullptr, idx);
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       gemm(0);
       CK(cudaStreamEndCapture(st, &gi));
@@ -555,15 +553,7 @@ void TimeLocate(int m, int n, int k) {
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   SkinnyLaunch l;
   l.m = m; l.n = n; l.k = k;
-  l.a = Op(a, k);
-  l.a.terms = 1;
-  l.a.term[0].slot.value = idx;
-  l.a.term[0].slot.table = idx + 1;
-  l.a.term[0].slot.table_len = 4;
-  l.a.term[0].slot.mul = m;
-  l.a.term[0].dim = 4 * m;
-  l.a.term[0].win = m;
-  l.a.term[0].scale = int64_t(k) * 2;
+  l.a = TableRows(a, idx, m, k);
   l.b = Op(b, n);  // B's layer from the counter, as in the stacked chain
   l.b.terms = 1;
   l.b.term[0].slot.value = idx;

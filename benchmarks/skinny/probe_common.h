@@ -41,20 +41,33 @@ jax_dynoff::kernels::SkinnyOperand Op(const void* base, int64_t ld) {
   return o;
 }
 
-// us per launch of graph `g` (which holds `launches` launches): replayed 3
-// times to warm up, then `reps` times between two events; `g` is
-// destroyed.
-inline double ReplayUsPerLaunch(cudaStream_t st, cudaGraph_t g, int launches,
-                                int reps) {
+// us per launch of graph `g`, instantiated once: launched `warm` times to
+// warm up, then `count` times between two events; `g` is destroyed.  The
+// host's time per launch goes to *host_us; `before`, if set, runs on the
+// host before every launch (an update of the executable graph).
+inline double UsPerGraphLaunch(
+    cudaStream_t st, cudaGraph_t g, int warm, int count,
+    double* host_us = nullptr,
+    const std::function<void(cudaGraphExec_t)>& before = {}) {
   cudaGraphExec_t ge;
   CK(cudaGraphInstantiate(&ge, g, 0));
-  for (int w = 0; w < 3; ++w) CK(cudaGraphLaunch(ge, st));
+  auto launch = [&] {
+    if (before) before(ge);
+    CK(cudaGraphLaunch(ge, st));
+  };
+  for (int w = 0; w < warm; ++w) launch();
+  CK(cudaStreamSynchronize(st));
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   CK(cudaEventRecord(e0, st));
-  for (int r = 0; r < reps; ++r) CK(cudaGraphLaunch(ge, st));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < count; ++r) launch();
+  const auto t1 = std::chrono::steady_clock::now();
   CK(cudaEventRecord(e1, st));
+  if (host_us)
+    *host_us =
+        std::chrono::duration<double, std::micro>(t1 - t0).count() / count;
   CK(cudaEventSynchronize(e1));
   float ms = 0;
   CK(cudaEventElapsedTime(&ms, e0, e1));
@@ -62,7 +75,30 @@ inline double ReplayUsPerLaunch(cudaStream_t st, cudaGraph_t g, int launches,
   cudaEventDestroy(e1);
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
-  return ms * 1e3 / (double(reps) * launches);
+  return ms * 1e3 / count;
+}
+
+// us per launch of graph `g` (which holds `launches` launches): replayed 3
+// times to warm up, then `reps` times; `g` is destroyed.
+inline double ReplayUsPerLaunch(cudaStream_t st, cudaGraph_t g, int launches,
+                                int reps) {
+  return UsPerGraphLaunch(st, g, 3, reps) / launches;
+}
+
+// The loop's counter kernel on `counter` as a kernel node of `g`, after
+// `dep` (none if nullptr), as XLA records it in a loop body.
+inline cudaGraphNode_t AddCounterNode(cudaGraph_t g,
+                                      const cudaGraphNode_t* dep,
+                                      int32_t* counter) {
+  cudaKernelNodeParams kp = {};
+  void* args[] = {&counter};
+  kp.func = reinterpret_cast<void*>(&Counter);
+  kp.gridDim = dim3(1);
+  kp.blockDim = dim3(1);
+  kp.kernelParams = args;
+  cudaGraphNode_t node;
+  CK(cudaGraphAddKernelNode(&node, g, dep, dep ? 1 : 0, &kp));
+  return node;
 }
 
 // us per launch of enqueue(i), i < `launches`, captured in one CUDA graph
@@ -88,15 +124,7 @@ double ChildGraphUsPerLaunch(cudaStream_t st, int launches, int reps,
   CK(cudaGraphCreate(&g, 0));
   cudaGraphNode_t prev = nullptr;
   for (int i = 0; i < launches; ++i) {
-    cudaKernelNodeParams kp = {};
-    void* args[] = {&counter};
-    kp.func = reinterpret_cast<void*>(&Counter);
-    kp.gridDim = dim3(1);
-    kp.blockDim = dim3(1);
-    kp.kernelParams = args;
-    cudaGraphNode_t node;
-    CK(cudaGraphAddKernelNode(&node, g, prev ? &prev : nullptr,
-                              prev ? 1 : 0, &kp));
+    cudaGraphNode_t node = AddCounterNode(g, prev ? &prev : nullptr, counter);
     prev = node;
     cudaGraph_t gi;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -121,31 +149,5 @@ inline double PerIterationGraphUs(
     cudaStream_t st, cudaGraph_t body, int iters, int reps,
     double* host_us = nullptr,
     const std::function<void(cudaGraphExec_t)>& before = {}) {
-  cudaGraphExec_t ge;
-  CK(cudaGraphInstantiate(&ge, body, 0));
-  auto launch = [&] {
-    if (before) before(ge);
-    CK(cudaGraphLaunch(ge, st));
-  };
-  for (int w = 0; w < 3 * iters; ++w) launch();
-  CK(cudaStreamSynchronize(st));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  CK(cudaEventRecord(e0, st));
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < iters * reps; ++r) launch();
-  const auto t1 = std::chrono::steady_clock::now();
-  CK(cudaEventRecord(e1, st));
-  if (host_us)
-    *host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() /
-               (double(reps) * iters);
-  CK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(body);
-  return ms * 1e3 / (double(reps) * iters);
+  return UsPerGraphLaunch(st, body, 3 * iters, iters * reps, host_us, before);
 }
