@@ -114,3 +114,25 @@ def test_a_mismatch_fails_the_run(sweep, tmp_path, monkeypatch):
   assert not cell["ok"]
   assert (cell["m"], cell["n"], cell["k"]) == tuple(
       sweep.QUICK_GRID[d][0] for d in "mnk")
+
+
+def test_cell_timeline_builds_the_sweeps_cell_for_both_sides(sweep, capsys):
+  """benchmarks/cell_timeline.py: one cell per pattern, both settings, run
+  and traced per side (CPU: no device events, said so); a shape that is not
+  MxNxK is refused naming the expected form."""
+  import cell_timeline
+  for pattern in sweep.PATTERNS:
+    for setting in sweep.SETTINGS:
+      assert cell_timeline.main(
+          [pattern, setting, "8x64x64", "--quick", "--iters", "1"]) == 0
+      out = capsys.readouterr().out
+      assert f"{pattern} {setting} bfloat16 8x64x64:" in out
+      for side in ("ours", "xla"):
+        assert any(l.startswith(f"{side}") for l in out.splitlines()), out
+  for bad in ("8x64", "8x64x0", "axbxc"):
+    with pytest.raises(SystemExit):
+      cell_timeline.main(["table", "default", bad])
+    assert "expected MxNxK" in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    cell_timeline.main(["table", "default", "8x64x64", "--iters", "0"])
+  assert "--iters must be at least 1" in capsys.readouterr().err
