@@ -9,7 +9,8 @@
 // cluster placement; benchmarks/results/2026-12-04-h200-3bc3d7b/;
 // --nocluster: a variant whose CTAs add their partials through global
 // memory instead of a cluster, checked, then timed beside it; --checks:
-// the checks alone, for a run under compute-sanitizer).  Build and run:
+// the checks alone, for a run under compute-sanitizer; --narrow: the
+// narrow.h candidates, checked, then timed beside it).  Build and run:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/probe.cu -o /tmp/skinny_probe && /tmp/skinny_probe
 #include <cuda_bf16.h>
@@ -21,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "narrow.h"
 #include "probe_common.h"
 
 using jax_dynoff::kernels::SkinnyLaunch;
@@ -498,9 +500,13 @@ __device__ __forceinline__ long long Clock() {
   asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
   return t;
 }
-// Waits for v (its load) before the next clock read.
+// Waits for v (its load) before the next clock read: a store of v cannot
+// issue before v has landed, and instructions issue in order.  (An empty
+// asm with v as its operand emits no instruction, so the clock read went
+// ahead of the load: 2-6 cycles for three dependent reads.)
 __device__ __forceinline__ void Use(int64_t v) {
-  asm volatile("" ::"l"(v) : "memory");
+  __shared__ volatile int64_t sink;
+  sink = v;
 }
 __global__ void __launch_bounds__(128, 1)
     LocateChain(const SkinnyLaunch L, long long* out) {
@@ -658,6 +664,54 @@ int main(int argc, char** argv) {
                 size_t(kMaxTiles) * kMaxGlobalSplit * 16 * 128 * 4));
   CK(cudaMalloc(&g_reduce.counters, kMaxTiles * sizeof(unsigned)));
   bool ok = true;
+  if (argc > 1 && std::strcmp(argv[1], "--narrow") == 0) {
+    // The narrow candidates (narrow.h: kBN columns a CTA over all of K, its
+    // warps splitting K, no cluster): checked (A's rows or B's layer from
+    // the device, odd m and n, beta 0, 1 and 1.5), then timed beside the
+    // shipped kernel as the table loop runs them (A's rows at a table
+    // entry, B hot, after the loop's counter; in one graph, then one graph
+    // an iteration) and as a stacked loop does (B cold).
+    struct Cand { RunFn run; const char* name; };
+    const Cand cands[] = {
+        {&narrow::Run<T, 16, 4, 256, 4>, "n16w4k256s4"},
+        {&narrow::Run<T, 16, 4, 128, 6>, "n16w4k128s6"},
+        {&narrow::Run<T, 16, 8, 256, 4>, "n16w8k256s4"},
+        {&narrow::Run<T, 32, 4, 128, 4>, "n32w4k128s4"},
+        {&narrow::Run<T, 32, 8, 256, 3>, "n32w8k256s3"},
+        {&narrow::Run<T, 16, 2, 128, 4>, "n16w2k128s4"}};
+    for (const Cand& c : cands) {
+      g_check_run = c.run;
+      for (bool dyn : {false, true}) {
+        g_check_dyn_a = dyn;
+        ok &= Check(16, 4096, 4096, 1, 0.f);
+        ok &= Check(13, 1000, 1000, 1, 1.5f);
+        ok &= Check(9, 136, 2056, 1, 1.f);
+        ok &= Check(1, 256, 72, 1, 0.f);
+        ok &= Check(7, 8, 8, 1, 2.f);
+      }
+    }
+    g_check_run = nullptr;
+    g_check_dyn_a = false;
+    if (!ok) {
+      std::printf("SOME CHECKS FAILED\n");
+      return 1;
+    }
+    const int shapes[][3] = {{8, 2048, 2048}, {16, 512, 1536}, {8, 512, 512},
+                             {1, 512, 1024},  {16, 4096, 4096}, {8, 4096, 512},
+                             {16, 1536, 1536}, {16, 512, 2048}};
+    for (auto& sh : shapes) {
+      for (int body : {1, 3}) {
+        Time(sh[0], sh[1], sh[2], 0, false, true, RunNN, "shipped", true, body);
+        for (const Cand& c : cands)
+          Time(sh[0], sh[1], sh[2], 0, false, true, c.run, c.name, true, body);
+      }
+      Time(sh[0], sh[1], sh[2], 0, false, false, RunNN, "shipped", false, 1);
+      for (const Cand& c : cands)
+        Time(sh[0], sh[1], sh[2], 0, false, false, c.run, c.name, false, 1);
+    }
+    std::printf("ALL CHECKS OK\n");
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "--nocluster") == 0) {
     // The variant without clusters: checked at every split (counters reset
     // between splits), then timed beside the cluster kernel at the same
