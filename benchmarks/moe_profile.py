@@ -13,8 +13,10 @@ and one group holding every row.
 128,32768,768,2048).
 Usage (on the GPU machine; without XLA's preallocation, or ncu saves and
 restores the whole preallocated device memory around every replay pass
-and takes minutes per kernel; `-k regex:PtrArray` keeps the grouped
-kernel alone):
+and takes minutes per kernel; `--kernel-name-base demangled -k
+regex:PtrArray` keeps the grouped kernel alone: by its function name
+alone, every CUTLASS kernel is `device_kernel`, and `-k regex:PtrArray`
+matches none):
   XLA_PYTHON_CLIENT_PREALLOCATE=false ncu --profile-from-start off \
     --section SpeedOfLight --section MemoryWorkloadAnalysis \
     python3 benchmarks/moe_profile.py
