@@ -212,6 +212,13 @@ def trace_events(fn, args):
   return host, device
 
 
+def is_graph_launch(name: str) -> bool:
+  """Whether a host event of a trace is one launch of a command buffer
+  (XLA's CommandBufferThunk: `command_buffer_<id>`, once per execution;
+  its `command_buffer::execute` / `::update` parts are not counted)."""
+  return name.startswith("command_buffer_") and "::" not in name
+
+
 def _host_events(fn, args):
   """(host [(name, dur_us)], device event count) of one traced call."""
   host, device = trace_events(fn, args)
@@ -232,8 +239,7 @@ def host_profile(loop: Loop, iters: int, calls: int, ours: bool) -> dict:
     times = [d for name, d in host if name.startswith(what)]
   else:
     what = "command_buffer"
-    times = [d for name, d in host
-             if name.startswith("command_buffer_") and "::" not in name]
+    times = [d for name, d in host if is_graph_launch(name)]
     if len(times) < iters:
       what = "gemm/cublas thunks"
       times = [d for name, d in host

@@ -34,13 +34,15 @@ mirrors `bench.time_loops`: each call of the compiled outer loop blocks,
 the two sides take turns (the order reversed every other round),
 `--repeats` rounds of `--window` seconds each (`bench.sustained`; one call
 on a CPU), median; the outer trip count makes a call a few milliseconds on
-a GPU.  One profiler trace per side gives the kernels and the device busy
-time per inner iteration (None without a GPU).
+a GPU.  One profiler trace per side gives the kernels, the device busy
+time and the command-buffer (CUDA graph) launches per inner iteration
+(None without a GPU).
 
 Per cell sweep.json records: ours_us_per_call / xla_us_per_call (time per
 GEMM call, calls_per_iter calls per outer iteration), ratio = XLA / ours
 (> 1: ours faster), L (inner trip count), ours_ / xla_kernels_per_iter,
-ours_ / xla_busy_us_per_iter, flops and bytes (per outer iteration, the
+ours_ / xla_busy_us_per_iter, ours_ / xla_graphs_per_iter (1: the body
+is one graph; 0: XLA launches its thunks one by one), flops and bytes (per outer iteration, the
 fewest bytes), floor_us (per call: max(flops / 790 TFLOP/s, bytes / 4.3
 TB/s), bench.PEAK_*), roofline_pct, tbps (weights read per second by ours:
 stacked, cond, kv), max_rel_err, ok.
@@ -300,15 +302,19 @@ BUILDERS: dict[str, Callable[..., Pattern]] = {
     "kv": kv_pattern, "backward": backward_pattern}
 
 
-def _trace(f, args) -> tuple[Optional[int], Optional[float]]:
-  """(kernels, device busy microseconds) of one call of the compiled `f`,
-  from a profiler trace (bench.trace_events); (None, None) without a GPU.
-  Busy time per iteration against the measured time tells a loop bound by
-  the host from one bound by its kernels."""
+def _trace(f, args) -> tuple[Optional[int], Optional[float], Optional[int]]:
+  """(kernels, device busy microseconds, command-buffer launches) of one
+  call of the compiled `f`, from a profiler trace (bench.trace_events);
+  (None, None, None) without a GPU.  Busy time per iteration against the
+  measured time tells a loop bound by the host from one bound by its
+  kernels; graph launches per iteration tell a body XLA made one graph of
+  (one an iteration) from one it launches thunk by thunk (none: at XLA's
+  defaults a body of fewer than five thunks)."""
   if jax.default_backend() != "gpu":
-    return None, None
-  _, device = bench.trace_events(f, args)
-  return len(device), float(sum(device))
+    return None, None, None
+  host, device = bench.trace_events(f, args)
+  graphs = sum(bench.is_graph_launch(name) for name, _ in host)
+  return len(device), float(sum(device)), graphs
 
 
 def _rel_err(got, want) -> float:
@@ -350,7 +356,7 @@ def measure(pattern: str, setting: str, dtype: str, m: int, n: int, k: int,
       [bench._timed(f, a) for f, a in compiled],  # pylint: disable=protected-access
       repeats, window if gpu else 0.0)
   t_ours, t_xla = (statistics.median(t) / iters for t in times)  # s / outer
-  (ko, bo), (kx, bx) = (_trace(f, a) for f, a in compiled)
+  (ko, bo, go), (kx, bx, gx) = (_trace(f, a) for f, a in compiled)
   per_inner = iters * p.inner
 
   def per(v):
@@ -364,6 +370,7 @@ def measure(pattern: str, setting: str, dtype: str, m: int, n: int, k: int,
       xla_us_per_call=1e6 * t_xla / p.calls, ratio=t_xla / t_ours,
       ours_kernels_per_iter=per(ko), xla_kernels_per_iter=per(kx),
       ours_busy_us_per_iter=per(bo), xla_busy_us_per_iter=per(bx),
+      ours_graphs_per_iter=per(go), xla_graphs_per_iter=per(gx),
       flops=p.flops, bytes=p.bytes, floor_us=1e6 * floor_s / p.calls,
       roofline_pct=100 * floor_s / t_ours, max_rel_err=err, ok=ok)
   if p.weight_bytes:
@@ -565,7 +572,9 @@ def main(argv=None) -> int:
           f"{c['ours_us_per_call']:7.2f} xla {c['xla_us_per_call']:7.2f} "
           f"us/call ratio {c['ratio']:.2f} kernels/iter "
           f"{_fmt(c['ours_kernels_per_iter'])} / "
-          f"{_fmt(c['xla_kernels_per_iter'])}", flush=True)
+          f"{_fmt(c['xla_kernels_per_iter'])} graphs/iter "
+          f"{_fmt(c['ours_graphs_per_iter'])} / "
+          f"{_fmt(c['xla_graphs_per_iter'])}", flush=True)
     if not c["ok"]:
       print(f"ERROR: {p} {s} {d} {m}x{n}x{k}: ours does not match XLA's "
             f"loop, relative error {c['max_rel_err']:.3g} (tolerance "

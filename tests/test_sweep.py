@@ -77,8 +77,11 @@ def test_tiny_sweep_writes_cells_summary_and_maps(sweep, tmp_path):
     assert c["calls_per_iter"] >= c["L"] >= 2
     if jax.default_backend() == "gpu":
       assert c["ours_kernels_per_iter"] > 0 and c["xla_kernels_per_iter"] > 0
+      assert c["ours_graphs_per_iter"] >= 0 and c["xla_graphs_per_iter"] >= 0
     else:  # no device events on a CPU: unknown, not a failure
       assert c["ours_kernels_per_iter"] is None
+      assert c["ours_graphs_per_iter"] is None
+      assert c["xla_graphs_per_iter"] is None
   assert {c["pattern"] for c in cells if "tbps" in c} == {
       "stacked", "cond", "kv"}
   summary = data["summary"]
@@ -136,3 +139,15 @@ def test_cell_timeline_builds_the_sweeps_cell_for_both_sides(sweep, capsys):
   with pytest.raises(SystemExit):
     cell_timeline.main(["table", "default", "8x64x64", "--iters", "0"])
   assert "--iters must be at least 1" in capsys.readouterr().err
+
+
+def test_graph_launches_are_the_command_buffer_thunks_events():
+  """The events the sweep counts as graph launches (and bench.host_profile
+  times as XLA's body): a command buffer's execution, not its parts."""
+  import bench
+  assert bench.is_graph_launch("command_buffer_9")
+  assert bench.is_graph_launch("command_buffer_123")
+  for name in ("command_buffer::execute", "command_buffer::update",
+               "cuGraphLaunch (CudaGraph:10)", "jax_dynoff_gemm",
+               "loop_add_fusion", "while.1"):
+    assert not bench.is_graph_launch(name), name
