@@ -63,9 +63,10 @@ backward's programs compile longer); `--budget-s` stops starting cells.
 Writes OUT_DIR/sweep.json (the cells, the skipped ones, and a summary per
 pattern, setting and dtype: min and geometric mean of the ratio, worst
 cell, cells below 1, stacked's slowest weight stream at m <= 16 and K * N
->= 2048^2) and one heat map per pattern and setting,
-OUT_DIR/sweep_{pattern}_{setting}.png (m down, the sampled (n, k) pairs
-across, bfloat16 and float16 side by side), and prints the summary last.
+>= 2048^2, the median graph launches per iteration of each side) and one
+heat map per pattern and setting, OUT_DIR/sweep_{pattern}_{setting}.png
+(m down, the sampled (n, k) pairs across, bfloat16 and float16 side by
+side), and prints the summary last.
 `--quick` shortens the inner loops and, where --m / --n / --k are not
 given, takes QUICK_GRID's tiny shapes (the CPU test).
 """
@@ -405,6 +406,13 @@ def summarize(cells: list[dict]) -> list[dict]:
     if kern:
       row["ours_kernels_per_iter_max"] = max(o for o, _ in kern)
       row["more_kernels_than_xla"] = sum(o > x + 1e-9 for o, x in kern)
+    graphs = [(c["ours_graphs_per_iter"], c["xla_graphs_per_iter"])
+              for c in cs if c.get("ours_graphs_per_iter") is not None]
+    if graphs:  # 1: the body is one graph; 0: launched thunk by thunk
+      row["ours_graphs_per_iter_median"] = statistics.median(
+          o for o, _ in graphs)
+      row["xla_graphs_per_iter_median"] = statistics.median(
+          x for _, x in graphs)
     if pattern == "stacked":
       stream = [c["tbps"] for c in cs
                 if c["m"] <= 16 and c["n"] * c["k"] >= 2048 * 2048]
@@ -477,14 +485,16 @@ def draw(cells: list[dict], out_dir: str) -> list[str]:
 def print_summary(summary: list[dict]) -> None:
   print(f"{'pattern':9} {'setting':8} {'dtype':9} {'cells':>5} {'min':>6} "
         f"{'geomean':>7} {'<1':>3} {'worst':>14} {'kern>xla':>8} "
-        f"{'TB/s m<=16':>10}")
+        f"{'TB/s m<=16':>10} {'graphs/it':>9}")
   for s in summary:
     tb = s.get("stream_tbps_min")
+    go, gx = (s.get(f"{side}_graphs_per_iter_median") for side in ("ours", "xla"))
+    graphs = "-" if go is None else f"{go:.1f}/{gx:.1f}"
     print(f"{s['pattern']:9} {s['setting']:8} {s['dtype']:9} {s['cells']:5d} "
           f"{s['min_ratio']:6.2f} {s['geomean_ratio']:7.2f} "
           f"{s['below_1']:3d} {s['worst_cell']:>14} "
           f"{s.get('more_kernels_than_xla', '-')!s:>8} "
-          f"{'-' if tb is None else f'{tb:.2f}':>10}")
+          f"{'-' if tb is None else f'{tb:.2f}':>10} {graphs:>9}")
 
 
 def _ints(text: str) -> tuple[int, ...]:

@@ -90,6 +90,10 @@ def test_tiny_sweep_writes_cells_summary_and_maps(sweep, tmp_path):
   for s in summary:
     assert s["cells"] == 2 and s["min_ratio"] <= s["geomean_ratio"] + 1e-12
     assert s["mismatches"] == 0
+    # Graph launches per iteration: medians where traced (a GPU), absent
+    # where nothing was (a CPU).
+    assert ("ours_graphs_per_iter_median" in s) == (
+        jax.default_backend() == "gpu")
   assert data["command"].startswith("python benchmarks/sweep.py")
   for p in sweep.PATTERNS:
     for s in ("default", "body"):
@@ -139,6 +143,27 @@ def test_cell_timeline_builds_the_sweeps_cell_for_both_sides(sweep, capsys):
   with pytest.raises(SystemExit):
     cell_timeline.main(["table", "default", "8x64x64", "--iters", "0"])
   assert "--iters must be at least 1" in capsys.readouterr().err
+
+
+def test_summary_gives_each_sides_median_graph_launches(sweep):
+  """A group's summary carries the median graph launches per iteration of
+  each side where its cells have them (0 for ours and 1 for XLA's: XLA's
+  body is a graph, ours launched thunk by thunk), and none from cells an
+  older sweep wrote without them."""
+  def cell(ratio, ours_graphs, xla_graphs):
+    c = dict(pattern="cond", setting="default", dtype="bfloat16", m=8,
+             n=512, k=512, ratio=ratio, ok=True, ours_kernels_per_iter=4.0,
+             xla_kernels_per_iter=6.0)
+    if ours_graphs is not None:
+      c.update(ours_graphs_per_iter=ours_graphs, xla_graphs_per_iter=xla_graphs)
+    return c
+  row, = sweep.summarize([cell(0.9, 0.0, 1.0), cell(1.1, 0.0, 1.0),
+                          cell(1.2, 1.0, 1.0)])
+  assert row["ours_graphs_per_iter_median"] == 0.0
+  assert row["xla_graphs_per_iter_median"] == 1.0
+  old, = sweep.summarize([cell(0.9, None, None)])
+  assert "ours_graphs_per_iter_median" not in old
+  sweep.print_summary([row, old])  # either form prints
 
 
 def test_graph_launches_are_the_command_buffer_thunks_events():
