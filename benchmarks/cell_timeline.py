@@ -27,8 +27,6 @@ before each trace (default 0.5 on a GPU).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import sys
 
 import jax
@@ -65,18 +63,10 @@ def profile_cell(pattern: str, setting: str, dtype: str, shape, iters: int,
     if not events:
       lines.append(f"{side}: no device events in the trace (no GPU)")
       continue
-    lines += _captured(timeline.summarize, f"{side}", events, iters * p.inner)
+    lines += timeline.summarize(side, events, iters * p.inner)
     lines += ["    " + l for l in timeline.call_report(events, host, call)]
     lines += ["    " + l for l in timeline.per_call_host(host, call, calls)]
   return lines
-
-
-def _captured(fn, *a) -> list[str]:
-  """What `fn(*a)` prints, as lines (timeline.summarize prints)."""
-  buf = io.StringIO()
-  with contextlib.redirect_stdout(buf):
-    fn(*a)
-  return buf.getvalue().rstrip("\n").split("\n")
 
 
 def main(argv=None) -> int:

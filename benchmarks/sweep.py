@@ -42,8 +42,8 @@ Per cell sweep.json records: ours_us_per_call / xla_us_per_call (time per
 GEMM call, calls_per_iter calls per outer iteration), ratio = XLA / ours
 (> 1: ours faster), L (inner trip count), ours_ / xla_kernels_per_iter,
 ours_ / xla_busy_us_per_iter, ours_ / xla_graphs_per_iter (1: the body
-is one graph; 0: XLA launches its thunks one by one), flops and bytes (per outer iteration, the
-fewest bytes), floor_us (per call: max(flops / 790 TFLOP/s, bytes / 4.3
+is one graph; 0: XLA launches its thunks one by one), flops and bytes
+(per outer iteration, the fewest bytes), floor_us (per call: max(flops / 790 TFLOP/s, bytes / 4.3
 TB/s), bench.PEAK_*), roofline_pct, tbps (weights read per second by ours:
 stacked, cond, kv), max_rel_err, ok.
 

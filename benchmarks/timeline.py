@@ -137,26 +137,27 @@ def bench_rounds(sides, iters, rounds):
           for side, ts in times.items()]
 
 
-def summarize(label, events, iters):
+def summarize(label, events, iters) -> list[str]:
+  """The lines of one side's timeline: time per iteration, busy fraction,
+  events and median gap, then per kernel name its count per iteration and
+  mean duration, then where the idle time sits (idle_report)."""
   if not events:
-    print(f"{label}: no GPU events in the trace")
-    return
+    return [f"{label}: no GPU events in the trace"]
   t0 = events[0][1]
   t1 = max(s + d for _, s, d in events)
   span = (t1 - t0) / 1e3
   busy = sum(d for _, _, d in events) / 1e3
   gaps = [b[1] - (a[1] + a[2]) for a, b in zip(events, events[1:])]
-  print(f"{label}: {span / iters:8.2f} us/iter from the trace, "
-        f"busy {100 * busy / span:5.1f}%, {len(events) / iters:.1f} "
-        f"events/iter, median gap {statistics.median(gaps) / 1e3 if gaps else 0:.2f} us")
+  out = [f"{label}: {span / iters:8.2f} us/iter from the trace, "
+         f"busy {100 * busy / span:5.1f}%, {len(events) / iters:.1f} "
+         f"events/iter, median gap {statistics.median(gaps) / 1e3 if gaps else 0:.2f} us"]
   by = collections.defaultdict(list)
   for name, _, d in events:
     by[name].append(d / 1e3)
   for name, ds in sorted(by.items(), key=lambda kv: -sum(kv[1])):
-    print(f"    {len(ds) / iters:5.2f}x {statistics.mean(ds):8.2f} us  "
-          f"{name[:110]}")
-  for line in idle_report(events, iters):
-    print("    " + line)
+    out.append(f"    {len(ds) / iters:5.2f}x {statistics.mean(ds):8.2f} us  "
+               f"{name[:110]}")
+  return out + ["    " + line for line in idle_report(events, iters)]
 
 
 def idle_report(events, iters, min_gap_ns=1000):
@@ -259,7 +260,8 @@ def main(argv):
         print(f"{label} before the traces, {line}")
     for side, (f, args) in sides.items():
       events, host, call = trace(f, args, warmup_s)
-      summarize(f"{label} {side} ({n} calls)", events, n)
+      for line in summarize(f"{label} {side} ({n} calls)", events, n):
+        print(line)
       if show_host:
         for line in call_report(events, host, call) + per_call_host(
             host, call, n):
