@@ -169,14 +169,12 @@ std::string Run(const SkinnyLaunch& l) {
                 "the reduction fits the stages");
   if (l.m < 1 || l.m > 16 || l.n < 1 || l.k < 1) return "narrow: bad m, n or k";
   auto fn = &NarrowKernel<T, kBN, kWarps, kBK, kStages>;
-  static bool prepared = false;
-  if (!prepared) {
-    if (cudaError_t e = cudaFuncSetAttribute(
+  if (cudaError_t e = jax_dynoff::kernels::OncePerDevice(l.device, [fn] {
+        return cudaFuncSetAttribute(
             fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Sm::kBytes);
-        e != cudaSuccess)
-      return std::string("narrow: ") + cudaGetErrorString(e);
-    prepared = true;
-  }
+      });
+      e != cudaSuccess)
+    return std::string("narrow: ") + cudaGetErrorString(e);
   fn<<<(l.n + kBN - 1) / kBN, kWarps * 32, Sm::kBytes, l.stream>>>(l);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("narrow: ") + cudaGetErrorString(e);
