@@ -303,7 +303,7 @@ inline std::string DecodeCallAttrs(const AttrReader& attrs, GemmProblem* p) {
   // The slots' sources: every slot in [0, num_slots) is named by exactly
   // one dynamic start and has a source; the vector slots name distinct
   // elements of the vector.
-  std::vector<int64_t> kind, arg, table, mul, add, bits;
+  std::vector<int64_t> kind, arg, table, mul, add, bits, div_op, divisor;
   if (f.Has("slots")) {
     std::unique_ptr<AttrReader> d = f.Dict("slots");
     if (!f.ok()) return error;
@@ -314,12 +314,15 @@ inline std::string DecodeCallAttrs(const AttrReader& attrs, GemmProblem* p) {
     mul = sl.Ints("mul");
     add = sl.Ints("add");
     bits = sl.Ints("bits");
+    div_op = sl.Ints("div_op");
+    divisor = sl.Ints("divisor");
     if (!sl.ok()) return error;
   }
   const size_t num_slots = static_cast<size_t>(p->num_slots);
   if (kind.size() != num_slots || arg.size() != num_slots ||
       table.size() != num_slots || mul.size() != num_slots ||
-      add.size() != num_slots || bits.size() != num_slots)
+      add.size() != num_slots || bits.size() != num_slots ||
+      div_op.size() != num_slots || divisor.size() != num_slots)
     return err("slots: " + std::to_string(num_slots) +
                " dynamic starts need as many sources in each field");
   p->num_vector_slots = 0;
@@ -340,8 +343,14 @@ inline std::string DecodeCallAttrs(const AttrReader& attrs, GemmProblem* p) {
         src.add != static_cast<int32_t>(src.add))
       return err("slot " + std::to_string(j) +
                  ": mul or add outside the int32 range");
+    if (div_op[j] < 0 || div_op[j] >= kNumSlotDivOps || divisor[j] < 1 ||
+        divisor[j] != static_cast<int32_t>(divisor[j]))
+      return err("slot " + std::to_string(j) +
+                 ": bad division (a divisor in [1, 2^31))");
+    src.div_op = static_cast<SlotDivOp>(div_op[j]);
+    src.divisor = divisor[j];
     if (src.kind == SlotKind::kVector) {
-      if (src.mul != 1 || src.add != 0)
+      if (src.mul != 1 || src.add != 0 || src.div_op != SlotDivOp::kNone)
         return err("vector slot " + std::to_string(j) + " with a map");
       if (src.arg < 0 || src.arg >= kMaxSlots || src.table != -1 ||
           (vector_seen >> src.arg) & 1u)
@@ -448,8 +457,10 @@ std::string CheckBuffers(GemmProblem* p, int64_t num_args, ArgInfoFn arg_info,
       return err(who + ": want an int32 or int64 scalar");
     if (src.kind == SlotKind::kLookup) {
       const BufferInfo t = arg_info(src.table);
-      if ((!t.is_s32 && !t.is_s64) || t.rank != 1 || t.elements() < 1)
-        return err(who + ": want a non-empty int32 or int64 vector table");
+      if ((!t.is_s32 && !t.is_s64) || t.rank != 1 || t.elements() < 1 ||
+          t.elements() > INT32_MAX)  // SlotRef::table_len is 32 bits
+        return err(who + ": want a non-empty int32 or int64 vector table "
+                   "of fewer than 2^31 entries");
     }
   }
   if (p->num_vector_slots == 0) return "";

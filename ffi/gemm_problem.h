@@ -107,18 +107,44 @@ enum class SlotKind : int64_t {
                 // index ClampStart(FFI arg `arg`, L, 1): lax.dynamic_slice's
                 // clamping of table[i]
 };
+// A division of a scalar slot's value, or of a look-up's index before the
+// look-up, by a positive constant `divisor`, as the program computed it:
+// jnp's floor_divide / remainder (`i // L`, `i % L`: the quotient rounded
+// down, the remainder in [0, divisor)) or lax.div / lax.rem (rounded toward
+// zero, the remainder with the dividend's sign).  None of them can
+// overflow for a divisor >= 1, in 32 bits or 64.
+enum class SlotDivOp : int64_t {
+  kNone = 0, kFloorDiv = 1, kFloorMod = 2, kTruncDiv = 3, kTruncRem = 4
+};
+inline constexpr int64_t kNumSlotDivOps = 5;
+
 // A scalar or look-up slot's value v becomes v * mul + add, wrapped to a
 // `bits`-bit two's complement integer (32 or 64), as the program's own
 // integer ops compute it (they wrap); then it is clamped like every start.
 // mul = 1, add = 0 leave the value as it is; both lie in the int32 range
 // (SlotRef holds them in 32 bits; a map with larger coefficients goes
-// through the offsets vector instead).
+// through the offsets vector instead).  The division (div_op, divisor in
+// [1, 2^31)) comes first: on the scalar, or on the index of a look-up.
 struct SlotSource {
   SlotKind kind = SlotKind::kVector;
   int64_t arg = -1;
   int64_t table = -1;
   int64_t mul = 1, add = 0, bits = 64;
+  SlotDivOp div_op = SlotDivOp::kNone;
+  int64_t divisor = 1;
 };
+
+// `v` divided by `d` >= 1 as `op` says (SlotDivOp).
+JAX_DYNOFF_HD int64_t ApplyDivOp(SlotDivOp op, int64_t v, int64_t d) {
+  const int64_t q = v / d, r = v % d;  // C++: rounded toward zero
+  switch (op) {
+    case SlotDivOp::kFloorDiv: return r < 0 ? q - 1 : q;
+    case SlotDivOp::kFloorMod: return r < 0 ? r + d : r;
+    case SlotDivOp::kTruncDiv: return q;
+    case SlotDivOp::kTruncRem: return r;
+    default: return v;
+  }
+}
 
 // The SM90 ptr-array tiles, in KernelOptions.tile's order
 // (jax_dynoff/options.py SM90_TILES; bigger first: ties go to the first).
@@ -275,19 +301,24 @@ inline int64_t ElementBytes(DType t) { return t == DType::kF32 ? 4 : 2; }
 struct SlotRef {
   const void* value = nullptr;  // item 0's start, or its index into `table`
   const void* table = nullptr;  // nullptr: `value` is the start itself
-  int64_t table_len = 0;
-  // Elements between batch items' values (0 or 1), and the slot's map
-  // (SlotSource): 32-bit fields keep a SlotRef at 40 bytes, which the
-  // kernels' parameter blocks hold by the dozen (kernels/launch.h).
+  // 32-bit fields keep a SlotRef at 40 bytes, which the kernels' parameter
+  // blocks hold by the dozen (kernels/launch.h): the table's length
+  // (CheckBuffers: < 2^31), elements between batch items' values (0 or 1),
+  // and the slot's map and division (SlotSource).
+  int32_t table_len = 0;
   int32_t item_step = 0;
   int32_t mul = 1, add = 0;
+  int32_t divisor = 1;
   int8_t value64 = 0, table64 = 0, wrap32 = 0;
+  int8_t div_op = 0;  // SlotDivOp
 
   // The (unclamped) start of batch item t.
   JAX_DYNOFF_HD int64_t Load(int64_t t) const {
     const int64_t i = t * item_step;
     int64_t v = value64 ? static_cast<const int64_t*>(value)[i]
                         : static_cast<const int32_t*>(value)[i];
+    if (div_op != 0)
+      v = ApplyDivOp(static_cast<SlotDivOp>(div_op), v, divisor);
     if (table != nullptr) {
       const int64_t j = ClampStart(v, table_len, 1);
       v = table64 ? static_cast<const int64_t*>(table)[j]
@@ -338,11 +369,13 @@ void ResolveSlots(const GemmProblem& p, ArgFn arg, SlotRef* out) {
       r.mul = static_cast<int32_t>(s.mul);  // DecodeCallAttrs: int32 range
       r.add = static_cast<int32_t>(s.add);
       r.wrap32 = s.bits == 32;
+      r.div_op = static_cast<int8_t>(s.div_op);
+      r.divisor = static_cast<int32_t>(s.divisor);  // DecodeCallAttrs: range
       if (s.kind == SlotKind::kLookup) {
         const ArgData t = arg(s.table);
         r.table = t.data;
         r.table64 = t.is64;
-        r.table_len = t.elements;
+        r.table_len = static_cast<int32_t>(t.elements);  // CheckBuffers
       }
     }
     out[j] = r;

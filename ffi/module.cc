@@ -214,6 +214,14 @@ nb::dict CallCodes() {
   slot_kinds["scalar"] = static_cast<int64_t>(SlotKind::kScalar);
   slot_kinds["lookup"] = static_cast<int64_t>(SlotKind::kLookup);
   c["slot_kinds"] = slot_kinds;
+  nb::dict div_ops;  // SlotDivOp by the name of the op it stands for
+  div_ops["none"] = static_cast<int64_t>(jax_dynoff::SlotDivOp::kNone);
+  div_ops["floor_divide"] =
+      static_cast<int64_t>(jax_dynoff::SlotDivOp::kFloorDiv);
+  div_ops["remainder"] = static_cast<int64_t>(jax_dynoff::SlotDivOp::kFloorMod);
+  div_ops["div"] = static_cast<int64_t>(jax_dynoff::SlotDivOp::kTruncDiv);
+  div_ops["rem"] = static_cast<int64_t>(jax_dynoff::SlotDivOp::kTruncRem);
+  c["slot_div_ops"] = div_ops;
   return c;
 }
 

@@ -33,6 +33,10 @@ EPILOGUES = tuple(_CODES["epilogues"])
 # Where a dynamic start comes from (SlotKind).
 SLOT_VECTOR, SLOT_SCALAR, SLOT_LOOKUP = (
     _CODES["slot_kinds"][k] for k in ("vector", "scalar", "lookup"))
+# The division of a slot's value, or of its look-up index, by a constant
+# (SlotDivOp), by the name of the op the program wrote: jnp's `//` and `%`
+# ("floor_divide", "remainder"), lax.div and lax.rem ("div", "rem").
+SLOT_DIV_OPS = dict(_CODES["slot_div_ops"])
 
 
 def options_attrs(o: KernelOptions) -> dict:
@@ -157,19 +161,23 @@ class GemmSpec:
 @dataclasses.dataclass(frozen=True)
 class StartSources:
   """Where each dynamic start (slot, in A, B, C, D dim order) comes from:
-  per slot (kind, arg, table, mul, add, bits), kind one of SLOT_VECTOR
-  (element `arg` of the offsets vector, FFI arg `offsets_arg`), SLOT_SCALAR
-  (FFI arg `arg`, an integer scalar) or SLOT_LOOKUP (FFI arg `table` at
-  index FFI arg `arg`); a scalar or looked-up value v is taken as
-  `v * mul + add` wrapped to a `bits`-bit integer (32 or 64), as the
-  program computed it (IDENTITY_MAP: v itself)."""
+  per slot (kind, arg, table, mul, add, bits, div_op, divisor), kind one
+  of SLOT_VECTOR (element `arg` of the offsets vector, FFI arg
+  `offsets_arg`), SLOT_SCALAR (FFI arg `arg`, an integer scalar) or
+  SLOT_LOOKUP (FFI arg `table` at index FFI arg `arg`).  The scalar, or
+  the look-up's index, is first divided by `divisor` as `div_op` (a
+  SLOT_DIV_OPS value) says; then a scalar or looked-up value v is taken
+  as `v * mul + add` wrapped to a `bits`-bit integer (32 or 64), as the
+  program computed it (IDENTITY_MAP and NO_DIVISION: v itself)."""
 
   offsets_arg: int
-  slots: tuple[tuple[int, int, int], ...]
+  slots: tuple[tuple[int, ...], ...]
 
 
 # (mul, add, bits) of a slot whose value is taken as it is.
 IDENTITY_MAP = (1, 0, 64)
+# (div_op, divisor) of a slot whose value (or index) is not divided.
+NO_DIVISION = (SLOT_DIV_OPS["none"], 1)
 
 
 def num_arrays(spec: GemmSpec) -> int:
@@ -186,7 +194,7 @@ def vector_sources(spec: GemmSpec) -> StartSources:
   at element j."""
   n = num_slots(spec)
   return StartSources(num_arrays(spec) if n else -1,
-                      tuple((SLOT_VECTOR, j, -1) + IDENTITY_MAP
+                      tuple((SLOT_VECTOR, j, -1) + IDENTITY_MAP + NO_DIVISION
                             for j in range(n)))
 
 
@@ -255,7 +263,8 @@ def call_attrs(spec: GemmSpec, sources: Optional[StartSources] = None,
     raise ValueError(f"{len(sources.slots)} start sources for {slots} "
                      "dynamic starts")
   if slots:
-    fields = ("kind", "arg", "table", "mul", "add", "bits")
+    fields = ("kind", "arg", "table", "mul", "add", "bits", "div_op",
+              "divisor")
     attrs["slots"] = {f: tuple(int(src[i]) for src in sources.slots)
                       for i, f in enumerate(fields)}
   slot = 0

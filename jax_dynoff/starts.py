@@ -1,15 +1,17 @@
 """Where each dynamic start of a call comes from, decided in the IR at
 lowering time: a plain value (a loop counter, a function argument) or a
-`table[i]` look-up at a plain index, either possibly through an affine map
-with constant coefficients (`table[i] * m`, `i * m + c`), reaches the
-handler as it is (the kernels read, look up, map and clamp it on the
-device); any other start goes through one offsets vector, written here as
-StableHLO ops.  The handler's side is SlotSource / SlotRef in
+`table[i]` look-up at a plain index, the value or the index possibly
+divided by a constant (`i % L`, `table[i // L]`), the result possibly
+through an affine map with constant coefficients (`table[i] * m`, `i * m +
+c`), reaches the handler as it is (the kernels read, divide, look up, map
+and clamp it on the device); any other start goes through one offsets
+vector, written here as StableHLO ops.  The handler's side is SlotSource / SlotRef in
 ffi/gemm_problem.h.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import jax
@@ -18,6 +20,7 @@ from jax.interpreters import mlir
 from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import hlo
 
+from jax_dynoff import scalar_eval
 from jax_dynoff import spec as spec_lib
 from jax_dynoff.spec import GemmSpec
 
@@ -75,13 +78,79 @@ def _through_converts(value):
   return value
 
 
-def _wrapped(index, length: int):
-  """The plain x when `index` is jnp's `x < 0 ? x + length : x` (what
-  `table[x]` and `lax.dynamic_index_in_dim` lower to), possibly clamped
-  into [0, length - 1] after it; else None.  dynamic_slice then clamps the
-  index into the table, so the look-up is lax.dynamic_slice's rule for x,
-  which is what the handler applies (SlotRef).  A bare index (no wrap) is
-  not: dynamic_slice clamps -1 to 0 where the rule wraps it to length - 1.
+# The private functions jnp's integer `x // c` and `x % c` lower to, by
+# name (jax numbers repeated names), with what they compute for c >= 1.
+# Their bodies differ between jax releases, so a call of one is taken for
+# the operator where its body, run on host ints (scalar_eval), gives
+# exactly this at every value of _DIVISION_SAMPLES.
+_JNP_DIVISION_NAME = re.compile(r"^(floor_divide|remainder)(_\d+)?$")
+_JNP_DIVISIONS = {"floor_divide": lambda x, c: x // c,
+                  "remainder": lambda x, c: x % c}
+
+
+def _division_samples(c: int, bits: int) -> list[int]:
+  """Dividends around every sign change and multiple of `c` that matters,
+  and the ends of the `bits`-bit range."""
+  lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+  near = [0, 1, -1, c, -c, 2 * c, -2 * c, 3 * c + 1, -3 * c - 1]
+  xs = [v + d for v in near for d in (-1, 0, 1)] + [lo, lo + 1, hi, hi - 1]
+  return sorted({x for x in xs if lo <= x <= hi})
+
+
+def _division(value, module):
+  """(x, (div_op, divisor)) where `value` is x divided by a constant
+  divisor in [1, 2^31): jnp's `x // c` or `x % c` (a call of its private
+  function), or lax.div / lax.rem (one StableHLO divide or remainder),
+  div_op its SLOT_DIV_OPS value; else None."""
+  op = _producer(value)
+  if op is None:
+    return None
+  if op.name == "func.call":
+    name = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+    match = _JNP_DIVISION_NAME.match(name)
+    func = scalar_eval.find_func(module, name) if match else None
+    if func is None or len(op.operands) != 2:
+      return None
+    kind = match.group(1)
+  elif op.name in ("stablehlo.divide", "stablehlo.remainder"):
+    kind = "div" if op.name == "stablehlo.divide" else "rem"
+  else:
+    return None
+  x, c = op.operands
+  d = _int_constant(c)
+  bits = _int_width(value)
+  if (d is None or not 1 <= d < 2 ** 31 or _int_width(x) != bits
+      or not _is_signed_int(value)):
+    return None
+  if op.name == "func.call":
+    want = _JNP_DIVISIONS[kind]
+    if any(scalar_eval.call_function(func, [v, d], module) != want(v, d)
+           for v in _division_samples(d, bits)):
+      return None
+  return _through_converts(x), (spec_lib.SLOT_DIV_OPS[kind], d)
+
+
+def _index(value, module):
+  """(x, (div_op, divisor)) when `value` is a plain signed integer x (a
+  loop counter, a function argument), possibly divided by a constant
+  (`_division`), through conversions that keep every value; else None."""
+  value = _through_converts(value)
+  if _is_plain(value):
+    return (value, spec_lib.NO_DIVISION) if _is_signed_int(value) else None
+  found = _division(value, module)
+  if found is None or not _is_plain(found[0]) or not _is_signed_int(found[0]):
+    return None
+  return found
+
+
+def _wrapped(index, length: int, module):
+  """x when `index` is jnp's `x < 0 ? x + length : x` (what `table[x]`
+  and `lax.dynamic_index_in_dim` lower to), possibly clamped into [0,
+  length - 1] after it, x a plain value or one divided by a constant
+  (`_index`); else None.  dynamic_slice then clamps the index into the
+  table, so the look-up is lax.dynamic_slice's rule for x, which is what
+  the handler applies (SlotRef).  A bare index (no wrap) is not:
+  dynamic_slice clamps -1 to 0 where the rule wraps it to length - 1.
   """
   index = _through_converts(index)
   op = _producer(index)
@@ -99,7 +168,7 @@ def _wrapped(index, length: int):
   pred, wrapped, x = op.operands
   x = _through_converts(x)
   cmp, add = _producer(pred), _producer(wrapped)
-  if (not _is_plain(x) or cmp is None or add is None
+  if (_index(x, module) is None or cmp is None or add is None
       or cmp.name != "stablehlo.compare" or add.name != "stablehlo.add"
       or "LT" not in str(cmp.attributes["comparison_direction"])):
     return None
@@ -114,20 +183,20 @@ def _wrapped(index, length: int):
 def _callee_result(call, module):
   """The value the function a `func.call` calls returns (its one result),
   or None where it is not found or returns several."""
-  name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-  for op in module.body.operations:
-    if (op.operation.name == "func.func"
-        and ir.StringAttr(op.attributes["sym_name"]).value == name):
-      ret = op.regions[0].blocks[0].operations[-1]
-      return ret.operands[0] if len(ret.operands) == 1 else None
-  return None
+  func = scalar_eval.find_func(
+      module, ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
+  if func is None:
+    return None
+  ret = func.regions[0].blocks[0].operations[-1]
+  return ret.operands[0] if len(ret.operands) == 1 else None
 
 
 def _lookup(start, module):
   """(table, index) when `start` is `table[index]` of a rank-1 integer
-  table at a plain index (what `rows[i]` and `lax.dynamic_index_in_dim`
-  lower to, also inside a function the caller calls, as newer jax writes
-  `dynamic_index_in_dim`) and neither needs an XLA op; else None."""
+  table at a plain index, or one divided by a constant (`_index`: what
+  `rows[i]`, `rows[i // c]` and `lax.dynamic_index_in_dim` lower to, also
+  inside a function the caller calls, as newer jax writes
+  `dynamic_index_in_dim`), and neither needs an XLA op; else None."""
   op = _producer(start)
   if op is not None and op.name == "func.call":
     # Match the callee's body, then map its arguments to the call's.
@@ -142,7 +211,8 @@ def _lookup(start, module):
         return None  # not an argument of the callee itself
       mapped.append(op.operands[ir.BlockArgument(v).arg_number])
     table, index = mapped
-    return (table, index) if _is_ready(table) and _is_plain(index) else None
+    return ((table, index) if _is_ready(table)
+            and _index(index, module) is not None else None)
   if op is None or op.name != "stablehlo.reshape":
     return None
   ds = _producer(op.operands[0])
@@ -153,7 +223,7 @@ def _lookup(start, module):
   if ttype.rank != 1 or list(ir.DenseI64ArrayAttr(
       ds.attributes["slice_sizes"])) != [1] or not _is_ready(table):
     return None
-  index = _wrapped(ds.operands[1], ttype.shape[0])
+  index = _wrapped(ds.operands[1], ttype.shape[0], module)
   return None if index is None else (table, index)
 
 
@@ -294,9 +364,11 @@ def _affine(start):
 
 def _direct_sources(starts, first_arg: int, module):
   """Operands and sources when every start is plain or a look-up that
-  needs no XLA op (`_lookup`), possibly through an affine map (`_affine`):
-  the handler reads, maps and clamps them all on the device, so the call
-  needs no XLA op for its starts at all.  None otherwise."""
+  needs no XLA op (`_lookup`), the plain value or the look-up's index
+  possibly divided by a constant (`_index`), the result possibly through
+  an affine map (`_affine`): the handler reads, divides, looks up, maps and
+  clamps them all on the device, so the call needs no XLA op for its
+  starts at all.  None otherwise."""
   operands: list = []
 
   def arg(value) -> int:
@@ -309,14 +381,17 @@ def _direct_sources(starts, first_arg: int, module):
   slots = []
   for s in starts:
     base, amap = _affine(s)
-    if _is_plain(base) and _is_signed_int(base):
-      slots.append((spec_lib.SLOT_SCALAR, arg(base), -1) + amap)
+    scalar = _index(base, module)
+    if scalar is not None:
+      x, division = scalar
+      slots.append((spec_lib.SLOT_SCALAR, arg(x), -1) + amap + division)
       continue
     found = _lookup(base, module)
-    if found is None or not all(_is_signed_int(v) for v in found):
+    if found is None or not _is_signed_int(found[0]):
       return None
     table, index = found
-    slots.append((spec_lib.SLOT_LOOKUP, arg(index), arg(table)) + amap)
+    x, division = _index(index, module)
+    slots.append((spec_lib.SLOT_LOOKUP, arg(x), arg(table)) + amap + division)
   return operands, spec_lib.StartSources(-1, tuple(slots))
 
 

@@ -154,8 +154,8 @@ def test_lowering_mixed_int32_int64_starts_pack_as_int64(platform):
   truncated)."""
   with jax.enable_x64(True):
     def f(a, b, s, t):
-      return dyn.gemm(dyn.window(a, (s // 2, 0), (4, 6)), b,
-                      out=dyn.window(np.zeros((9, 3), np.float32), (t // 2, 0),
+      return dyn.gemm(dyn.window(a, (s * s, 0), (4, 6)), b,
+                      out=dyn.window(np.zeros((9, 3), np.float32), (t * t, 0),
                                      (4, 3)))
     text = lower(f, np.zeros((9, 6), np.float32),
                  np.zeros((6, 3), np.float32), np.int64(2), np.int32(1),
@@ -514,6 +514,86 @@ def test_lookup_lookalikes_take_the_offsets_vector(platform):
                np.arange(3, dtype=np.int32), np.int32(0), platform=platform)
   (line, ins, _), = custom_calls(text)
   assert ins[2:] == ["tensor<12x4xf32>", "tensor<1xi32>"], ins
+
+
+# Starts whose plain value, or whose look-up's index, is divided by a
+# constant (SlotSource's div_op and divisor), then possibly mapped.
+DIVIDED_STARTS = {
+    "i%3": lambda rows, i: i % 3,
+    "i//2": lambda rows, i: i // 2,
+    "(i%3)*4+1": lambda rows, i: (i % 3) * 4 + 1,
+    "lax.rem(i,3)": lambda rows, i: lax.rem(i, np.int32(3)),
+    "lax.div(i,2)": lambda rows, i: lax.div(i, np.int32(2)),
+    "rows[i//2]": lambda rows, i: rows[i // 2],
+    "rows[i%3]*4": lambda rows, i: rows[i % 3] * 4,
+    "index_in_dim(rows,i//2)": lambda rows, i: lax.dynamic_index_in_dim(
+        rows, i // 2, keepdims=False),
+}
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("form", DIVIDED_STARTS)
+def test_divided_starts_reach_the_call_as_they_are(platform, form):
+  """`i % L`, `i // c`, `table[i // c]` and maps of them reach the call as
+  the index (and the table), with no XLA op for the start: the kernels
+  divide on the device."""
+  def f(x, buf, rows, i):
+    return dyn.gemm(x, np.ones((8, 4), np.float32),
+                    out=dyn.window(buf, (DIVIDED_STARTS[form](rows, i), 0),
+                                   (4, 4)))
+  text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
+               np.arange(3, dtype=np.int32), np.int32(1), platform=platform)
+  (line, ins, _), = custom_calls(text)
+  want = (["tensor<12x4xf32>", "tensor<i32>"] if "rows" not in form else
+          ["tensor<12x4xf32>", "tensor<i32>", "tensor<3xi32>"])
+  assert ins[2:] == want, (form, ins)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_division_lookalikes_take_the_offsets_vector(platform):
+  """A division by a traced value, by zero or a negative constant, of a
+  computed value (`(i + 1) % 3`), of a looked-up value (`rows[i] % 3`),
+  twice (`i // 2 % 3`), or a function named like jnp's that is not it, is
+  computed by XLA (one fusion)."""
+  @jax.jit
+  def floor_divide(a, b):  # not jnp's: a + b
+    return a + b
+
+  forms = [lambda rows, i, j: i // j, lambda rows, i, j: i % 0,
+           lambda rows, i, j: i // -2, lambda rows, i, j: (i + 1) % 3,
+           lambda rows, i, j: rows[i] % 3, lambda rows, i, j: i // 2 % 3,
+           lambda rows, i, j: floor_divide(i, np.int32(2))]
+  for form in forms:
+    def f(x, buf, rows, i, j):
+      return dyn.gemm(x, np.ones((8, 4), np.float32),
+                      out=dyn.window(buf, (form(rows, i, j), 0), (4, 4)))
+    text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
+                 np.arange(3, dtype=np.int32), np.int32(1), np.int32(2),
+                 platform=platform)
+    (_, ins, _), = custom_calls(text)
+    assert ins[2:] == ["tensor<12x4xf32>", "tensor<1xi32>"], ins
+
+
+def test_kv_cache_loop_body_is_the_call_and_the_counter():
+  """Compiled (CPU): a KV-cache loop writing layer `s % L` at row
+  `pos[s // L]` holds the custom call and the counter's add, and no
+  offsets fusion."""
+  L = 2
+  def f(x, w, cache, pos):
+    def body(s, cache):
+      layer, p = s % L, pos[s // L]
+      return dyn.gemm(x, dyn.window(w, (layer, 0, 0), (8, 4)),
+                      out=dyn.window(cache, (layer, p, 0), (4, 4)))
+    return lax.fori_loop(0, 2 * L, body, cache)
+  text = compiled(f, np.ones((4, 8), np.float32),
+                  np.ones((L, 8, 4), np.float32),
+                  np.ones((L, 8, 4), np.float32),
+                  np.array([0, 4], np.int32), donate=(2,))
+  body = _reachable(text, _while_bodies(text)[0])
+  assert len(custom_call_lines(body)) == 1, body
+  assert not re.search(r"(dynamic-slice|concatenate|gather)\(", body), body
+  fusions = re.findall(r"= (\S+) fusion\(", body)
+  assert fusions == ["s32[]"], body  # the counter's add
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)

@@ -213,3 +213,64 @@ def test_affine_starts_match_the_reference(case, table_dtype):
       written = np.zeros(buf.shape[0], bool)
       written[sd:sd + m] = True
       assert_bits_equal(got[~written], buf[~written], f"i={i} outside")
+
+
+# Divisions of the index (or of the start itself) by a constant, as jnp's
+# `//` and `%` and lax.div / lax.rem compute them: at every index from
+# below -L to past the end, so negative quotients and remainders, wrapped
+# and clamped look-ups all occur.
+DIVISIONS = {
+    "floor": (lambda i, c: i // c, lambda i, c: i % c),
+    "trunc": (lambda i, c: lax.div(i, c), lambda i, c: lax.rem(i, c)),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}"
+                         f"_{np.dtype(c[3]).name}{'_ta' if c[4] else ''}")
+@pytest.mark.parametrize("table_dtype", [np.int32, np.int64], ids=str)
+@pytest.mark.parametrize("rounding", DIVISIONS)
+def test_divided_starts_match_the_reference(case, table_dtype, rounding):
+  """A KV-cache write: layer `i % L` of a stacked B and of D, D's row
+  `pos[i // L] * m + 1`, A's row `i // 3`: the same windows as the
+  reference at every index, nothing written outside D's window."""
+  m, n, k, dtype, ta = case
+  div, mod = DIVISIONS[rounding]
+  L = 3
+  rng = np.random.default_rng(m + n + k + 29)
+  a_rows = 3 * m + 5
+  a = random_array(rng, (k, a_rows) if ta else (a_rows, k), dtype)
+  w = random_array(rng, (L, k, n), dtype)
+  cache = poison_array(rng, (L, 4 * m, n), dtype, "nan")
+  pos = np.array([0, 2, -1, 3], table_dtype)
+
+  def build(gemm):
+    def f(a, w, cache, pos, i):
+      c = lambda v: np.array(v, i.dtype)
+      layer, row = mod(i, c(L)), pos[div(i, c(L))] * m + 1
+      sa = div(i, c(3))
+      xa = (dyn.window(a, (0, sa), (k, m)) if ta else
+            dyn.window(a, (sa, 0), (m, k)))
+      return gemm(xa, dyn.window(w, (layer, 0, 0), (k, n)),
+                  out=dyn.window(cache, (layer, row, 0), (m, n)),
+                  transpose_a=ta)
+    return f
+
+  def clamp(s, dim, size):  # lax.dynamic_slice's rule
+    s = int(s)
+    s = s + dim if s < 0 else s
+    return min(max(s, 0), dim - size)
+
+  ours, reference = jax.jit(build(dyn.gemm)), jax.jit(build(dyn.reference.gemm))
+  with jax.enable_x64(table_dtype == np.int64):
+    for i in range(-3 * L - 2, 3 * L + 2):
+      idx = np.array(i, table_dtype)
+      got = np.asarray(ours(a, w, cache, pos, idx))
+      ref = np.asarray(reference(a, w, cache, pos, idx))
+      assert_matches(got, ref, TOL[dtype], f"i={i}")
+      q, r = ((i // L, i % L) if rounding == "floor" else
+              (int(np.fix(i / L)), int(np.fmod(i, L))))
+      layer = clamp(r, L, 1)
+      row = clamp(int(pos[clamp(q, len(pos), 1)]) * m + 1, 4 * m, m)
+      written = np.zeros(cache.shape[:2], bool)
+      written[layer, row:row + m] = True
+      assert_bits_equal(got[~written], cache[~written], f"i={i} outside")
