@@ -10,7 +10,8 @@
 // --nocluster: a variant whose CTAs add their partials through global
 // memory instead of a cluster, checked, then timed beside it; --checks:
 // the checks alone, for a run under compute-sanitizer; --narrow: the
-// narrow.h candidates, checked, then timed beside it).  Build and run:
+// narrow.h candidates, checked, then timed beside it; --stages: the
+// shipped kernel with 6 and 8 pipeline stages, the same).  Build and run:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/probe.cu -o /tmp/skinny_probe && /tmp/skinny_probe
 #include <cuda_bf16.h>
@@ -664,6 +665,43 @@ int main(int argc, char** argv) {
                 size_t(kMaxTiles) * kMaxGlobalSplit * 16 * 128 * 4));
   CK(cudaMalloc(&g_reduce.counters, kMaxTiles * sizeof(unsigned)));
   bool ok = true;
+  if (argc > 1 && std::strcmp(argv[1], "--stages") == 0) {
+    // Deeper pipelines: the shipped kernel at 6 and 8 stages (a CTA keeps
+    // 96 or 128 KiB of B in flight, not 64), checked with split 1 and the
+    // planner's split, then timed beside the shipped 4 where B streams
+    // from HBM (the stacked chain, every GEMM a new layer) and from L2
+    // (the table loop, A's rows from the device), 32 GEMMs and their
+    // counters in one graph.
+    struct Cand { RunFn run; const char* name; };
+    const Cand cands[] = {{&RunV<false, 6>, "s6"}, {&RunV<false, 8>, "s8"}};
+    bool ok = true;
+    for (const Cand& c : cands) {
+      g_check_run = c.run;
+      for (int split : {1, 0}) {
+        ok &= Check(16, 4096, 4096, split ? split : SkinnySplit(4096, 4096, sms), 0.f);
+        ok &= Check(13, 1000, 1000, split ? split : SkinnySplit(1000, 1000, sms), 1.5f);
+        ok &= Check(9, 136, 2056, split ? split : SkinnySplit(136, 2056, sms), 1.f);
+        ok &= Check(1, 256, 72, 1, 0.f);
+      }
+    }
+    g_check_run = nullptr;
+    if (!ok) {
+      std::printf("SOME CHECKS FAILED\n");
+      return 1;
+    }
+    const int shapes[][3] = {{16, 4096, 4096}, {8, 4096, 4096},
+                             {1, 4096, 4096},  {16, 2048, 4096},
+                             {8, 2048, 2048},  {16, 512, 2048}};
+    for (auto& sh : shapes)
+      for (bool hot : {false, true})
+        for (int rep = 0; rep < 2; ++rep) {
+          Time(sh[0], sh[1], sh[2], 0, false, hot, RunNN, "shipped", hot);
+          for (const Cand& c : cands)
+            Time(sh[0], sh[1], sh[2], 0, false, hot, c.run, c.name, hot);
+        }
+    std::printf("ALL CHECKS OK\n");
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "--narrow") == 0) {
     // The narrow candidates (narrow.h: kBN columns a CTA over all of K, its
     // warps splitting K, no cluster): checked (A's rows or B's layer from
