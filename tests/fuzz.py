@@ -5,8 +5,12 @@ transposes, alpha, beta, C absent / its own array / a window of out's
 array overlapping out's window in part, ragged valid extents, a vmap over
 A's starts, or a `ragged_dot` with empty groups, sometimes over one
 expert-parallel shard's experts (`group_offset`) and with its gradient
-wrt lhs and rhs), compiled once and run at many random start sets: in range, negative, below -dim, past dim, and the
-int32 extremes.  Every result is checked against a float64 NumPy oracle
+wrt lhs and rhs), compiled once and run at many random start sets: in
+range, negative, below -dim, past dim, and the int32 extremes.  A gemm
+problem's starts reach the call in one of START_FORMS: a plain traced
+value, `table[i]`, an affine map, `table[q // c]` or `table[q % T]`, or a
+computed value, so that every way the handler reads a start (a scalar, a
+look-up, a map, a division, the offsets vector) runs on every kernel.  Every result is checked against a float64 NumPy oracle
 written here, apart from `jax_dynoff.reference` (the clamping rule of
 `lax.dynamic_slice`, the valid extents, the window write), within a bound
 derived from the dtypes and K; `out` is filled with NaN outside its window
@@ -179,6 +183,14 @@ class Problem:
   # Kernel options (any: they choose kernels, never results): they reach
   # the paths the planner takes only when asked, split-K and forced tiles.
   opts: KernelOptions = KernelOptions()
+  # How the program computes each traced start of a "gemm" problem (every
+  # form gives the drawn value; START_FORMS): the handler's ways of reading
+  # a start, each on every kernel family.
+  start_form: str = "plain"
+  form_add: int = 0     # "affine": the start is x * form_mul + form_add
+  form_mul: int = 1
+  form_div: int = 1     # "divided": table[q // form_div] or table[q % T]
+  form_mod: bool = False
 
 
 def _sizes(r, gpu: bool):
@@ -244,9 +256,32 @@ def _fit(v: int, dtype: str):
                     np.dtype(dtype))
 
 
+# How a start reaches the call (Problem.start_form): a plain traced value;
+# `table[i]` (an index past the end or below zero, wrapped); an affine map
+# of a traced value (`x * mul + add`, wrapping as the index dtype does);
+# `table[q // c]` or `table[q % T]` (a divided index); a product with a
+# traced 1, which no form reads and so goes through the offsets vector.
+START_FORMS = ("plain", "lookup", "affine", "divided", "computed")
+
+
+def _start_form(p: Problem) -> None:
+  """Draws p's start form and its constants, from a generator of its own:
+  the rest of the problem is the same whichever it is."""
+  r = np.random.default_rng([p.seed, 11])
+  p.start_form = str(r.choice(["plain"] * 3 + list(START_FORMS[1:])))
+  signed = np.issubdtype(np.dtype(p.index_dtype), np.signedinteger)
+  p.form_mul = int(r.choice([1, -1])) if signed else 1
+  p.form_add = int(r.integers(-100, 101)) if signed else int(
+      r.integers(0, 101))
+  p.form_div = int(r.choice([1, 2, 3, 8]))
+  p.form_mod = bool(r.random() < 0.5)
+
+
 def make_problem(seed: int, gpu: bool = False) -> Problem:
   p = _make_problem(seed, gpu)
   p.index_dtype = _index_dtype(seed)
+  if p.kind == "gemm":
+    _start_form(p)
   return p
 
 
@@ -464,6 +499,54 @@ def _rand(r, shape, dtype):
 
 # --- One problem ------------------------------------------------------------
 
+def _encode_start(p: Problem, r, s):
+  """What the program is given for start value s (an index-dtype scalar,
+  or a batched vmap start: plain), for p.start_form; `_decode_start`
+  computes s back from it inside the jitted call."""
+  it = np.dtype(p.index_dtype)
+  if np.ndim(s) or p.start_form == "plain":
+    return {"v": s}
+  if p.start_form == "computed":
+    return {"v": s, "one": np.asarray(1, it)}
+  if p.start_form == "affine":
+    # x with x * mul + add == s in the index dtype's wrapping arithmetic.
+    x = np.asarray([s], it) - np.asarray([p.form_add], it)
+    if p.form_mul == -1:
+      x = np.zeros(1, it) - x
+    return {"x": x.reshape(())}
+  # A table of T entries holding s at entry j, the others other starts.
+  size = int(r.integers(1, 6))
+  j = int(r.integers(0, size))
+  table = np.asarray([_fit(random_start(r, 64, 8), it) for _ in range(size)],
+                     it)
+  table[j] = s
+  signed = np.issubdtype(it, np.signedinteger)
+  if signed and r.random() < 0.5:
+    j -= size  # a negative index: jnp wraps it
+  if p.start_form == "lookup":
+    return {"t": table, "i": np.asarray(j, it)}
+  if p.form_mod:  # table[q % size], q another index of entry j
+    q = j + size * int(r.integers(-3, 4) if signed else r.integers(0, 4))
+    return {"t": table, "q": np.asarray(q, it)}
+  q = j * p.form_div + int(r.integers(0, p.form_div))  # q // div == j
+  return {"t": table, "q": np.asarray(q, it)}
+
+
+def _decode_start(p: Problem, e):
+  """The start from `_encode_start`'s pieces, as the program computes it."""
+  if "one" in e:
+    return e["v"] * e["one"]
+  if "v" in e:
+    return e["v"]
+  if "x" in e:
+    return e["x"] * p.form_mul + p.form_add
+  if "i" in e:
+    return e["t"][e["i"]]
+  if p.form_mod:
+    return e["t"][e["q"] % e["t"].shape[0]]
+  return e["t"][e["q"] // p.form_div]
+
+
 def _call(p: Problem):
   """The call of `p`: (arrays, starts, valid) -> result."""
   prec = jax.lax.Precision.HIGHEST if p.highest else None
@@ -479,7 +562,9 @@ def _call(p: Problem):
       st = st[:-1] + (w.static_col,)
     return dyn.window(x, st, (w.rows, w.cols), valid=valid)
 
-  def f(arrays, starts, valid):
+  def f(arrays, encoded, valid):
+    starts = {name: [_decode_start(p, e) for e in st]
+              for name, st in encoded.items()}
     a = win("a", arrays["a"], starts["a"], valid.get("a"))
     b = win("b", arrays["b"], starts["b"], valid.get("b"))
     out = c = None
@@ -498,9 +583,10 @@ def _call(p: Problem):
                                             else None), opts=p.opts)
 
   if p.kind == "vmap":
-    def fv(arrays, starts, valid):
-      return jax.vmap(lambda sa: f(arrays, dict(starts, a=sa), valid))(
-          starts["a"])
+    def fv(arrays, encoded, valid):
+      return jax.vmap(
+          lambda sa: f(arrays, dict(encoded, a=[{"v": v} for v in sa]),
+                       valid))([e["v"] for e in encoded["a"]])
     return fv
   return f
 
@@ -559,7 +645,9 @@ def gemm_case(p: Problem) -> Case:
       region = arrays["out"][idx]
       arrays["out"][idx] = _rand(r, region.shape, p.out_dtype)
     before = {k: v.copy() for k, v in arrays.items()}
-    return (arrays, starts, valid), lambda got: _check_gemm(
+    encoded = {name: [_encode_start(p, r, v) for v in st]
+               for name, st in starts.items()}
+    return (arrays, encoded, valid), lambda got: _check_gemm(
         p, t, np.asarray(got), before, starts, valid)
 
   return Case(f, draw)
@@ -780,7 +868,8 @@ def run(seed: int, problems: int, n_starts: int, budget_s: float,
       flags = " --gpu-sizes" if gpu else ""
       for fl in fails:
         failures.append((p.seed, fl))
-        print(f"FAIL seed {p.seed} ({p.kind}, {fam}): {fl}\n  replay: python "
+        print(f"FAIL seed {p.seed} ({p.kind}, {fam}, starts "
+              f"{p.start_form}): {fl}\n  replay: python "
               f"tests/fuzz.py --replay {p.seed}{flags}"
               + (f" (its batch: --seed {seed} --first {i0} --problems "
                  f"{len(seeds)} --batch {len(seeds)}{flags})"

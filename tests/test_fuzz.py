@@ -59,6 +59,31 @@ def test_gpu_problems_reach_every_kernel_line():
   assert hit <= lines | {""}, sorted(hit - lines)
 
 
+def test_start_forms_reach_every_start_source():
+  """The fuzzer's start forms reach the handler's every way of reading a
+  start: with int32 starts a look-up, an affine map and a divided index
+  are operands the kernels read (no offsets vector), a computed start
+  and a narrow or unsigned index dtype go through the vector; every form
+  comes up among gemm problems of both kinds of sizes."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  seen = {}
+  for gpu in (False, True):
+    for seed in range(300):
+      p = fuzz.make_problem(seed, gpu=gpu)
+      if p.kind != "gemm" or (p.start_form, p.index_dtype) in seen:
+        continue
+      c = fuzz.case(p)
+      args, _ = c.draw(np.random.default_rng(seed + 1), 0)
+      text = jax.jit(c.fn).lower(*args).as_text()
+      seen[(p.start_form, p.index_dtype)] = "concatenate" not in text
+  for form in fuzz.START_FORMS:
+    assert (form, "int32") in seen, (form, sorted(seen))
+    direct = form in ("plain", "lookup", "affine", "divided")
+    assert seen[(form, "int32")] == direct, (form, seen)
+  assert not any(d for (f, t), d in seen.items() if t in ("int8", "uint16")
+                 and f != "plain"), seen
+
+
 def test_fuzz_catches_a_wrong_clamp(monkeypatch):
   """The oracle is not a mirror of the code under test: taught a wrong
   clamping rule, it reports failures."""
