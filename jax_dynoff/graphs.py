@@ -22,9 +22,11 @@ default cannot be named there.
 What keeps a loop out of one graph under `whole_loops=True` (jax 0.11.2,
 H200): XLA reads a bare `table[i]` (i the loop counter) that feeds a custom
 call through an asynchronous dynamic-slice copy, and a while loop holding
-one stays on the host, with only its body captured.  `gemm` clamps its
-traced starts with XLA ops before the call, so `window(x, (table[i], 0),
-...)` fuses and the loop is whole.  A `lax.scan` over `xs` has the same copy
+one stays on the host, with only its body captured.  `gemm` passes a
+`table[i]` start (also at `i // c` or `i % L`) as the table and the index,
+which its kernels read, and computes any other traced start in one XLA
+fusion before the call, so `window(x, (table[i], 0), ...)` never becomes
+such a copy and the loop is whole.  A `lax.scan` over `xs` has the same copy
 for `xs[i]`, outside any jax_dynoff call: carry the step counter instead
 (`lax.scan(step, (c, 0), None, length=L)`) or use `fori_loop`, and check
 with `check_capture`.
