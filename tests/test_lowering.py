@@ -445,14 +445,34 @@ AFFINE_STARTS = {
 }
 
 
+# Starts whose plain value, or whose look-up's index, is divided by a
+# constant (SlotSource's div_op and divisor), then possibly mapped.
+DIVIDED_STARTS = {
+    "i%3": lambda rows, i: i % 3,
+    "i//2": lambda rows, i: i // 2,
+    "(i%3)*4+1": lambda rows, i: (i % 3) * 4 + 1,
+    "lax.rem(i,3)": lambda rows, i: lax.rem(i, np.int32(3)),
+    "lax.div(i,2)": lambda rows, i: lax.div(i, np.int32(2)),
+    "rows[i//2]": lambda rows, i: rows[i // 2],
+    "rows[i%3]*4": lambda rows, i: rows[i % 3] * 4,
+    "index_in_dim(rows,i//2)": lambda rows, i: lax.dynamic_index_in_dim(
+        rows, i // 2, keepdims=False),
+}
+
+
+DIRECT_STARTS = {**AFFINE_STARTS, **DIVIDED_STARTS}
+
+
 @pytest.mark.parametrize("platform", PLATFORMS)
-@pytest.mark.parametrize("form", AFFINE_STARTS)
-def test_affine_starts_reach_the_call_as_they_are(platform, form):
-  """`table[i] * m + c` and `i * m + c` reach the call as the table and the
-  index (or the index alone), with no XLA op for the start."""
+@pytest.mark.parametrize("form", DIRECT_STARTS)
+def test_mapped_and_divided_starts_reach_the_call_as_they_are(platform, form):
+  """`table[i] * m + c`, `i * m + c`, `i % L`, `i // c`, `table[i // c]`
+  and maps of them reach the call as the table and the index (or the
+  index alone), with no XLA op for the start: the kernels divide, look
+  up and map on the device."""
   def f(x, buf, rows, i):
     return dyn.gemm(x, np.ones((8, 4), np.float32),
-                    out=dyn.window(buf, (AFFINE_STARTS[form](rows, i), 0),
+                    out=dyn.window(buf, (DIRECT_STARTS[form](rows, i), 0),
                                    (4, 4)))
   text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
                np.arange(3, dtype=np.int32), np.int32(1), platform=platform)
@@ -514,39 +534,6 @@ def test_lookup_lookalikes_take_the_offsets_vector(platform):
                np.arange(3, dtype=np.int32), np.int32(0), platform=platform)
   (line, ins, _), = custom_calls(text)
   assert ins[2:] == ["tensor<12x4xf32>", "tensor<1xi32>"], ins
-
-
-# Starts whose plain value, or whose look-up's index, is divided by a
-# constant (SlotSource's div_op and divisor), then possibly mapped.
-DIVIDED_STARTS = {
-    "i%3": lambda rows, i: i % 3,
-    "i//2": lambda rows, i: i // 2,
-    "(i%3)*4+1": lambda rows, i: (i % 3) * 4 + 1,
-    "lax.rem(i,3)": lambda rows, i: lax.rem(i, np.int32(3)),
-    "lax.div(i,2)": lambda rows, i: lax.div(i, np.int32(2)),
-    "rows[i//2]": lambda rows, i: rows[i // 2],
-    "rows[i%3]*4": lambda rows, i: rows[i % 3] * 4,
-    "index_in_dim(rows,i//2)": lambda rows, i: lax.dynamic_index_in_dim(
-        rows, i // 2, keepdims=False),
-}
-
-
-@pytest.mark.parametrize("platform", PLATFORMS)
-@pytest.mark.parametrize("form", DIVIDED_STARTS)
-def test_divided_starts_reach_the_call_as_they_are(platform, form):
-  """`i % L`, `i // c`, `table[i // c]` and maps of them reach the call as
-  the index (and the table), with no XLA op for the start: the kernels
-  divide on the device."""
-  def f(x, buf, rows, i):
-    return dyn.gemm(x, np.ones((8, 4), np.float32),
-                    out=dyn.window(buf, (DIVIDED_STARTS[form](rows, i), 0),
-                                   (4, 4)))
-  text = lower(f, np.ones((4, 8), np.float32), np.ones((12, 4), np.float32),
-               np.arange(3, dtype=np.int32), np.int32(1), platform=platform)
-  (line, ins, _), = custom_calls(text)
-  want = (["tensor<12x4xf32>", "tensor<i32>"] if "rows" not in form else
-          ["tensor<12x4xf32>", "tensor<i32>", "tensor<3xi32>"])
-  assert ins[2:] == want, (form, ins)
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
