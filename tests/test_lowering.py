@@ -536,6 +536,31 @@ def test_lookup_lookalikes_take_the_offsets_vector(platform):
   assert ins[2:] == ["tensor<12x4xf32>", "tensor<1xi32>"], ins
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_scalar_eval_runs_jnp_division_bodies(dtype):
+  """The private functions jnp's `//` and `%` lower to, run on host ints
+  (what tells starts.py that a call is the operator), give Python's
+  floor division and remainder for positive and negative dividends, at
+  the integer range's ends too."""
+  from jax_dynoff import scalar_eval  # pylint: disable=g-import-not-at-top
+  with jax.enable_x64(dtype == np.int64):
+    lowered = jax.jit(lambda x, c: (x // c, x % c)).lower(dtype(7), dtype(3))
+    module = lowered.compiler_ir("stablehlo")
+  bits = np.iinfo(dtype).bits
+  xs = list(range(-20, 21)) + [-(2 ** (bits - 1)), 2 ** (bits - 1) - 1]
+  with module.context:
+    for name, op in (("floor_divide", lambda x, c: x // c),
+                     ("remainder", lambda x, c: x % c)):
+      func = scalar_eval.find_func(module, name)
+      assert func is not None, name
+      for c in (1, 3, 8):
+        got = [scalar_eval.call_function(func, [x, c], module) for x in xs]
+        assert got == [op(x, c) for x in xs], (name, c)
+    # A division by zero is unknown (None), never a made-up value.
+    func = scalar_eval.find_func(module, "floor_divide")
+    assert scalar_eval.call_function(func, [5, 0], module) is None
+
+
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_division_lookalikes_take_the_offsets_vector(platform):
   """A division by a traced value, by zero or a negative constant, of a
