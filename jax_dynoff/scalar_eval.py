@@ -52,7 +52,9 @@ def _trunc_div(a: int, b: int) -> int:
   return q if (a < 0) == (b < 0) else -q
 
 
-def _constant(op) -> Optional[int]:
+def splat_int(op) -> Optional[int]:
+  """The value of a `stablehlo.constant` of one integer repeated; None for
+  any other constant."""
   attr = ir.DenseIntElementsAttr(op.attributes["value"])
   if not attr.is_splat:
     return None
@@ -100,7 +102,7 @@ def call_function(func, args: list[int], module,
       r = None if inner is None else call_function(inner, x, module,
                                                    depth + 1)
     elif name == "stablehlo.constant":
-      r = _constant(op)
+      r = splat_int(op)
     elif name in ("stablehlo.convert", "stablehlo.broadcast_in_dim",
                   "stablehlo.reshape"):
       r = x[0]  # rank 0 to rank 0: the value, wrapped to the new width

@@ -5,8 +5,8 @@ divided by a constant (`i % L`, `table[i // L]`), the result possibly
 through an affine map with constant coefficients (`table[i] * m`, `i * m +
 c`), reaches the handler as it is (the kernels read, divide, look up, map
 and clamp it on the device); any other start goes through one offsets
-vector, written here as StableHLO ops.  The handler's side is SlotSource / SlotRef in
-ffi/gemm_problem.h.
+vector, written here as StableHLO ops.  The handler's side is SlotSource /
+SlotRef in ffi/gemm_problem.h.
 """
 
 from __future__ import annotations
@@ -55,8 +55,7 @@ def _int_constant(value) -> Optional[int]:
     return inner
   if op is None or op.name != "stablehlo.constant":
     return None
-  attr = ir.DenseIntElementsAttr(op.attributes["value"])
-  return int(ir.IntegerAttr(attr.get_splat_value()).value) if attr.is_splat else None
+  return scalar_eval.splat_int(op)
 
 
 def _int_width(value) -> int:
@@ -82,7 +81,7 @@ def _through_converts(value):
 # name (jax numbers repeated names), with what they compute for c >= 1.
 # Their bodies differ between jax releases, so a call of one is taken for
 # the operator where its body, run on host ints (scalar_eval), gives
-# exactly this at every value of _DIVISION_SAMPLES.
+# exactly this at every value `_division_samples` gives.
 _JNP_DIVISION_NAME = re.compile(r"^(floor_divide|remainder)(_\d+)?$")
 _JNP_DIVISIONS = {"floor_divide": lambda x, c: x // c,
                   "remainder": lambda x, c: x % c}
@@ -144,10 +143,10 @@ def _index(value, module):
 
 
 def _wrapped(index, length: int, module):
-  """x when `index` is jnp's `x < 0 ? x + length : x` (what `table[x]`
-  and `lax.dynamic_index_in_dim` lower to), possibly clamped into [0,
-  length - 1] after it, x a plain value or one divided by a constant
-  (`_index`); else None.  dynamic_slice then clamps the index into the
+  """`_index(x)`, (plain x, division), when `index` is jnp's `x < 0 ? x +
+  length : x` (what `table[x]` and `lax.dynamic_index_in_dim` lower to),
+  possibly clamped into [0, length - 1] after it, x a plain value or one
+  divided by a constant; else None.  dynamic_slice then clamps the index into the
   table, so the look-up is lax.dynamic_slice's rule for x, which is what
   the handler applies (SlotRef).  A bare index (no wrap) is not:
   dynamic_slice clamps -1 to 0 where the rule wraps it to length - 1.
@@ -168,7 +167,7 @@ def _wrapped(index, length: int, module):
   pred, wrapped, x = op.operands
   x = _through_converts(x)
   cmp, add = _producer(pred), _producer(wrapped)
-  if (_index(x, module) is None or cmp is None or add is None
+  if (cmp is None or add is None
       or cmp.name != "stablehlo.compare" or add.name != "stablehlo.add"
       or "LT" not in str(cmp.attributes["comparison_direction"])):
     return None
@@ -177,7 +176,7 @@ def _wrapped(index, length: int, module):
           and _through_converts(add.operands[0]) == x
           and _int_constant(add.operands[1]) == length):
     return None
-  return x
+  return _index(x, module)
 
 
 def _callee_result(call, module):
@@ -192,27 +191,27 @@ def _callee_result(call, module):
 
 
 def _lookup(start, module):
-  """(table, index) when `start` is `table[index]` of a rank-1 integer
-  table at a plain index, or one divided by a constant (`_index`: what
-  `rows[i]`, `rows[i // c]` and `lax.dynamic_index_in_dim` lower to, also
-  inside a function the caller calls, as newer jax writes
+  """(table, (x, division)) when `start` is `table[index]` of a rank-1
+  integer table at a plain index x, or x divided by a constant (`_index`:
+  what `rows[i]`, `rows[i // c]` and `lax.dynamic_index_in_dim` lower to,
+  also inside a function the caller calls, as newer jax writes
   `dynamic_index_in_dim`), and neither needs an XLA op; else None."""
   op = _producer(start)
   if op is not None and op.name == "func.call":
     # Match the callee's body, then map its arguments to the call's.
     inner = _callee_result(op, module)
     found = None if inner is None else _lookup(inner, module)
-    if found is None:
-      return None
+    if found is None or found[1][1] != spec_lib.NO_DIVISION:
+      return None  # a division inside the callee: not mapped here
     mapped = []
-    for v in found:
+    for v in (found[0], found[1][0]):
       if (not _is_plain(v)
           or v.owner.owner.operation.name != "func.func"):
         return None  # not an argument of the callee itself
       mapped.append(op.operands[ir.BlockArgument(v).arg_number])
     table, index = mapped
-    return ((table, index) if _is_ready(table)
-            and _index(index, module) is not None else None)
+    index = _index(index, module)
+    return (table, index) if _is_ready(table) and index is not None else None
   if op is None or op.name != "stablehlo.reshape":
     return None
   ds = _producer(op.operands[0])
@@ -389,8 +388,7 @@ def _direct_sources(starts, first_arg: int, module):
     found = _lookup(base, module)
     if found is None or not _is_signed_int(found[0]):
       return None
-    table, index = found
-    x, division = _index(index, module)
+    table, (x, division) = found
     slots.append((spec_lib.SLOT_LOOKUP, arg(x), arg(table)) + amap + division)
   return operands, spec_lib.StartSources(-1, tuple(slots))
 
