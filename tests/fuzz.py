@@ -10,8 +10,9 @@ range, negative, below -dim, past dim, and the int32 extremes.  A gemm
 problem's starts reach the call in one of START_FORMS: a plain traced
 value, `table[i]`, an affine map, `table[q // c]` or `table[q % T]`, or a
 computed value, so that every way the handler reads a start (a scalar, a
-look-up, a map, a division, the offsets vector) runs on every kernel.  Every result is checked against a float64 NumPy oracle
-written here, apart from `jax_dynoff.reference` (the clamping rule of
+look-up, a map, a division, the offsets vector) runs on every kernel.
+Every result is checked against a float64 NumPy oracle written here,
+apart from `jax_dynoff.reference` (the clamping rule of
 `lax.dynamic_slice`, the valid extents, the window write), within a bound
 derived from the dtypes and K; `out` is filled with NaN outside its window
 (and outside C's, where C is read from it) and checked there bit for bit.
