@@ -163,7 +163,7 @@ def _rand(key, shape, dtype, scale=1.0):
   return bench._rand(key, shape, dtype, scale)  # pylint: disable=protected-access
 
 
-def table_pattern(m, n, k, dtype, quick=False) -> Pattern:
+def table_pattern(m, n, k, dtype, quick=False, opts=None) -> Pattern:
   L = 4 if quick else 48
   kx, kw, kb = jax.random.split(jax.random.key(m * 31 + n + k), 3)
   x = _rand(kx, (L * m, k), dtype)
@@ -174,7 +174,7 @@ def table_pattern(m, n, k, dtype, quick=False) -> Pattern:
   def ours(j, buf, x, w, table):
     def body(i, buf):
       return dyn.gemm(dyn.window(x, (table[i] * m, 0), (m, k)), w,
-                      out=dyn.window(buf, (i * m, 0), (m, n)))
+                      out=dyn.window(buf, (i * m, 0), (m, n)), opts=opts)
     return lax.fori_loop(0, L, body, buf)
 
   def xla(j, buf, x, w, table):
@@ -191,7 +191,7 @@ def table_pattern(m, n, k, dtype, quick=False) -> Pattern:
                  float((L * m * k + k * n + L * m * n) * e))
 
 
-def stacked_pattern(m, n, k, dtype, quick=False) -> Pattern:
+def stacked_pattern(m, n, k, dtype, quick=False, opts=None) -> Pattern:
   L = 2 if quick else 8
   kx, k1, k2 = jax.random.split(jax.random.key(m * 37 + n + k), 3)
   x0 = _rand(kx, (m, k), dtype)
@@ -201,8 +201,8 @@ def stacked_pattern(m, n, k, dtype, quick=False) -> Pattern:
   def ours(j, x, x0, w1, w2):
     x0, _ = lax.optimization_barrier((x0, j))  # each call from x0 again
     def body(i, x):
-      h = dyn.gemm(x, dyn.window(w1, (i, 0, 0), (k, n)))
-      return dyn.gemm(h, dyn.window(w2, (i, 0, 0), (n, k)))
+      h = dyn.gemm(x, dyn.window(w1, (i, 0, 0), (k, n)), opts=opts)
+      return dyn.gemm(h, dyn.window(w2, (i, 0, 0), (n, k)), opts=opts)
     return lax.fori_loop(0, L, body, x0)
 
   def xla(j, x, x0, w1, w2):
@@ -231,7 +231,7 @@ def cond_pattern(m, n, k, dtype, quick=False) -> Pattern:
                  float(L * k * n * e))
 
 
-def kv_pattern(m, n, k, dtype, quick=False) -> Pattern:
+def kv_pattern(m, n, k, dtype, quick=False, opts=None) -> Pattern:
   layers, steps = (2, 2) if quick else (8, 4)
   kx, kw, kc = jax.random.split(jax.random.key(m * 43 + n + k), 3)
   x = _rand(kx, (m, k), dtype)
@@ -244,7 +244,7 @@ def kv_pattern(m, n, k, dtype, quick=False) -> Pattern:
     def body(s, cache):
       layer, p = s % layers, pos[s // layers]
       return dyn.gemm(x, dyn.window(w, (layer, 0, 0), (k, n)),
-                      out=dyn.window(cache, (layer, p, 0), (m, n)))
+                      out=dyn.window(cache, (layer, p, 0), (m, n)), opts=opts)
     return lax.fori_loop(0, L, body, cache)
 
   def xla(j, cache, x, w, pos):
@@ -297,6 +297,10 @@ def backward_pattern(m, n, k, dtype, quick=False) -> Pattern:
                  6.0 * L * m * n * k,
                  float((2 * L * m * k + 2 * k * n + L * m * n) * e))
 
+
+# Patterns whose builder takes `opts` (KernelOptions for ours' calls:
+# benchmarks/skinny_tiles.py forces the skinny tile through it).
+OPTS_PATTERNS = ("table", "stacked", "kv")
 
 BUILDERS: dict[str, Callable[..., Pattern]] = {
     "table": table_pattern, "stacked": stacked_pattern, "cond": cond_pattern,

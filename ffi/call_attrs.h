@@ -173,6 +173,8 @@ inline std::string DecodeCallAttrs(const AttrReader& attrs, GemmProblem* p) {
                                                              Sm90TileName);
     c.grouped_tile = call_attrs::TileOption<GroupedTile, kNumGroupedTiles>(
         o, "grouped_tile", GroupedTileName);
+    c.skinny_tile = call_attrs::TileOption<SkinnyTile, kNumSkinnyTiles>(
+        o, "skinny_tile", SkinnyTileName);
     const int direct = call_attrs::TileOption<DirectTile, kNumDirectTiles + 1>(
         o, "direct_tile", call_attrs::DirectTileOrNone);
     c.direct_tile = direct < 0 ? DirectTile::kNone
@@ -196,6 +198,8 @@ inline std::string DecodeCallAttrs(const AttrReader& attrs, GemmProblem* p) {
         o, "direct_tile", call_attrs::DirectTileOrNone);
     k.direct = direct < 0 ? DirectTile::kNone : static_cast<DirectTile>(direct);
     k.skinny_split = static_cast<int>(o.Int("skinny_split"));
+    k.skinny_tile =
+        o.Enum<SkinnyTile, kNumSkinnyTiles>("skinny_tile", SkinnyTileName);
     k.cluster_k_tile_n = static_cast<int>(o.Int("cluster_k_tile_n"));
     k.grouped_tile =
         o.Enum<GroupedTile, kNumGroupedTiles>("grouped_tile", GroupedTileName);

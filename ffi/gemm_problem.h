@@ -166,6 +166,13 @@ inline constexpr int kNumDirectTiles = 7;  // kNone aside
 enum class GroupedTile : int64_t { kMedium = 0, kWide, kSmallGroups };
 inline constexpr int kNumGroupedTiles = 3;
 
+// The skinny path's tiles, in options.py SKINNY_TILES' order: kWide
+// (kernels/sm90_skinny.h: 128 columns a CTA, K split across a cluster)
+// and kNarrow (kernels/sm90_skinny_narrow.h: 16 columns a CTA over all of
+// K, no cluster).  plan.h SkinnyTileChoice picks one.
+enum class SkinnyTile : int64_t { kWide = 0, kNarrow };
+inline constexpr int kNumSkinnyTiles = 2;
+
 // The caller's KernelOptions (jax_dynoff/options.py) that reach C++, all
 // of them by one channel (the call's `options` attribute): the planner
 // reads the ones that choose the plan, the CUDA handler the switches.
@@ -179,6 +186,7 @@ struct CallOptions {
   int64_t split_k_slices = 0;              // forced slice count, 0: none
   int tile = -1;                           // forced Sm90Tile, -1: none
   int grouped_tile = -1;                   // forced GroupedTile, -1: none
+  int skinny_tile = -1;                    // forced SkinnyTile, -1: none
   DirectTile direct_tile = DirectTile::kNone;  // forced direct tile
 };
 
@@ -189,6 +197,9 @@ struct PlannedKernel {
   // (the skinny path: for its fallback, the tiny tile); kNone: none.
   DirectTile direct = DirectTile::kNone;
   int skinny_split = 0;  // the skinny path: CTAs per column tile, else 0
+  // The skinny path's tile (kWide elsewhere); the narrow one runs at
+  // skinny_split 1.
+  SkinnyTile skinny_tile = SkinnyTile::kWide;
   // The cluster-K direct tile (direct == kClusterK, as the path's tile or
   // the skinny path's fallback): its width (32 or 64), else 0.
   int cluster_k_tile_n = 0;

@@ -111,7 +111,8 @@ LaunchChoice ChooseLaunch(const GemmProblem& p, const RunFacts& f) {
   Path tile_path = p.path;
   if (p.path == Path::kSm90Skinny) {
     const int skinny = line(KernelFamily::kSm90Skinny, [&](KernelQuery q) {
-      return q.Dtypes(p.in_dtype, p.out_dtype).Transposes(false, tb);
+      return q.Tile(p.planned.skinny_tile).Dtypes(p.in_dtype, p.out_dtype)
+          .Transposes(false, tb);
     });
     if (skinny >= 0 && p.opts.skinny && f.bases_aligned) {
       c.kind = LaunchKind::kSkinny;

@@ -13,8 +13,9 @@
 //   device, in a build with sm_90a, for k > 0, with KernelOptions.sm90 (and
 //   tf32, for float32) on; else the generic kernel, or CUTLASS 2.x TF32 for
 //   float32 at default precision.
-// - sm90_skinny runs the skinny kernel where KernelOptions.skinny and every
-//   base is aligned, else it is the tiny tile (its direct twin included).
+// - sm90_skinny runs the skinny kernel of its planned tile (wide or
+//   narrow) where KernelOptions.skinny and every base is aligned, else it
+//   is the tiny tile (its direct twin included).
 // - sm90_split_k runs its planned direct kernel (KernelOptions.direct, every
 //   base aligned), else the ptr-array slices and the reduction (A, B and
 //   workspace bases aligned: C and D are touched by the reduction only),

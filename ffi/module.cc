@@ -154,6 +154,7 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   kernel["direct_tile"] = k.kernel.direct == DirectTile::kNone
                               ? "" : DirectTileName(k.kernel.direct);
   kernel["skinny_split"] = k.kernel.skinny_split;
+  kernel["skinny_tile"] = SkinnyTileName(k.kernel.skinny_tile);
   kernel["cluster_k_tile_n"] = k.kernel.cluster_k_tile_n;
   kernel["grouped_tile"] = GroupedTileName(k.kernel.grouped_tile);
   kernel["fresh_out"] = k.kernel.fresh_out;
@@ -187,6 +188,7 @@ nb::dict PlanDict(const jax_dynoff::KernelPlan& k) {
   d["split_k_choice"] = k.split_k_choice;
   d["split_k_tiles"] = k.split_k_tiles;
   d["skinny_split"] = k.skinny_split;
+  d["skinny_tile"] = SkinnyTileName(k.skinny_tile);
   d["cluster_k_tile_n"] = k.cluster_k_tile_n;
   return d;
 }
@@ -296,7 +298,12 @@ nb::dict PlannerTables() {
           return GroupedTileName(static_cast<GroupedTile>(t));
         };
         break;
-      case KernelFamily::kSm90Skinny: family = "sm90_skinny"; break;
+      case KernelFamily::kSm90Skinny:
+        family = "sm90_skinny";
+        tile_name = [](int t) {
+          return SkinnyTileName(static_cast<SkinnyTile>(t));
+        };
+        break;
     }
     nb::list tile_names;  // the set bits of its tiles (TileBit: the codes)
     for (int t = 0; tile_name != nullptr && t < 32; ++t)
@@ -317,6 +324,12 @@ nb::dict PlannerTables() {
   d["direct_tiles"] = direct_tiles;
   d["direct_tile_paths"] = direct_paths;
   d["grouped_tiles"] = grouped_tiles;
+  nb::list skinny_tiles;  // SkinnyTile order
+  for (int t = 0; t < kNumSkinnyTiles; ++t)
+    skinny_tiles.append(SkinnyTileName(static_cast<SkinnyTile>(t)));
+  d["skinny_tiles"] = nb::tuple(skinny_tiles);
+  // The skinny path's narrow tile below this K (plan.h SkinnyTileChoice).
+  d["skinny_narrow_max_k"] = kernels::kSkinnyNarrowMaxK;
   // The small-group weight-gradient kernel's bound on a call's mean rows
   // per item (plan.h SmallGroupRows).
   d["small_group_max_mean_rows"] = kernels::kSmallGroupMaxMeanRows;

@@ -51,6 +51,21 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
   return s;
 }
 
+// The skinny path's narrow tile (kernels/sm90_skinny_narrow.h): 16
+// columns a CTA over all of K, no cluster.  SkinnyTileChoice: the narrow
+// tile where K is at most kSkinnyNarrowMaxK, else the wide one.  Where K
+// is short the wide tile's cluster reduction is most of its call; where K
+// is long and n small, 16 columns a CTA give too few CTAs to stream B.
+// The threshold is the measured crossover (benchmarks/results/
+// 2026-12-06-h100-eecdbf4/narrow.txt, probe.cu --narrow: narrow 20%
+// faster at K = 512, 8% at 1x512x1024; the wide tile 4-13% faster at
+// 16x512x1536 and 16x512x2048).
+inline constexpr int kSkinnyNarrowTileN = 16;
+inline constexpr int64_t kSkinnyNarrowMaxK = 1024;
+inline constexpr SkinnyTile SkinnyTileChoice(int64_t k) {
+  return k <= kSkinnyNarrowMaxK ? SkinnyTile::kNarrow : SkinnyTile::kWide;
+}
+
 // The cluster-K direct tile (kernels/sm90_cluster_k.h): 64 x tile_n output
 // tiles (tile_n 32 or 64), each one's K split across the kClusterKSplit
 // CTAs of one cluster, and the width it runs at.  ClusterKTileN: of the two

@@ -84,6 +84,11 @@ const char* GroupedTileName(GroupedTile t) {
   return kNames[static_cast<int>(t)];
 }
 
+const char* SkinnyTileName(SkinnyTile t) {
+  static const char* const kNames[] = {"wide", "narrow"};
+  return kNames[static_cast<int>(t)];
+}
+
 Path Sm90TilePath(Sm90Tile t) {
   static constexpr Path kPaths[] = {Path::kSm90Large, Path::kSm90Medium,
                                     Path::kSm90SmallM, Path::kSm90Tiny};
@@ -119,6 +124,11 @@ bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t) {
 
 bool HasSkinnyKernel(DType in, DType out, bool ta, bool tb) {
   return KernelQuery(KernelFamily::kSm90Skinny).Dtypes(in, out)
+      .Transposes(ta, tb).Any();
+}
+
+bool HasSkinnyTile(DType in, DType out, bool ta, bool tb, SkinnyTile t) {
+  return KernelQuery(KernelFamily::kSm90Skinny).Tile(t).Dtypes(in, out)
       .Transposes(ta, tb).Any();
 }
 
@@ -297,6 +307,17 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
     k.tile_times[t] = waves * per_tile_us;
   }
   k.skinny_split = kernels::SkinnySplit(p.n, p.k, sms);
+  {
+    // The forced tile where built, else the rule's where built.
+    auto built = [&](SkinnyTile t) {
+      return HasSkinnyTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b, t);
+    };
+    const SkinnyTile chosen =
+        o.skinny_tile >= 0 && built(static_cast<SkinnyTile>(o.skinny_tile))
+            ? static_cast<SkinnyTile>(o.skinny_tile)
+            : kernels::SkinnyTileChoice(p.k);
+    k.skinny_tile = built(chosen) ? chosen : SkinnyTile::kWide;
+  }
   k.cluster_k_tile_n = kernels::ClusterKTileN(p.m, p.n, p.k, sms);
   // Split-K, whether or not the options ask for it.
   k.split_k_direct_reasons = DirectChoice(p, Path::kSm90SplitK, sms).second;
@@ -367,7 +388,9 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
     // The handler's fallback (KernelOptions.skinny=False, unaligned bases)
     // is the tiny tile, direct twin included.
     k.kernel.direct = DirectChoice(p, Path::kSm90Tiny, sms).first;
-    k.kernel.skinny_split = k.skinny_split;
+    k.kernel.skinny_tile = k.skinny_tile;
+    k.kernel.skinny_split =
+        k.skinny_tile == SkinnyTile::kNarrow ? 1 : k.skinny_split;
   }
   // ClusterKTileN's width where it gives one, else (forced, or chosen for
   // its store rule) the wider tile.
@@ -402,8 +425,14 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
                   Join(k.split_k_direct_reasons);
     k.explain = name + " (split_k " + Str(k.split_k) + ", " + kind + "; " + ws;
   } else if (k.path == Path::kSm90Skinny) {
-    k.explain = name + " (split " + Str(k.skinny_split) + " on " + Str(sms) +
-                " SMs; fallback the " +
+    k.explain = name + " (" +
+                (k.kernel.skinny_tile == SkinnyTile::kNarrow
+                     ? std::string("narrow tile: ") +
+                           Str(kernels::kSkinnyNarrowTileN) +
+                           " columns a CTA over all of K, no cluster"
+                     : "wide tile, split " + Str(k.skinny_split) + " on " +
+                           Str(sms) + " SMs") +
+                "; fallback the " +
                 (k.kernel.direct == DirectTile::kClusterK
                      ? direct_name(DirectTile::kClusterK)
                      : std::string("tiny tile")) +
@@ -451,7 +480,8 @@ std::string CheckPlanned(const GemmProblem& p) {
   const PlannedKernel& k = p.planned;
   const std::string who =
       std::string("jax_dynoff_gemm: the plan (path ") + PathName(p.path) +
-      ", direct tile " + DirectTileName(k.direct) + ", skinny split " +
+      ", direct tile " + DirectTileName(k.direct) + ", skinny tile " +
+      SkinnyTileName(k.skinny_tile) + ", skinny split " +
       Str(k.skinny_split) + ", cluster-K width " + Str(k.cluster_k_tile_n) +
       ")";
   if (p.path == Path::kSm90Grouped) {
@@ -462,7 +492,7 @@ std::string CheckPlanned(const GemmProblem& p) {
                     GroupedTileName(k.grouped_tile) +
                     " is not built for these dtypes and transposes");
     if (k.direct != DirectTile::kNone || k.skinny_split != 0 ||
-        k.cluster_k_tile_n != 0)
+        k.skinny_tile != SkinnyTile::kWide || k.cluster_k_tile_n != 0)
       why.push_back("a grouped call plans no other kernel");
     if (k.fresh_out)
       for (std::string& r : FreshOutReasons(p, p.path))
@@ -477,6 +507,12 @@ std::string CheckPlanned(const GemmProblem& p) {
   if (skinny ? k.skinny_split < 1 || k.skinny_split > kernels::kSkinnyMaxSplit
              : k.skinny_split != 0)
     return who + ": bad skinny split";
+  // The narrow tile: the skinny path's, where built, unsplit.
+  if (k.skinny_tile != SkinnyTile::kWide &&
+      (!skinny || k.skinny_split != 1 ||
+       !HasSkinnyTile(p.in_dtype, p.out_dtype, p.trans_a, p.trans_b,
+                      k.skinny_tile)))
+    return who + ": bad skinny tile";
   // The cluster-K tile's width: one of its two (the kernel handles any
   // problem at either); none for other tiles.
   if (k.direct == DirectTile::kClusterK

@@ -103,6 +103,8 @@ struct KernelPlan {
   int64_t split_k_choice = 0;  // choose_split_k (0: split-K cannot run)
   int64_t split_k_tiles = 0;   // 64x128 output tiles, batch included
   int skinny_split = 0;        // SkinnySplit on the device (any path)
+  // SkinnyTileChoice (any path), where built for the call, else kWide.
+  SkinnyTile skinny_tile = SkinnyTile::kWide;
   int cluster_k_tile_n = 0;    // ClusterKTileN on the device (any path)
 };
 
@@ -120,6 +122,7 @@ const char* PathName(Path p);
 const char* Sm90TileName(Sm90Tile t);
 const char* DirectTileName(DirectTile t);
 const char* GroupedTileName(GroupedTile t);
+const char* SkinnyTileName(SkinnyTile t);
 template <typename E, int N>
 bool FromName(const char* (*name)(E), std::string_view s, E* out) {
   for (int i = 0; i < N; ++i)
@@ -146,8 +149,10 @@ bool HasSm90Tile(DType in, DType out, bool ta, bool tb, Sm90Tile t);
 // gives it a width (DirectChoice) or KernelOptions(direct_tile="cluster_k")
 // forces it.
 bool HasDirectKernel(DType in, DType out, bool ta, bool tb, DirectTile t);
-// Whether a skinny kernel is built for the dtypes and transposes.
+// Whether a skinny kernel (of any tile, or of tile `t`) is built for the
+// dtypes and transposes.
 bool HasSkinnyKernel(DType in, DType out, bool ta, bool tb);
+bool HasSkinnyTile(DType in, DType out, bool ta, bool tb, SkinnyTile t);
 // Whether a grouped kernel (of any tile, or of tile `t`) with epilogue `e`
 // is built for the dtypes and transposes.
 bool HasGroupedKernel(DType in, DType out, bool ta, bool tb, Epilogue e);

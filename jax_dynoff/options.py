@@ -23,6 +23,7 @@ SM90_TILES = ("large", "medium", "small_m", "tiny")
 DIRECT_TILES = ("large", "wide", "medium", "small_m", "tiny", "split_k",
                 "cluster_k")
 GROUPED_TILES = ("medium", "wide", "small_groups")
+SKINNY_TILES = ("wide", "narrow")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +61,10 @@ class KernelOptions:
                  path's own tile, or "split_k") where its rules hold.
   skinny:        False runs the tiny tile where the skinny (m <= 16) kernel
                  would run.
+  skinny_tile:   forces the skinny kernel's tile: "wide" (128 columns a
+                 CTA, K split across a cluster: planned where K is long)
+                 or "narrow" (16 columns a CTA over all of K, no cluster:
+                 planned where K is short); None: the planner's rule.
   split_k:       True plans split-K for skinny problems (m <= 256) where it
                  can run: on an H200 it was slower than the unsplit tiles
                  in loops of stacked layers, so it is off by default.
@@ -84,6 +89,7 @@ class KernelOptions:
   direct: bool = True
   direct_tile: Optional[str] = None
   skinny: bool = True
+  skinny_tile: Optional[str] = None
   split_k: bool = False
   split_k_slices: Optional[int] = None
   deterministic: bool = True
@@ -97,6 +103,7 @@ class KernelOptions:
         raise TypeError(f"KernelOptions.{name} must be a bool, got {v!r}")
     for name, choices in (("tile", SM90_TILES),
                           ("grouped_tile", GROUPED_TILES),
+                          ("skinny_tile", SKINNY_TILES),
                           ("direct_tile", DIRECT_TILES)):
       v = getattr(self, name)
       if v is not None and v not in choices:

@@ -66,10 +66,15 @@ Paths (enum Path in ffi/gemm_problem.h):
 
 * ``sm90_skinny``: m <= 16 (stacked-weight layers, decode steps), where
   the time is streaming B and the wgmma tiles (64 rows or more) waste most
-  of their work: one launch of the skinny kernel (ffi/kernels/
-  sm90_skinny.h: mma.sync, 128-column CTAs, each column tile's K shared by
-  the CTAs of one cluster, reduced in distributed shared memory in a fixed
-  order; no workspace, no memset).  Needs what every SM90 path needs (every
+  of their work: one launch of the skinny kernel, of one of two tiles
+  (`skinny_tile`; ``KernelOptions(skinny_tile=...)`` forces one): "wide"
+  (ffi/kernels/sm90_skinny.h: mma.sync, 128-column CTAs, each column
+  tile's K shared by the CTAs of one cluster, reduced in distributed
+  shared memory in a fixed order) where K > SKINNY_NARROW_MAX_K, else
+  "narrow" (ffi/kernels/sm90_skinny_narrow.h: 16-column CTAs over all of
+  K, their warps' partials added in shared memory, no cluster: where K is
+  short the wide tile's reduction is most of its call); no workspace, no
+  memset.  Needs what every SM90 path needs (every
   window aligned) and one item, A not transposed, B not transposed
   (bfloat16, float16) or transposed (bfloat16: x @ W^T, the gradient wrt
   x of a skinny layer), in and out of one dtype, no C read from out's own
@@ -184,6 +189,11 @@ DIRECT_TILE_PATHS = dict(_TABLES["direct_tile_paths"])
 # The grouped kernel's tiles (ragged windows): tile -> (tile m, tile n);
 # m is the granule each item's rows are padded to.
 GROUPED_TILES = {k: tuple(v) for k, v in _TABLES["grouped_tiles"].items()}
+# The skinny path's tiles ("wide": 128 columns a CTA, K split across a
+# cluster; "narrow": 16 columns a CTA over all of K), and the K up to which
+# the narrow one is planned (ffi/plan.h SkinnyTileChoice).
+SKINNY_TILES = tuple(_TABLES["skinny_tiles"])
+SKINNY_NARROW_MAX_K = _TABLES["skinny_narrow_max_k"]
 # The small-group weight-gradient kernel (grouped tile "small_groups") is
 # planned for a grouped call with A transposed whose mean rows per item
 # (K's capacity / items) are at most this (ffi/plan.h SmallGroupRows).
@@ -259,15 +269,17 @@ class PlannedKernel:
   """The kernel within the path (gemm_problem.h PlannedKernel): the direct
   tile standing in for the path's ptr-array kernel ("" none; the skinny
   path: its fallback's), the skinny split (CTAs per column tile, skinny
-  path only), the cluster-K tile's width (where it is the direct tile) and
-  the grouped tile (sm90_grouped only), and whether D is a fresh buffer
+  path only), the cluster-K tile's width (where it is the direct tile),
+  the grouped tile (sm90_grouped only), whether D is a fresh buffer
   (sm90_grouped only, `fresh_out_reasons`: the lowering passes no `out`
-  and the handler zeroes D's rows outside every window)."""
+  and the handler zeroes D's rows outside every window) and the skinny
+  tile (the skinny path's; "wide" elsewhere)."""
   direct_tile: str = ""
   skinny_split: int = 0
   cluster_k_tile_n: int = 0
   grouped_tile: str = "medium"
   fresh_out: bool = False
+  skinny_tile: str = "wide"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -436,6 +448,15 @@ def skinny_split(spec: GemmSpec, sms: Optional[int] = None) -> int:
   if sms is None:
     return int(answer(spec)["skinny_split"])
   return int(_ext.skinny_split(spec.n, spec.k, sms))
+
+
+def skinny_tile(spec: GemmSpec) -> str:
+  """The skinny kernel's tile ("wide" or "narrow", SKINNY_TILES) the
+  planner picks for `spec` (SkinnyTileChoice in ffi/plan.h: narrow where
+  K <= SKINNY_NARROW_MAX_K), or the one ``KernelOptions(skinny_tile=...)``
+  forces, where built for the call's dtypes and transposes ("wide"
+  otherwise).  The skinny path runs it; other paths ignore it."""
+  return str(answer(spec)["skinny_tile"])
 
 
 # --- The cluster-K direct tile (ffi/kernels/sm90_cluster_k.h) --------------

@@ -48,6 +48,7 @@ def options_attrs(o: KernelOptions) -> dict:
               split_k=bool(o.split_k),
               split_k_slices=int(o.split_k_slices or 0),
               tile=o.tile or "", grouped_tile=o.grouped_tile or "",
+              skinny_tile=o.skinny_tile or "",
               direct_tile=o.direct_tile or "")
 
 

@@ -354,7 +354,8 @@ def _aim(r) -> Aim:
     # swiglu lines, which the planner runs only forced).
     aim.opts = KernelOptions(grouped_tile=tile)
     aim.kind = "ragged_dot"
-  elif line.family == "sm90_skinny":
+  elif line.family == "sm90_skinny":  # the tile forced: wide or narrow
+    aim.opts = KernelOptions(skinny_tile=tile)
     aim.small_m = True
   return aim
 

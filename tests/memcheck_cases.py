@@ -56,13 +56,23 @@ def check(name, f, *args, opts=None):
 
 
 def skinny_cases() -> bool:
-  """The skinny kernel's cases: the only kernel we wrote that shares data
-  through (distributed) shared memory, so racecheck runs these alone."""
+  """The skinny kernel's cases, both tiles: the wide one shares data
+  through distributed shared memory, the narrow one through its CTA's, so
+  racecheck runs these alone."""
   ok = True
+  for tile in ("wide", "narrow"):
+    ok &= _skinny_tile_cases(tile)
+  return ok
+
+
+def _skinny_tile_cases(tile: str) -> bool:
+  ok = True
+  opts = dyn.KernelOptions(skinny_tile=tile)
   rows = jnp.asarray([10 ** 6, -(2 ** 31), 2 ** 31 - 1, 5], jnp.int32)
-  # The skinny kernel (m <= 16): a cluster of 8 CTAs per column tile
-  # (n = 136: two tiles, the second mostly past n; k = 1024), C its own
-  # array, clamped starts; then k = 72 (one CTA per tile, a K tail).
+  # m <= 16; the wide tile: a cluster of 8 CTAs per column tile (n = 136:
+  # two tiles, the second mostly past n; k = 1024), C its own array,
+  # clamped starts; then k = 72 (one CTA per tile, a K tail).  The narrow
+  # tile: 9 CTAs of 16 columns, the last one half past n.
   xk = rand(11, (20, 1024 + 8), BF16)
   wk = rand(12, (2, 1024, 136), BF16)
   ck = rand(13, (13, 136), BF16)
@@ -71,28 +81,30 @@ def skinny_cases() -> bool:
   def skinny(mod, x, w, c, out, r, i, o):
     return mod.gemm(dyn.window(x, (r, 8), (13, 1024)),
                     dyn.window(w, (i, 0, 0), (1024, 136)), c, beta=0.5,
-                    out=dyn.window(out, (o, 8), (13, 136)))
+                    out=dyn.window(out, (o, 8), (13, 136)), opts=opts)
 
-  ok &= check("skinny", skinny, xk, wk, ck, outk, jnp.int32(-1),
+  ok &= check(f"skinny_{tile}", skinny, xk, wk, ck, outk, jnp.int32(-1),
               jnp.int32(10 ** 6), jnp.int32(2 ** 31 - 1))
-  ok &= check("skinny_k72", lambda mod, a, b: mod.gemm(a, b), xk[:5, :72],
+  ok &= check(f"skinny_{tile}_k72",
+              lambda mod, a, b: mod.gemm(a, b, opts=opts), xk[:5, :72],
               wk[0, :72])
-  ok &= check("lookup_skinny", lambda mod, x, w, rows, i: mod.gemm(
+  ok &= check(f"lookup_skinny_{tile}", lambda mod, x, w, rows, i: mod.gemm(
       dyn.window(x, (rows[i], 8), (13, 1024)),
-      dyn.window(w, (i, 0, 0), (1024, 136))), xk, wk, rows, jnp.int32(-3))
+      dyn.window(w, (i, 0, 0), (1024, 136)), opts=opts), xk, wk, rows,
+      jnp.int32(-3))
   # B transposed (n x k rows, K contiguous), a clamped layer.
   wt = rand(14, (2, 136, 1024 + 8), BF16)
-  ok &= check("skinny_nt", lambda mod, x, w, i, o: mod.gemm(
+  ok &= check(f"skinny_{tile}_nt", lambda mod, x, w, i, o: mod.gemm(
       dyn.window(x, (3, 8), (13, 1024)), dyn.window(w, (i, 0, 8), (136, 1024)),
-      out=dyn.window(o, (2, 8), (13, 136)), transpose_b=True),
+      out=dyn.window(o, (2, 8), (13, 136)), transpose_b=True, opts=opts),
       xk, wt, jnp.int32(7), outk)
   # A float32 result and C, B transposed, n = 132: the last 8-column
   # chunk half inside the window.
   out32 = jnp.full((40, 144), jnp.nan, F32)
-  ok &= check("skinny_f32_nt", lambda mod, x, w, c, i, o: mod.gemm(
+  ok &= check(f"skinny_{tile}_f32_nt", lambda mod, x, w, c, i, o: mod.gemm(
       dyn.window(x, (3, 8), (13, 1024)), dyn.window(w, (i, 0, 8), (132, 1024)),
       c, beta=0.5, out=dyn.window(o, (2, 8), (13, 132)), transpose_b=True,
-      preferred_element_type=F32),
+      preferred_element_type=F32, opts=opts),
       xk, wt, rand(19, (13, 132), F32), jnp.int32(-4), out32)
   return ok
 

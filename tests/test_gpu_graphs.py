@@ -153,24 +153,26 @@ def test_replay_with_new_offsets_and_buffers(case, setting, split_k):
     assert _rel(got, want) < 1e-2, seed
 
 
-# The skinny kernel (13 rows; K = N = 256: 2 column tiles, split 2, so each
-# launch is a cluster launch) in a whole-loop graph.
+# The skinny kernel (13 rows; K = N = 256) in a whole-loop graph, of
+# either tile: the wide one (2 column tiles, split 2, so each launch is a
+# cluster launch) and the narrow one planned there (16 CTAs, no cluster).
 SK_M, SK_K = 13, 256
 
 
-def _stacked(mod):
+def _stacked(mod, tile="wide"):
   """x = x @ W[i] over the layers, each layer's input also written into
   rows[i] of buf (static column 8)."""
   from jax import lax
   alpha = 1.5 / np.sqrt(SK_K)
+  opts = dyn.KernelOptions(skinny_tile=tile)
 
   def f(x, w, buf, rows):
     def body(i, carry):
       x, buf = carry
       wi = dyn.window(w, (i, 0, 0), (SK_K, SK_K))
-      buf = mod.gemm(x, wi, alpha=alpha,
+      buf = mod.gemm(x, wi, alpha=alpha, opts=opts,
                      out=dyn.window(buf, (rows[i], 8), (SK_M, SK_K)))
-      return mod.gemm(x, wi, alpha=alpha), buf
+      return mod.gemm(x, wi, alpha=alpha, opts=opts), buf
     return lax.fori_loop(0, gc.L, body, (x, buf))
   return f
 
@@ -184,20 +186,24 @@ def _stacked_args(seed):
           u(k[2], (gc.L * 16, SK_K + 8)), jnp.asarray(rows, jnp.int32))
 
 
-def test_skinny_loop_is_captured_and_replays():
-  """A loop of skinny calls (clustered launches) is one command buffer, and
-  the compiled loop replays with new weights, inputs and offsets."""
+@pytest.mark.parametrize("tile", ["wide", "narrow"])
+def test_skinny_loop_is_captured_and_replays(tile):
+  """A loop of skinny calls (the wide tile's clustered launches, or the
+  narrow tile's) is one command buffer, and the compiled loop replays with
+  new weights, inputs and offsets."""
   from jax_dynoff import plan
   args = _stacked_args(0)
-  specs = plan.traced_specs(_stacked(dyn), *args)
+  specs = plan.traced_specs(_stacked(dyn, tile), *args)
   assert {plan.plan(s).path for s in specs} == {"sm90_skinny"}
-  assert {plan.skinny_split(s) for s in specs} == {2}
-  rep = dyn.check_capture(_stacked(dyn), *args,
+  assert {plan.plan(s).kernel.skinny_tile for s in specs} == {tile}
+  assert {plan.plan(s).kernel.skinny_split for s in specs} == {
+      2 if tile == "wide" else 1}
+  rep = dyn.check_capture(_stacked(dyn, tile), *args,
                           compiler_options=WHOLE_LOOP_GRAPHS)
   assert rep.all_captured and rep.whole_program, rep.thunks
-  compiled = jax.jit(_stacked(dyn)).lower(*args).compile(
+  compiled = jax.jit(_stacked(dyn, tile)).lower(*args).compile(
       compiler_options=WHOLE_LOOP_GRAPHS)
-  ref = jax.jit(_stacked(dyn.reference))
+  ref = jax.jit(_stacked(dyn.reference, tile))
   for seed in range(4):
     fresh = _stacked_args(seed)
     got, want = compiled(*fresh), ref(*fresh)

@@ -751,7 +751,7 @@ def test_skinny_plan():
       s, "sm90_tiny").total
   assert plan_lib.direct_reasons(s) == [
       "planned sm90_skinny: no direct kernel"]
-  assert "sm90_skinny (split 4 on 132 SMs" in plan_lib.explain(s)
+  assert "sm90_skinny (wide tile, split 4 on 132 SMs" in plan_lib.explain(s)
   # A forced SM90 tile or split-K comes first.
   assert plan_lib.plan(_opts(s, tile="tiny")).path == "sm90_tiny"
   assert plan_lib.plan(_opts(s, split_k=True)).path == "sm90_split_k"
@@ -805,31 +805,50 @@ def _skinny_case(case, dt, opts=None, tb=False, out_dt=None):
              jnp.int32(16))
 
 
-@pytest.mark.parametrize("case", SKINNY_CASES,
-                         ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in SKINNY_CASES])
-@pytest.mark.parametrize("dt", [BF16, F16])
-@pytest.mark.gpu
-@on_gpu
-def test_skinny_matches_reference(case, dt):
-  """The skinny kernel at every split against the reference; the output's
-  elements outside the window stay the poison, bit for bit."""
-  _check_skinny_case(case, dt)
+# Both skinny tiles on every case: the wide one (128 columns a CTA, K
+# split across a cluster) and the narrow one (16 columns a CTA over all of
+# K), each forced.
+SKINNY_TILES = ("wide", "narrow")
 
 
 @pytest.mark.parametrize("case", SKINNY_CASES,
                          ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in SKINNY_CASES])
 @pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.parametrize("tile", SKINNY_TILES)
 @pytest.mark.gpu
 @on_gpu
-def test_skinny_nt_matches_reference(case, dt):
+def test_skinny_matches_reference(case, dt, tile):
+  """The skinny kernel at every split, and its narrow tile, against the
+  reference; the output's elements outside the window stay the poison,
+  bit for bit."""
+  _check_skinny_case(case, dt, tile=tile)
+
+
+@pytest.mark.parametrize("case", SKINNY_CASES,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in SKINNY_CASES])
+@pytest.mark.parametrize("dt", [BF16, F16])
+@pytest.mark.parametrize("tile", SKINNY_TILES)
+@pytest.mark.gpu
+@on_gpu
+def test_skinny_nt_matches_reference(case, dt, tile):
   """The skinny kernel with B transposed, as above."""
-  _check_skinny_case(case, dt, tb=True)
+  _check_skinny_case(case, dt, tb=True, tile=tile)
 
 
-def _check_skinny_case(case, dt, opts=None, tb=False, out_dt=None):
+def _check_skinny_case(case, dt, opts=None, tb=False, out_dt=None,
+                       tile=None):
+  """tile: forces the skinny tile (opts then None); the traced call is
+  planned for it, and the choice function runs its kernel."""
+  if tile is not None:
+    opts = KernelOptions(skinny_tile=tile)
   f, args = _skinny_case(case, dt, opts, tb, out_dt)
-  assert plan_lib.traced_paths(lambda *x: f(dyn, *x), *args) == [
-      "sm90_skinny"]
+  specs = plan_lib.traced_specs(lambda *x: f(dyn, *x), *args)
+  assert [plan_lib.plan(s).path for s in specs] == ["sm90_skinny"]
+  if tile is not None:
+    assert plan_lib.plan(specs[0]).kernel.skinny_tile == tile
+    name = plan_lib.launch_choice(specs[0])["kernel"]
+    assert name.startswith("kSm90SkinnyNarrow" if tile == "narrow"
+                           else "kSm90Skinny16"), name
   got = jax.jit(lambda *x: f(dyn, *x))(*args)
   want = ref_highest(lambda *x: f(dyn.reference, *x))(*args)
   _check_window(got, want, args[3], dt, case[2])
@@ -872,14 +891,15 @@ SKINNY_F32_CASES = SKINNY_CASES + [(9, 1004, 512, 2, 1, 3, "own")]
                          ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in SKINNY_F32_CASES])
 @pytest.mark.parametrize("dt", [BF16, F16])
 @pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("tile", SKINNY_TILES)
 @pytest.mark.gpu
 @on_gpu
-def test_skinny_float32_result(case, dt, tb):
+def test_skinny_float32_result(case, dt, tb, tile):
   """16-bit inputs into a float32 result and C (preferred_element_type):
-  the skinny kernel's float32 lines, B transposed or not."""
+  the skinny kernel's float32 lines, both tiles, B transposed or not."""
   if case[1] % 8 and not tb:
     pytest.skip("B's rows of a 16-bit dtype: n a multiple of 8")
-  _check_skinny_case(case, dt, tb=tb, out_dt=F32)
+  _check_skinny_case(case, dt, tb=tb, out_dt=F32, tile=tile)
 
 
 def _layer_script(m, n=4096, k=4096, tb=False):
@@ -945,6 +965,24 @@ def test_skinny_kernel_ran():
   _, lines = _run_script(nt, skinny=False)
   if _is_sm90():
     assert all("kernel=kSm90DirectTinyBf16NT" in l for l in lines), lines
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_skinny_narrow_kernel_ran():
+  """K = 512: the narrow skinny tile runs where planned, unsplit, B
+  transposed or not; skinny_tile="wide" runs the wide one at its split
+  (32 column tiles x 4 on 132 SMs; 4 wherever 128 CTAs fit)."""
+  for tb in (False, True):
+    script = _layer_script(13, k=512, tb=tb)
+    out, lines = _run_script(script)
+    assert "['sm90_skinny']" in out, out
+    want = "kSm90SkinnyNarrowBf16" + ("NT" if tb else "NN")
+    if _is_sm90():
+      assert all(f"kernel={want} split_k=1" in l for l in lines), lines
+    _, lines = _run_script(script, skinny_tile="wide")
+    if _is_sm90():
+      assert all("kernel=kSm90Skinny16Bf16" in l for l in lines), lines
 
 
 # ---------------------------------------------------------------------------

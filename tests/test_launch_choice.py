@@ -70,6 +70,18 @@ CASES = [
     (_spec(m=16, skinny=False, direct=False), ALIGNED,
      ("ptr_array", "kSm90TinyBf16Bf16NN", 1)),
     (_spec(m=16), AB_ONLY, ("ptr_array", "kGenericBf16Bf16", 1)),
+    # Short K: the narrow skinny tile, unsplit (no cluster), B transposed
+    # or not; forced either way.
+    (_spec(m=8, k=512), ALIGNED, ("skinny", "kSm90SkinnyNarrowBf16NN", 1)),
+    (_spec(m=8, k=512, tb=True), ALIGNED,
+     ("skinny", "kSm90SkinnyNarrowBf16NT", 1)),
+    (_spec(m=8, k=512, dt=np.dtype(np.float16), out=F32), ALIGNED,
+     ("skinny", "kSm90SkinnyNarrowF16F32NN", 1)),
+    (_spec(m=8, k=512, skinny_tile="wide"), ALIGNED,
+     ("skinny", "kSm90Skinny16Bf16NN", 4)),
+    (_spec(m=16, skinny_tile="narrow"), ALIGNED,
+     ("skinny", "kSm90SkinnyNarrowBf16NN", 1)),
+    (_spec(m=8, k=512), NO_SM90A, ("ptr_array", "kGenericBf16Bf16", 1)),
     # A float32 result of bfloat16: its own lines in each family.
     (_spec(m=16, out=F32), ALIGNED, ("skinny", "kSm90Skinny16Bf16F32NN", 4)),
     (_spec(m=16, tb=True, out=F32), ALIGNED,

@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from jax_dynoff import options
 from jax_dynoff import plan as plan_lib
 from jax_dynoff.extension import ext
 from jax_dynoff.options import KernelOptions
@@ -43,12 +44,14 @@ def test_golden_decisions_are_reproduced():
 
 
 def _spec(m=512, n=4096, k=4096, opts=KernelOptions(), d=None, c=None,
-          c_mode="none", beta=0.0, dt=BF16):
+          c_mode="none", beta=0.0, dt=BF16, tb=False, out_dt=None):
+  bk = (n, k) if tb else (k, n)
   return GemmSpec(
       m=m, n=n, k=k, a=WinSpec((m, k), (m, k), (0, 0)),
-      b=WinSpec((k, n), (k, n), (0, 0)), c=c,
-      d=d or WinSpec((m, n), (m, n), (0, 0)), in_dtype=dt, out_dtype=dt,
-      trans_a=False, trans_b=False, c_mode=c_mode, has_out=False,
+      b=WinSpec(bk, bk, (0, 0)), c=c,
+      d=d or WinSpec((m, n), (m, n), (0, 0)), in_dtype=dt,
+      out_dtype=dt if out_dt is None else out_dt,
+      trans_a=False, trans_b=tb, c_mode=c_mode, has_out=False,
       alpha=1.0, beta=beta, precision="default", opts=opts)
 
 
@@ -78,7 +81,7 @@ def test_module_plan_answers_everything():
   # The planned kernel: the direct tile, no skinny split or cluster-K width.
   assert a["kernel"] == dict(direct_tile="medium", skinny_split=0,
                              cluster_k_tile_n=0, grouped_tile="medium",
-                             fresh_out=False)
+                             fresh_out=False, skinny_tile="wide")
 
 
 def test_module_plan_takes_the_device():
@@ -103,7 +106,7 @@ def test_module_plan_forced_slices_error():
   with pytest.raises(ValueError, match="split_k_slices=3"):
     plan_lib.plan(s)
   attrs = call_attrs(s)
-  for option in ("tile", "grouped_tile", "direct_tile"):
+  for option in ("tile", "grouped_tile", "skinny_tile", "direct_tile"):
     bad = dict(attrs, options=dict(attrs["options"], **{option: "huge"}))
     with pytest.raises(ValueError,
                        match=f"attribute options.{option}: unknown tile"):
@@ -122,7 +125,7 @@ def test_skinny_plan_carries_split_and_fallback_tile():
   assert _ask(s, sms=78)["kernel"] == dict(
       direct_tile="tiny", skinny_split=plan_lib.skinny_split(s, 78),
       cluster_k_tile_n=0, grouped_tile="medium",
-      fresh_out=False)
+      fresh_out=False, skinny_tile="wide")
   # D inside a taller buffer of 16 rows: the tiny tile cannot store it,
   # the cluster-K tile (stores predicated on the window) can, on 78 SMs too.
   d = WinSpec((48, 4096), (16, 4096), (None, 0))
@@ -130,7 +133,52 @@ def test_skinny_plan_carries_split_and_fallback_tile():
   assert _ask(_spec(m=16, d=d), sms=78)["kernel"] == dict(
       direct_tile="cluster_k", skinny_split=plan_lib.skinny_split(s, 78),
       cluster_k_tile_n=64, grouped_tile="medium",
-      fresh_out=False)
+      fresh_out=False, skinny_tile="wide")
+
+
+def test_skinny_tile_rule():
+  """The skinny path's tile: narrow (16 columns a CTA over all of K, no
+  cluster, so split 1) where K <= SKINNY_NARROW_MAX_K, wide above; a
+  forced tile where built; the wide tile's split stays in the answer."""
+  kmax = plan_lib.SKINNY_NARROW_MAX_K
+  assert plan_lib.SKINNY_TILES == options.SKINNY_TILES
+  for m, n, k, want in [(1, 512, 1024, "narrow"), (8, 4096, 512, "narrow"),
+                        (16, 512, kmax, "narrow"), (16, 512, kmax + 8, "wide"),
+                        (16, 4096, 4096, "wide"), (5, 136, 72, "narrow")]:
+    s = _spec(m=m, n=n, k=k)
+    p = plan_lib.plan(s)
+    assert p.path == "sm90_skinny", (m, n, k)
+    assert plan_lib.skinny_tile(s) == p.kernel.skinny_tile == want, (m, n, k)
+    assert p.kernel.skinny_split == (
+        1 if want == "narrow" else plan_lib.skinny_split(s)), (m, n, k)
+    assert ("narrow tile: 16 columns a CTA" in plan_lib.explain(s)) == (
+        want == "narrow")
+    assert ext.check_planned(plan_lib.attrs(s)) == ""
+    for forced in plan_lib.SKINNY_TILES:
+      f = _spec(m=m, n=n, k=k, opts=KernelOptions(skinny_tile=forced))
+      assert plan_lib.plan(f).kernel.skinny_tile == forced
+      assert ext.check_planned(plan_lib.attrs(f)) == ""
+  # B transposed and a float32 result: the narrow lines are built too.
+  for tb, out in [(True, None), (False, np.dtype(np.float32)),
+                  (True, np.dtype(np.float32))]:
+    s = _spec(m=8, n=1024, k=512, tb=tb, out_dt=out)
+    assert plan_lib.plan(s).kernel.skinny_tile == "narrow", (tb, out)
+  # Off the skinny path the tile is wide, forced or not.
+  s = _spec(opts=KernelOptions(skinny_tile="narrow"))
+  assert plan_lib.plan(s).path == "sm90_medium"
+  assert plan_lib.plan(s).kernel.skinny_tile == "wide"
+
+
+def test_handler_refuses_a_bad_skinny_tile():
+  s = _spec(m=16, n=512, k=512)
+  assert _check(s, "sm90_skinny", skinny_split=1, skinny_tile="narrow") == ""
+  assert _check(s, "sm90_skinny", skinny_split=4, skinny_tile="wide") == ""
+  assert "bad skinny tile" in _check(s, "sm90_skinny", skinny_split=4,
+                                     skinny_tile="narrow")
+  assert "bad skinny tile" in _check(_spec(), "sm90_medium",
+                                     skinny_tile="narrow")
+  with pytest.raises(ValueError, match="attribute plan.skinny_tile: unknown"):
+    _check(s, "sm90_skinny", skinny_split=1, skinny_tile="huge")
 
 
 def test_lowered_attributes_carry_the_plan():

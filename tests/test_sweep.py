@@ -176,3 +176,37 @@ def test_graph_launches_are_the_command_buffer_thunks_events():
                "cuGraphLaunch (CudaGraph:10)", "jax_dynoff_gemm",
                "loop_add_fusion", "while.1"):
     assert not bench.is_graph_launch(name), name
+
+
+def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
+  """benchmarks/skinny_tiles.py on a tiny grid (CPU: one call a side):
+  each cell runs both forced tiles and XLA's loop, checked; it records the
+  planner's tile of every GEMM of the body (stacked: K = k, then K = n),
+  and sums up per K."""
+  path = _PATH.parent / "skinny_tiles.py"
+  spec = importlib.util.spec_from_file_location("skinny_tiles", path)
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  out = tmp_path / "tiles.json"
+  kmax = __import__("jax_dynoff.plan", fromlist=["plan"]).SKINNY_NARROW_MAX_K
+  args = [str(out), "--quick", "--m", "8", "--n", "64", "--k",
+          f"128,{kmax + 64}", "--patterns", "table,stacked,kv", "--settings",
+          "default", "--repeats", "1"]
+  assert mod.main(args) == 0
+  data = json.loads(out.read_text())
+  cells = data["cells"]
+  assert {(c["pattern"], c["k"]) for c in cells} == {
+      (p, k) for p in ("table", "stacked", "kv") for k in (128, kmax + 64)}
+  for c in cells:
+    assert c["ok"], c
+    assert c["faster"] == ("narrow" if c["narrow_us"] < c["wide_us"]
+                           else "wide")
+    want = "narrow" if c["k"] <= kmax else "wide"
+    if c["pattern"] == "stacked":  # h = x @ W1 (K = k), x = h @ W2 (K = n)
+      assert c["planned"] == [want, "narrow"], c
+    else:
+      assert c["planned"] == [want], c
+  assert {(r["pattern"], r["k"]) for r in data["summary"]} == {
+      (c["pattern"], c["k"]) for c in cells}
+  with pytest.raises(SystemExit):
+    mod.main([str(out), "--m", "32"])

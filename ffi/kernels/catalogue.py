@@ -66,7 +66,8 @@ FAMILIES = {
     "sm90_grouped_swiglu": ("kSm90GroupedSwiglu", "GroupedTile", {
         "medium": "kMedium", "wide": "kWide",
         "small_groups": "kSmallGroups"}),
-    "sm90_skinny": ("kSm90Skinny", None, {}),
+    "sm90_skinny": ("kSm90Skinny", "SkinnyTile", {
+        "wide": "kWide", "narrow": "kNarrow"}),
 }
 
 
@@ -212,6 +213,15 @@ KINDS = {
         dtypes=SAME + ("bf16->f32", "f16->f32"), layouts=("NN", "NT"),
         config=True, any_layout=False,
         config_unit=" m16 fragment(s)"),
+    # The skinny path's narrow tile (kernels/sm90_skinny_narrow.h): 16
+    # columns a CTA over all of K, no cluster; m <= 16.
+    "sm90_skinny_narrow": Kind(
+        "sm90_skinny", "SkinnyKernelEntry", lambda k: (
+            "JAX_DYNOFF_SM90_SKINNY_NARROW_KERNEL",
+            [DTYPES[k.dtype_in][1], DTYPES[k.dtype_out][1],
+             _bool(k.layout[1] == "T")]),
+        dtypes=SAME + ("bf16->f32", "f16->f32"), layouts=("NN", "NT"),
+        config=False, any_layout=False),
 }
 
 # --- The table ----------------------------------------------------------------
@@ -511,14 +521,26 @@ UNITS = [
     Unit("sm90_skinny", "kernels/sm90_skinny.h", SM90A,
          "SM90 skinny kernels (m <= 16): mma.sync CTAs streaming B, the CTAs "
          "of a column tile sharing K in a cluster, one launch.", [
-    K("kSm90Skinny16Bf16NN", "sm90_skinny", None, "bf16->bf16", "NN", "1", "bf16 x @ W for m <= 16 (stacked-weight layers, decode steps)."),
-    K("kSm90Skinny16F16NN", "sm90_skinny", None, "f16->f16", "NN", "1", "f16 x @ W for m <= 16 (stacked-weight layers, decode steps)."),
-    K("kSm90Skinny16Bf16NT", "sm90_skinny", None, "bf16->bf16", "NT", "1", "bf16 x @ W^T for m <= 16 (the gradient wrt x of a skinny layer, dX = dY W^T), B's rows K-contiguous."),
-    K("kSm90Skinny16F16NT", "sm90_skinny", None, "f16->f16", "NT", "1", "f16 x @ W^T for m <= 16, as bf16 has it."),
-    K("kSm90Skinny16Bf16F32NN", "sm90_skinny", None, "bf16->f32", "NN", "1", "bf16 x @ W into float32 for m <= 16 (a decode step's logits in float32)."),
-    K("kSm90Skinny16Bf16F32NT", "sm90_skinny", None, "bf16->f32", "NT", "1", "bf16 x @ W^T into float32 for m <= 16 (logits against tied embeddings)."),
-    K("kSm90Skinny16F16F32NN", "sm90_skinny", None, "f16->f32", "NN", "1", "f16 x @ W into float32 for m <= 16."),
-    K("kSm90Skinny16F16F32NT", "sm90_skinny", None, "f16->f32", "NT", "1", "f16 x @ W^T into float32 for m <= 16."),
+    K("kSm90Skinny16Bf16NN", "sm90_skinny", "wide", "bf16->bf16", "NN", "1", "bf16 x @ W for m <= 16 (stacked-weight layers, decode steps)."),
+    K("kSm90Skinny16F16NN", "sm90_skinny", "wide", "f16->f16", "NN", "1", "f16 x @ W for m <= 16 (stacked-weight layers, decode steps)."),
+    K("kSm90Skinny16Bf16NT", "sm90_skinny", "wide", "bf16->bf16", "NT", "1", "bf16 x @ W^T for m <= 16 (the gradient wrt x of a skinny layer, dX = dY W^T), B's rows K-contiguous."),
+    K("kSm90Skinny16F16NT", "sm90_skinny", "wide", "f16->f16", "NT", "1", "f16 x @ W^T for m <= 16, as bf16 has it."),
+    K("kSm90Skinny16Bf16F32NN", "sm90_skinny", "wide", "bf16->f32", "NN", "1", "bf16 x @ W into float32 for m <= 16 (a decode step's logits in float32)."),
+    K("kSm90Skinny16Bf16F32NT", "sm90_skinny", "wide", "bf16->f32", "NT", "1", "bf16 x @ W^T into float32 for m <= 16 (logits against tied embeddings)."),
+    K("kSm90Skinny16F16F32NN", "sm90_skinny", "wide", "f16->f32", "NN", "1", "f16 x @ W into float32 for m <= 16."),
+    K("kSm90Skinny16F16F32NT", "sm90_skinny", "wide", "f16->f32", "NT", "1", "f16 x @ W^T into float32 for m <= 16."),
+    ]),
+    Unit("sm90_skinny_narrow", "kernels/sm90_skinny_narrow.h", SM90A,
+         "SM90 skinny kernels, the narrow tile (m <= 16): 16 columns a CTA "
+         "over all of K, the warps splitting K, no cluster; one launch.", [
+    K("kSm90SkinnyNarrowBf16NN", "sm90_skinny_narrow", "narrow", "bf16->bf16", "NN", None, "bf16 x @ W for m <= 16 where K is short (a decode step's second projection, K = 512): no cluster reduction."),
+    K("kSm90SkinnyNarrowF16NN", "sm90_skinny_narrow", "narrow", "f16->f16", "NN", None, "f16 x @ W for m <= 16 where K is short, as bf16 has it."),
+    K("kSm90SkinnyNarrowBf16NT", "sm90_skinny_narrow", "narrow", "bf16->bf16", "NT", None, "bf16 x @ W^T for m <= 16 where K is short (dX = dY W^T of a skinny layer)."),
+    K("kSm90SkinnyNarrowF16NT", "sm90_skinny_narrow", "narrow", "f16->f16", "NT", None, "f16 x @ W^T for m <= 16 where K is short."),
+    K("kSm90SkinnyNarrowBf16F32NN", "sm90_skinny_narrow", "narrow", "bf16->f32", "NN", None, "bf16 x @ W into float32 for m <= 16 where K is short."),
+    K("kSm90SkinnyNarrowBf16F32NT", "sm90_skinny_narrow", "narrow", "bf16->f32", "NT", None, "bf16 x @ W^T into float32 for m <= 16 where K is short."),
+    K("kSm90SkinnyNarrowF16F32NN", "sm90_skinny_narrow", "narrow", "f16->f32", "NN", None, "f16 x @ W into float32 for m <= 16 where K is short."),
+    K("kSm90SkinnyNarrowF16F32NT", "sm90_skinny_narrow", "narrow", "f16->f32", "NT", None, "f16 x @ W^T into float32 for m <= 16 where K is short."),
     ]),
     Unit("sm90_tf32", "kernels/sm90_tf32_gemm.h", SM90A,
          "SM90 TF32 ptr-array kernels for float32 (TF32 wgmma): A row-major, B "

@@ -1,0 +1,247 @@
+// The skinny kernel's narrow tile: D = cast(alpha * A @ B + beta * C) for
+// m <= 16, each CTA owning 16 output columns over the whole of K, its 8
+// warps splitting every K stage among themselves and adding their partials
+// through shared memory at the end.  No cluster, no split of K across
+// CTAs, no workspace: one launch whose CTAs never wait for each other.
+//
+// Why beside the wide tile (kernels/sm90_skinny.h: 128 columns a CTA, K
+// split across a cluster): where K is short the wide tile's cluster
+// reduction is most of the call.  At K = 512 it splits K over a cluster of
+// 4, two 64-deep stages a CTA, and this tile is about 1 us (20%) faster
+// with the loop's counter on an H100: 3.72 against 4.73 us at 8x512x512,
+// 4.53 against 5.51 at 8x4096x512, hot or cold
+// (benchmarks/results/2026-12-06-h100-eecdbf4/narrow.txt, probe.cu
+// --narrow).  Where K is long and n small the wide tile wins (16x512x2048:
+// 5.73 against 6.48): 16 columns give too few CTAs.  plan.h
+// SkinnyTileChoice holds the rule.
+//
+// The price: every CTA reads all of A (m x K, small beside its K x 16 of
+// B where m <= 16).  B is row-major k x n (NN) or, with kTransB, n x k
+// with K contiguous (NT: x @ W^T).  Loads are 16-byte cp.async,
+// zero-filled past K and ignored past m and n; the epilogue reads C and
+// writes D in whole 8-column chunks (two float4 for a float32 D, the
+// second only inside the width), so the plan's alignment proof (16-byte
+// addresses, leading dimensions and widths) is what it relies on, as the
+// wide tile does.  Elements outside D's window are never written.
+#ifndef JAX_DYNOFF_KERNELS_SM90_SKINNY_NARROW_H_
+#define JAX_DYNOFF_KERNELS_SM90_SKINNY_NARROW_H_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "kernels/launch.h"
+#include "kernels/sm90_skinny.h"  // the cp.async, ldmatrix, mma and chunk helpers
+
+namespace jax_dynoff {
+namespace kernels {
+namespace skinny_narrow {
+
+using skinny::CpAsync16;
+using skinny::CpAsyncCommit;
+using skinny::CpAsyncWait;
+using skinny::Ldsm4;
+using skinny::Ldsm4T;
+using skinny::LoadChunk;
+using skinny::Mma;
+using skinny::StoreChunk;
+using skinny::Swz;
+
+constexpr int kTileN = kSkinnyNarrowTileN;  // output columns a CTA
+constexpr int kWarps = 8;    // each takes every 8th k16 step of a stage
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileK = 256;  // K a stage: 16 k16 steps, 2 a warp
+constexpr int kStages = 4;   // 3 stages in flight: 24 KiB of B a CTA
+constexpr int kM = 16;       // one m16 fragment
+
+// A stage: A's 16 rows x kTileK, then B's kTileK x 16 (NN: K rows of 32
+// bytes) or 16 x kTileK (NT: output columns, K contiguous).
+struct Smem {
+  static constexpr int kAStage = kM * kTileK * 2;
+  static constexpr int kBStage = kTileK * kTileN * 2;
+  static constexpr int kBytes = kStages * (kAStage + kBStage);
+  // The warps' partials, after the main loop, over the stages.
+  static constexpr int kRedBytes = kWarps * kM * kTileN * 4;
+  static_assert(kRedBytes <= kBytes, "the partials fit the stages");
+};
+
+// NN's B rows are 32 bytes (16 columns): chunk c (of 2) of row r sits at
+// c ^ ((r / 4) % 2), so the 8 rows one transposing ldmatrix reads (the
+// same logical chunk) fall in 8 different 16-byte bank groups.
+__device__ __forceinline__ uint32_t SwzB(int row, int chunk) {
+  return static_cast<uint32_t>(row * kTileN * 2 +
+                               ((chunk ^ ((row >> 2) & 1)) << 4));
+}
+
+template <typename T, bool kTransB, typename TOut>
+__global__ void __launch_bounds__(kThreads)
+    NarrowKernel(const SkinnyLaunch L) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int n0 = static_cast<int>(blockIdx.x) * kTileN;
+  const T* A = reinterpret_cast<const T*>(L.a.Locate());
+  const T* B = reinterpret_cast<const T*>(L.b.Locate());
+  const int64_t lda = L.a.ld, ldb = L.b.ld;
+  const int tiles = (L.k + kTileK - 1) / kTileK;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
+            lane = tid & 31;
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  auto a_stage = [&](int s) { return base + s * Smem::kAStage; };
+  auto b_stage = [&](int s) {
+    return base + kStages * Smem::kAStage + s * Smem::kBStage;
+  };
+
+  auto load = [&](int t, int s) {
+    const int k0 = t * kTileK;
+    constexpr int kChunksA = kM * kTileK / 8;  // 512: 2 a thread
+#pragma unroll
+    for (int i = 0; i < kChunksA / kThreads; ++i) {
+      const int q = tid + i * kThreads, row = q / (kTileK / 8),
+                c = q % (kTileK / 8), kk = k0 + c * 8;
+      const bool ok = row < L.m && kk < L.k;
+      CpAsync16(a_stage(s) + Swz(row, c, kTileK * 2),
+                ok ? A + row * lda + kk : A, ok);
+    }
+    constexpr int kChunksB = kTileK * kTileN / 8;  // 512: 2 a thread
+#pragma unroll
+    for (int i = 0; i < kChunksB / kThreads; ++i) {
+      const int q = tid + i * kThreads;
+      if constexpr (kTransB) {  // 16 rows (columns of D) x 32 K chunks
+        const int row = q / (kTileK / 8), c = q % (kTileK / 8);
+        const int kk = k0 + c * 8, col = n0 + row;
+        const bool ok = kk < L.k && col < L.n;
+        CpAsync16(b_stage(s) + Swz(row, c, kTileK * 2),
+                  ok ? B + col * ldb + kk : B, ok);
+      } else {  // kTileK rows (K) x 2 column chunks
+        const int row = q >> 1, c = q & 1;
+        const int kk = k0 + row, col = n0 + c * 8;
+        const bool ok = kk < L.k && col < L.n;
+        CpAsync16(b_stage(s) + SwzB(row, c), ok ? B + kk * ldb + col : B, ok);
+      }
+    }
+  };
+
+  float acc[kTileN / 8][4];
+#pragma unroll
+  for (int j = 0; j < kTileN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < tiles) load(i, i);
+    CpAsyncCommit();
+  }
+  // ldmatrix: lane l addresses row l % 8 of 8x8 matrix l / 8.
+  const int mrow = ((lane >> 3) & 1) * 8 + (lane & 7), half = lane >> 4;
+  for (int i = 0; i < tiles; ++i) {
+    CpAsyncWait<kStages - 2>();
+    __syncthreads();  // tile i landed; everyone is done with tile i - 1
+    if (i + kStages - 1 < tiles)
+      load(i + kStages - 1, (i + kStages - 1) % kStages);
+    CpAsyncCommit();
+    const int s = i % kStages;
+#pragma unroll
+    for (int kk = warp; kk < kTileK / 16; kk += kWarps) {
+      uint32_t af[4];
+      Ldsm4(a_stage(s) + Swz(mrow, kk * 2 + half, kTileK * 2), af);
+      uint32_t bf[4];  // k 0-7 / 8-15 of columns 0..7, then 8..15
+      if constexpr (kTransB)
+        Ldsm4(b_stage(s) + Swz(half * 8 + (lane & 7),
+                               kk * 2 + ((lane >> 3) & 1), kTileK * 2),
+              bf);
+      else
+        Ldsm4T(b_stage(s) + SwzB(kk * 16 + mrow, half), bf);
+      Mma<T>(acc[0], af, bf[0], bf[1]);
+      Mma<T>(acc[1], af, bf[2], bf[3]);
+    }
+  }
+  CpAsyncWait<0>();
+  __syncthreads();  // every warp is done with the stages: the partials go there
+
+  // red[warp][row][col]: kWarps x 16 x 16 floats.
+  float* red = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int j = 0; j < kTileN / 8; ++j) {
+    const int row = lane >> 2, col = j * 8 + (lane & 3) * 2;
+    float* p = red + (warp * kM + row) * kTileN + col;
+    *reinterpret_cast<float2*>(p) = make_float2(acc[j][0], acc[j][1]);
+    *reinterpret_cast<float2*>(p + 8 * kTileN) =
+        make_float2(acc[j][2], acc[j][3]);
+  }
+  TOut* D = reinterpret_cast<TOut*>(const_cast<char*>(L.d.Locate()));
+  const TOut* C = L.beta != 0.f
+                      ? reinterpret_cast<const TOut*>(L.c.Locate())
+                      : nullptr;
+  __syncthreads();
+  // 16 rows x 2 chunks of 8 columns: the first 32 threads, the warps'
+  // partials added in warp order (the same bits every run).
+  if (tid < kM * (kTileN / 8)) {
+    const int row = tid / (kTileN / 8), col = (tid % (kTileN / 8)) * 8;
+    if (row < L.m && n0 + col < L.n) {
+      float v[8] = {};
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float* p = red + (w * kM + row) * kTileN + col;
+        const float4 x0 = *reinterpret_cast<const float4*>(p);
+        const float4 x1 = *reinterpret_cast<const float4*>(p + 4);
+        v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
+        v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
+      }
+      float c[8] = {};
+      if (C != nullptr)
+        LoadChunk(C + row * L.c.ld + n0 + col, L.n - (n0 + col), c);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = L.alpha * v[e] + L.beta * c[e];
+      StoreChunk(D + row * L.d.ld + n0 + col, L.n - (n0 + col), v);
+    }
+  }
+}
+
+// Makes the launch (no cluster: the launch's split is 1 and the plan says
+// so), for the handler to keep and launch again at the same addresses.
+template <typename T, bool kTransB, typename TOut = T>
+std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
+  static_assert(sizeof(SkinnyLaunch) <= kMaxParamBytes,
+                "the kernel's parameter must fit a PreparedLaunch");
+  if (l.m < 1 || l.m > kM || l.n < 1 || l.k < 1)
+    return "narrow skinny kernel: bad m, n or k";
+  if (l.split_k != 1) return "narrow skinny kernel: split must be 1";
+  auto* fn = &NarrowKernel<T, kTransB, TOut>;
+  if (cudaError_t e = OncePerDevice(l.device, [fn] {
+        return cudaFuncSetAttribute(
+            reinterpret_cast<const void*>(fn),
+            cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::kBytes);
+      });
+      e != cudaSuccess)
+    return std::string("narrow skinny kernel: cudaFuncSetAttribute: ") +
+           cudaGetErrorString(e);
+  out->fn = reinterpret_cast<const void*>(fn);
+  out->grid = dim3(static_cast<unsigned>((l.n + kTileN - 1) / kTileN));
+  out->block = dim3(kThreads);
+  out->cluster = dim3(1, 1, 1);
+  out->smem = Smem::kBytes;
+  out->param_bytes = sizeof(SkinnyLaunch);
+  std::memcpy(out->params, &l, sizeof(SkinnyLaunch));
+  return "";
+}
+
+}  // namespace skinny_narrow
+}  // namespace kernels
+}  // namespace jax_dynoff
+
+// One instantiation, B transposed or not:
+//   JAX_DYNOFF_SM90_SKINNY_NARROW_KERNEL(kSm90SkinnyNarrowBf16NN,
+//                                        __nv_bfloat16, __nv_bfloat16, false)
+#define JAX_DYNOFF_SM90_SKINNY_NARROW_KERNEL(NAME, IN, OUT, TRANS_B)      \
+  namespace jax_dynoff {                                                  \
+  namespace kernels {                                                     \
+  extern const SkinnyKernelEntry NAME = {                                 \
+      #NAME, &skinny_narrow::Prepare<IN, TRANS_B, OUT>};                  \
+  }                                                                       \
+  }
+
+#endif  // JAX_DYNOFF_KERNELS_SM90_SKINNY_NARROW_H_
