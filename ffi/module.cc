@@ -328,8 +328,11 @@ nb::dict PlannerTables() {
   for (int t = 0; t < kNumSkinnyTiles; ++t)
     skinny_tiles.append(SkinnyTileName(static_cast<SkinnyTile>(t)));
   d["skinny_tiles"] = nb::tuple(skinny_tiles);
-  // The skinny path's narrow tile below this K (plan.h SkinnyTileChoice).
+  // The skinny path's narrow tile up to this K, and up to the second
+  // where n is at least the third (plan.h SkinnyTileChoice).
   d["skinny_narrow_max_k"] = kernels::kSkinnyNarrowMaxK;
+  d["skinny_narrow_wide_max_k"] = kernels::kSkinnyNarrowWideMaxK;
+  d["skinny_narrow_wide_min_n"] = kernels::kSkinnyNarrowWideMinN;
   // The small-group weight-gradient kernel's bound on a call's mean rows
   // per item (plan.h SmallGroupRows).
   d["small_group_max_mean_rows"] = kernels::kSmallGroupMaxMeanRows;

@@ -53,17 +53,26 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
 
 // The skinny path's narrow tile (kernels/sm90_skinny_narrow.h): 16
 // columns a CTA over all of K, no cluster.  SkinnyTileChoice: the narrow
-// tile where K is at most kSkinnyNarrowMaxK, else the wide one.  Where K
-// is short the wide tile's cluster reduction is most of its call; where K
-// is long and n small, 16 columns a CTA give too few CTAs to stream B.
-// The threshold is the measured crossover (benchmarks/results/
-// 2026-12-06-h100-eecdbf4/narrow.txt, probe.cu --narrow: narrow 20%
-// faster at K = 512, 8% at 1x512x1024; the wide tile 4-13% faster at
-// 16x512x1536 and 16x512x2048).
+// tile where K <= kSkinnyNarrowMaxK, or K <= kSkinnyNarrowWideMaxK where n
+// >= kSkinnyNarrowWideMinN (n / 16 CTAs: enough to stream a longer K),
+// else the wide one.  Where K is short the wide tile's cluster reduction is
+// most of its call; where K is long, 16 columns a CTA stream B too slowly.
+// The thresholds are the measured crossover: the sweep's table loop with
+// body graphs, m = 1 / 8 / 16, n = 512-4096, K = 256-4096, both tiles
+// forced side by side (benchmarks/skinny_tiles.py; H100 figures in
+// benchmarks/results/2026-12-06-h100-ff27639/): narrow faster in all 48
+// cells with K <= 1024 (geomean 8-18%) and in the 6 with K = 1536 and n
+// >= 2048 (3-8%); wide faster in the 6 with K = 1536 and n <= 1024 and in
+// 22 of 24 with K >= 2048 (at 2048 and n = 4096 the two tie).
 inline constexpr int kSkinnyNarrowTileN = 16;
 inline constexpr int64_t kSkinnyNarrowMaxK = 1024;
-inline constexpr SkinnyTile SkinnyTileChoice(int64_t k) {
-  return k <= kSkinnyNarrowMaxK ? SkinnyTile::kNarrow : SkinnyTile::kWide;
+inline constexpr int64_t kSkinnyNarrowWideMaxK = 1536;
+inline constexpr int64_t kSkinnyNarrowWideMinN = 2048;
+inline constexpr SkinnyTile SkinnyTileChoice(int64_t n, int64_t k) {
+  return k <= kSkinnyNarrowMaxK ||
+                 (k <= kSkinnyNarrowWideMaxK && n >= kSkinnyNarrowWideMinN)
+             ? SkinnyTile::kNarrow
+             : SkinnyTile::kWide;
 }
 
 // The cluster-K direct tile (kernels/sm90_cluster_k.h): 64 x tile_n output

@@ -188,7 +188,7 @@ def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
   mod = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(mod)
   out = tmp_path / "tiles.json"
-  kmax = __import__("jax_dynoff.plan", fromlist=["plan"]).SKINNY_NARROW_MAX_K
+  kmax = __import__("jax_dynoff.plan", fromlist=["plan"]).SKINNY_NARROW_WIDE_MAX_K
   args = [str(out), "--quick", "--m", "8", "--n", "64", "--k",
           f"128,{kmax + 64}", "--patterns", "table,stacked,kv", "--settings",
           "default", "--repeats", "1"]
