@@ -9,7 +9,9 @@
 // cluster placement; benchmarks/results/2026-12-04-h200-3bc3d7b/;
 // --nocluster: a variant whose CTAs add their partials through global
 // memory instead of a cluster, checked, then timed beside it; --checks:
-// the checks alone, for a run under compute-sanitizer; --narrow: the
+// the checks alone, for a run under compute-sanitizer; --slope: the
+// library's narrow tile and candidates of other stage depths over growing
+// K (what a K stage costs); --narrow: the
 // narrow.h candidates, checked, then timed beside it; --stages: the
 // shipped kernel with 6 and 8 pipeline stages, the same).  Build and run:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
@@ -23,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/sm90_skinny_narrow.h"
 #include "narrow.h"
 #include "probe_common.h"
 
@@ -35,6 +38,19 @@ std::string RunV(const SkinnyLaunch& l) {
   return jax_dynoff::kernels::skinny::Run<T, 1, TB, ST>(l);
 }
 constexpr RunFn RunNN = &RunV<false>, RunNT = &RunV<true>;
+
+// The library's narrow skinny tile (kernels/sm90_skinny_narrow.h), NN,
+// prepared and launched as the handler does (split 1).
+std::string RunLibNarrow(const SkinnyLaunch& l) {
+  SkinnyLaunch one = l;
+  one.split_k = 1;
+  jax_dynoff::kernels::PreparedLaunch ready;
+  if (std::string r = jax_dynoff::kernels::skinny_narrow::Prepare<T, false>(
+          one, &ready);
+      !r.empty())
+    return r;
+  return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
+}
 RunFn g_check_run = nullptr;  // Check's kernel (nullptr: NN or NT)
 bool g_check_dyn_a = false;   // Check: A's rows, not B's layer, on the device
 
@@ -699,6 +715,53 @@ int main(int argc, char** argv) {
           for (const Cand& c : cands)
             Time(sh[0], sh[1], sh[2], 0, false, hot, c.run, c.name, hot);
         }
+    std::printf("ALL CHECKS OK\n");
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--slope") == 0) {
+    // What a K stage costs: the library's narrow tile (16 columns, 8 warps;
+    // kernels/sm90_skinny_narrow.h) beside candidates of other stage depths
+    // and counts or more warps (n16w8k256s4: the narrow tile as first
+    // shipped, 256-deep stages, 4 of them), over K = 256 .. 4096 at n = 512
+    // (32 CTAs) and at n = 2048 / 4096, checked first, then timed hot (the
+    // table loop: A's rows from the device, B in L2) and cold.  The growth
+    // per 256 of K against a plain stream of the same bytes (TimeStream)
+    // tells a latency-bound pipeline from a bandwidth-bound one.
+    struct Cand { RunFn run; const char* name; };
+    const Cand cands[] = {
+        {&RunLibNarrow, "lib_narrow"},
+        {&narrow::Run<T, 16, 8, 256, 4>, "n16w8k256s4"},
+        {&narrow::Run<T, 16, 8, 512, 2>, "n16w8k512s2"},
+        {&narrow::Run<T, 16, 8, 1024, 2>, "n16w8k1024s2"},
+        {&narrow::Run<T, 16, 16, 512, 3>, "n16w16k512s3"}};
+    for (const Cand& c : cands) {
+      g_check_run = c.run;
+      for (bool dyn : {false, true}) {
+        g_check_dyn_a = dyn;
+        ok &= Check(16, 4096, 4096, 1, 0.f);
+        ok &= Check(13, 1000, 1000, 1, 1.5f);
+        ok &= Check(9, 136, 2056, 1, 1.f);
+        ok &= Check(1, 256, 72, 1, 0.f);
+      }
+    }
+    g_check_run = nullptr;
+    g_check_dyn_a = false;
+    if (!ok) {
+      std::printf("SOME CHECKS FAILED\n");
+      return 1;
+    }
+    const int shapes[][3] = {{8, 512, 256},   {8, 512, 1024}, {8, 512, 2048},
+                             {8, 512, 4096},  {8, 2048, 512}, {8, 2048, 2048},
+                             {8, 4096, 1024}, {8, 4096, 4096}};
+    for (auto& sh : shapes) {
+      for (bool hot : {true, false}) {
+        Time(sh[0], sh[1], sh[2], 0, false, hot, RunNN, "wide", hot, 1);
+        for (const Cand& c : cands)
+          Time(sh[0], sh[1], sh[2], 0, false, hot, c.run, c.name, hot, 1);
+      }
+      TimeStream(sh[1], sh[2], sh[1] / 16, 256, true);
+      TimeStream(sh[1], sh[2], sh[1] / 16, 256, false);
+    }
     std::printf("ALL CHECKS OK\n");
     return 0;
   }

@@ -55,8 +55,13 @@ using skinny::Swz;
 constexpr int kTileN = kSkinnyNarrowTileN;  // output columns a CTA
 constexpr int kWarps = 8;    // each takes every 8th k16 step of a stage
 constexpr int kThreads = kWarps * 32;
-constexpr int kTileK = 256;  // K a stage: 16 k16 steps, 2 a warp
-constexpr int kStages = 4;   // 3 stages in flight: 24 KiB of B a CTA
+// K a stage: 32 k16 steps, 4 a warp; 2 stages in flight, 32 KiB of B a
+// CTA.  Against 256-deep stages, 4 of them (3 in flight, 24 KiB), the
+// deeper ones take 0.3-0.8 us off a call where K >= 1024 and cost 0.1-0.2
+// at K <= 512 (probe.cu --slope: 8x512x2048 with B in L2 5.63 against
+// 6.49 us, 8x2048x2048 5.83 against 6.62; 8x512x256 3.75 against 3.58).
+constexpr int kTileK = 512;
+constexpr int kStages = 3;
 constexpr int kM = 16;       // one m16 fragment
 
 // A stage: A's 16 rows x kTileK, then B's kTileK x 16 (NN: K rows of 32
@@ -68,6 +73,10 @@ struct Smem {
   // The warps' partials, after the main loop, over the stages.
   static constexpr int kRedBytes = kWarps * kM * kTileN * 4;
   static_assert(kRedBytes <= kBytes, "the partials fit the stages");
+  static_assert(kM * kTileK / 8 % kThreads == 0 &&
+                    kTileK * kTileN / 8 % kThreads == 0,
+                "every thread loads as many chunks of a stage");
+  static_assert(kTileK / 16 % kWarps == 0, "the warps share a stage evenly");
 };
 
 // NN's B rows are 32 bytes (16 columns): chunk c (of 2) of row r sits at
@@ -97,7 +106,7 @@ __global__ void __launch_bounds__(kThreads)
 
   auto load = [&](int t, int s) {
     const int k0 = t * kTileK;
-    constexpr int kChunksA = kM * kTileK / 8;  // 512: 2 a thread
+    constexpr int kChunksA = kM * kTileK / 8;  // 1024: 4 a thread
 #pragma unroll
     for (int i = 0; i < kChunksA / kThreads; ++i) {
       const int q = tid + i * kThreads, row = q / (kTileK / 8),
@@ -106,7 +115,7 @@ __global__ void __launch_bounds__(kThreads)
       CpAsync16(a_stage(s) + Swz(row, c, kTileK * 2),
                 ok ? A + row * lda + kk : A, ok);
     }
-    constexpr int kChunksB = kTileK * kTileN / 8;  // 512: 2 a thread
+    constexpr int kChunksB = kTileK * kTileN / 8;  // 1024: 4 a thread
 #pragma unroll
     for (int i = 0; i < kChunksB / kThreads; ++i) {
       const int q = tid + i * kThreads;
