@@ -11,8 +11,8 @@
 // memory instead of a cluster, checked, then timed beside it; --checks:
 // the checks alone, for a run under compute-sanitizer; --slope: the
 // library's narrow tile and candidates of other stage depths over growing
-// K (what a K stage costs); --narrow: the
-// narrow.h candidates, checked, then timed beside it; --stages: the
+// K (what a K stage costs); --narrow: the narrow tile's configurations,
+// checked, then timed beside the wide kernel; --stages: the
 // shipped kernel with 6 and 8 pipeline stages, the same).  Build and run:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/probe.cu -o /tmp/skinny_probe && /tmp/skinny_probe
@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "kernels/sm90_skinny_narrow.h"
-#include "narrow.h"
 #include "probe_common.h"
 
 using jax_dynoff::kernels::SkinnyLaunch;
@@ -39,18 +38,25 @@ std::string RunV(const SkinnyLaunch& l) {
 }
 constexpr RunFn RunNN = &RunV<false>, RunNT = &RunV<true>;
 
-// The library's narrow skinny tile (kernels/sm90_skinny_narrow.h), NN,
-// prepared and launched as the handler does (split 1).
-std::string RunLibNarrow(const SkinnyLaunch& l) {
+// The library's narrow skinny tile (kernels/sm90_skinny_narrow.h), NN, at
+// configuration Cfg (its shipped one by default), prepared and launched as
+// the handler does (split 1).
+template <typename Cfg = jax_dynoff::kernels::skinny_narrow::ShippedConfig>
+std::string RunNarrow(const SkinnyLaunch& l) {
   SkinnyLaunch one = l;
   one.split_k = 1;
   jax_dynoff::kernels::PreparedLaunch ready;
-  if (std::string r = jax_dynoff::kernels::skinny_narrow::Prepare<T, false>(
-          one, &ready);
+  if (std::string r =
+          jax_dynoff::kernels::skinny_narrow::Prepare<T, false, T, Cfg>(
+              one, &ready);
       !r.empty())
     return r;
   return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
 }
+// A candidate configuration: kBK-deep stages, kStages of them, kWarps warps.
+template <int kBK, int kStages, int kWarps>
+constexpr RunFn RunNarrowCfg = &RunNarrow<
+    jax_dynoff::kernels::skinny_narrow::NarrowConfig<kBK, kStages, kWarps>>;
 RunFn g_check_run = nullptr;  // Check's kernel (nullptr: NN or NT)
 bool g_check_dyn_a = false;   // Check: A's rows, not B's layer, on the device
 
@@ -729,11 +735,11 @@ int main(int argc, char** argv) {
     // tells a latency-bound pipeline from a bandwidth-bound one.
     struct Cand { RunFn run; const char* name; };
     const Cand cands[] = {
-        {&RunLibNarrow, "lib_narrow"},
-        {&narrow::Run<T, 16, 8, 256, 4>, "n16w8k256s4"},
-        {&narrow::Run<T, 16, 8, 512, 2>, "n16w8k512s2"},
-        {&narrow::Run<T, 16, 8, 1024, 2>, "n16w8k1024s2"},
-        {&narrow::Run<T, 16, 16, 512, 3>, "n16w16k512s3"}};
+        {&RunNarrow<>, "lib_narrow"},
+        {RunNarrowCfg<256, 4, 8>, "n16w8k256s4"},
+        {RunNarrowCfg<512, 2, 8>, "n16w8k512s2"},
+        {RunNarrowCfg<1024, 2, 8>, "n16w8k1024s2"},
+        {RunNarrowCfg<512, 3, 16>, "n16w16k512s3"}};
     for (const Cand& c : cands) {
       g_check_run = c.run;
       for (bool dyn : {false, true}) {
@@ -766,20 +772,21 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--narrow") == 0) {
-    // The narrow candidates (narrow.h: kBN columns a CTA over all of K, its
-    // warps splitting K, no cluster): checked (A's rows or B's layer from
+    // The narrow tile's configurations (kernels/sm90_skinny_narrow.h
+    // NarrowConfig: 16 columns a CTA over all of K, its warps splitting K,
+    // no cluster; 32 columns a CTA lost everywhere, 2026-12-06-h100-eecdbf4)
+    // and the shipped one: checked (A's rows or B's layer from
     // the device, odd m and n, beta 0, 1 and 1.5), then timed beside the
     // shipped kernel as the table loop runs them (A's rows at a table
     // entry, B hot, after the loop's counter; in one graph, then one graph
     // an iteration) and as a stacked loop does (B cold).
     struct Cand { RunFn run; const char* name; };
     const Cand cands[] = {
-        {&narrow::Run<T, 16, 4, 256, 4>, "n16w4k256s4"},
-        {&narrow::Run<T, 16, 4, 128, 6>, "n16w4k128s6"},
-        {&narrow::Run<T, 16, 8, 256, 4>, "n16w8k256s4"},
-        {&narrow::Run<T, 32, 4, 128, 4>, "n32w4k128s4"},
-        {&narrow::Run<T, 32, 8, 256, 3>, "n32w8k256s3"},
-        {&narrow::Run<T, 16, 2, 128, 4>, "n16w2k128s4"}};
+        {&RunNarrow<>, "lib_narrow"},
+        {RunNarrowCfg<256, 4, 4>, "n16w4k256s4"},
+        {RunNarrowCfg<128, 6, 4>, "n16w4k128s6"},
+        {RunNarrowCfg<256, 4, 8>, "n16w8k256s4"},
+        {RunNarrowCfg<128, 4, 2>, "n16w2k128s4"}};
     for (const Cand& c : cands) {
       g_check_run = c.run;
       for (bool dyn : {false, true}) {

@@ -53,20 +53,17 @@ using skinny::StoreChunk;
 using skinny::Swz;
 
 constexpr int kTileN = kSkinnyNarrowTileN;  // output columns a CTA
-constexpr int kWarps = 8;    // each takes every 8th k16 step of a stage
-constexpr int kThreads = kWarps * 32;
-// K a stage: 32 k16 steps, 4 a warp; 2 stages in flight, 32 KiB of B a
-// CTA.  Against 256-deep stages, 4 of them (3 in flight, 24 KiB), the
-// deeper ones take 0.3-0.8 us off a call where K >= 1024 and cost 0.1-0.2
-// at K <= 512 (probe.cu --slope: 8x512x2048 with B in L2 5.63 against
-// 6.49 us, 8x2048x2048 5.83 against 6.62; 8x512x256 3.75 against 3.58).
-constexpr int kTileK = 512;
-constexpr int kStages = 3;
-constexpr int kM = 16;       // one m16 fragment
+constexpr int kM = 16;                      // one m16 fragment
 
-// A stage: A's 16 rows x kTileK, then B's kTileK x 16 (NN: K rows of 32
-// bytes) or 16 x kTileK (NT: output columns, K contiguous).
-struct Smem {
+// A configuration: the K of a stage, the stages and the warps (each takes
+// every kWarps-th k16 step of a stage).  benchmarks/skinny/probe.cu times
+// others against the shipped one (--slope, --narrow).
+template <int kTileK_, int kStages_, int kWarps_>
+struct NarrowConfig {
+  static constexpr int kTileK = kTileK_, kStages = kStages_,
+                       kWarps = kWarps_, kThreads = kWarps_ * 32;
+  // A stage: A's 16 rows x kTileK, then B's kTileK x 16 (NN: K rows of 32
+  // bytes) or 16 x kTileK (NT: output columns, K contiguous).
   static constexpr int kAStage = kM * kTileK * 2;
   static constexpr int kBStage = kTileK * kTileN * 2;
   static constexpr int kBytes = kStages * (kAStage + kBStage);
@@ -77,7 +74,17 @@ struct Smem {
                     kTileK * kTileN / 8 % kThreads == 0,
                 "every thread loads as many chunks of a stage");
   static_assert(kTileK / 16 % kWarps == 0, "the warps share a stage evenly");
+  static_assert(kTileK % 64 == 0, "A's rows swizzle over 8 chunks");
 };
+
+// The shipped configuration: 512-deep stages, 3 of them (2 in flight, 32
+// KiB of B a CTA), 8 warps.  Against 256-deep stages, 4 of them (3 in
+// flight, 24 KiB), the deeper ones take 0.3-0.8 us off a call where K >=
+// 1024 and cost 0.1-0.2 at K <= 512 (probe.cu --slope: 8x512x2048 with B
+// in L2 5.63 against 6.49 us, 8x2048x2048 5.83 against 6.62; 8x512x256
+// 3.75 against 3.58; a 256-deep stage costs about 0.5 us, bound by
+// latency).  More warps or 1024-deep stages were no faster.
+using ShippedConfig = NarrowConfig<512, 3, 8>;
 
 // NN's B rows are 32 bytes (16 columns): chunk c (of 2) of row r sits at
 // c ^ ((r / 4) % 2), so the 8 rows one transposing ldmatrix reads (the
@@ -87,9 +94,11 @@ __device__ __forceinline__ uint32_t SwzB(int row, int chunk) {
                                ((chunk ^ ((row >> 2) & 1)) << 4));
 }
 
-template <typename T, bool kTransB, typename TOut>
-__global__ void __launch_bounds__(kThreads)
+template <typename T, bool kTransB, typename TOut, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads)
     NarrowKernel(const SkinnyLaunch L) {
+  constexpr int kTileK = Cfg::kTileK, kStages = Cfg::kStages,
+                kWarps = Cfg::kWarps, kThreads = Cfg::kThreads;
   extern __shared__ __align__(128) unsigned char smem[];
   const int n0 = static_cast<int>(blockIdx.x) * kTileN;
   const T* A = reinterpret_cast<const T*>(L.a.Locate());
@@ -99,14 +108,14 @@ __global__ void __launch_bounds__(kThreads)
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
             lane = tid & 31;
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  auto a_stage = [&](int s) { return base + s * Smem::kAStage; };
+  auto a_stage = [&](int s) { return base + s * Cfg::kAStage; };
   auto b_stage = [&](int s) {
-    return base + kStages * Smem::kAStage + s * Smem::kBStage;
+    return base + kStages * Cfg::kAStage + s * Cfg::kBStage;
   };
 
   auto load = [&](int t, int s) {
     const int k0 = t * kTileK;
-    constexpr int kChunksA = kM * kTileK / 8;  // 1024: 4 a thread
+    constexpr int kChunksA = kM * kTileK / 8;
 #pragma unroll
     for (int i = 0; i < kChunksA / kThreads; ++i) {
       const int q = tid + i * kThreads, row = q / (kTileK / 8),
@@ -115,7 +124,7 @@ __global__ void __launch_bounds__(kThreads)
       CpAsync16(a_stage(s) + Swz(row, c, kTileK * 2),
                 ok ? A + row * lda + kk : A, ok);
     }
-    constexpr int kChunksB = kTileK * kTileN / 8;  // 1024: 4 a thread
+    constexpr int kChunksB = kTileK * kTileN / 8;
 #pragma unroll
     for (int i = 0; i < kChunksB / kThreads; ++i) {
       const int q = tid + i * kThreads;
@@ -213,27 +222,28 @@ __global__ void __launch_bounds__(kThreads)
 
 // Makes the launch (no cluster: the launch's split is 1 and the plan says
 // so), for the handler to keep and launch again at the same addresses.
-template <typename T, bool kTransB, typename TOut = T>
+template <typename T, bool kTransB, typename TOut = T,
+          typename Cfg = ShippedConfig>
 std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
   static_assert(sizeof(SkinnyLaunch) <= kMaxParamBytes,
                 "the kernel's parameter must fit a PreparedLaunch");
   if (l.m < 1 || l.m > kM || l.n < 1 || l.k < 1)
     return "narrow skinny kernel: bad m, n or k";
   if (l.split_k != 1) return "narrow skinny kernel: split must be 1";
-  auto* fn = &NarrowKernel<T, kTransB, TOut>;
+  auto* fn = &NarrowKernel<T, kTransB, TOut, Cfg>;
   if (cudaError_t e = OncePerDevice(l.device, [fn] {
         return cudaFuncSetAttribute(
             reinterpret_cast<const void*>(fn),
-            cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::kBytes);
+            cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kBytes);
       });
       e != cudaSuccess)
     return std::string("narrow skinny kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
   out->fn = reinterpret_cast<const void*>(fn);
   out->grid = dim3(static_cast<unsigned>((l.n + kTileN - 1) / kTileN));
-  out->block = dim3(kThreads);
+  out->block = dim3(Cfg::kThreads);
   out->cluster = dim3(1, 1, 1);
-  out->smem = Smem::kBytes;
+  out->smem = Cfg::kBytes;
   out->param_bytes = sizeof(SkinnyLaunch);
   std::memcpy(out->params, &l, sizeof(SkinnyLaunch));
   return "";
