@@ -329,10 +329,10 @@ nb::dict PlannerTables() {
     skinny_tiles.append(SkinnyTileName(static_cast<SkinnyTile>(t)));
   d["skinny_tiles"] = nb::tuple(skinny_tiles);
   // The skinny path's narrow tile up to this K, and up to the second
-  // where n is at least the third (plan.h SkinnyTileChoice).
+  // where n is at most the third (plan.h SkinnyTileChoice).
   d["skinny_narrow_max_k"] = kernels::kSkinnyNarrowMaxK;
-  d["skinny_narrow_wide_max_k"] = kernels::kSkinnyNarrowWideMaxK;
-  d["skinny_narrow_wide_min_n"] = kernels::kSkinnyNarrowWideMinN;
+  d["skinny_narrow_long_max_k"] = kernels::kSkinnyNarrowLongMaxK;
+  d["skinny_narrow_long_max_n"] = kernels::kSkinnyNarrowLongMaxN;
   // The small-group weight-gradient kernel's bound on a call's mean rows
   // per item (plan.h SmallGroupRows).
   d["small_group_max_mean_rows"] = kernels::kSmallGroupMaxMeanRows;

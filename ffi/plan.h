@@ -53,24 +53,27 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
 
 // The skinny path's narrow tile (kernels/sm90_skinny_narrow.h): 16
 // columns a CTA over all of K, no cluster.  SkinnyTileChoice: the narrow
-// tile where K <= kSkinnyNarrowMaxK, or K <= kSkinnyNarrowWideMaxK where n
-// >= kSkinnyNarrowWideMinN (n / 16 CTAs: enough to stream a longer K),
-// else the wide one.  Where K is short the wide tile's cluster reduction is
-// most of its call; where K is long, 16 columns a CTA stream B too slowly.
-// The thresholds are the measured crossover: the sweep's table loop with
-// body graphs, m = 1 / 8 / 16, n = 512-4096, K = 256-4096, both tiles
-// forced side by side (benchmarks/skinny_tiles.py; H100 figures in
-// benchmarks/results/2026-12-06-h100-ff27639/): narrow faster in all 48
-// cells with K <= 1024 (geomean 8-18%) and in the 6 with K = 1536 and n
-// >= 2048 (3-8%); wide faster in the 6 with K = 1536 and n <= 1024 and in
-// 22 of 24 with K >= 2048 (at 2048 and n = 4096 the two tie).
+// tile where K <= kSkinnyNarrowMaxK, or K <= kSkinnyNarrowLongMaxK where n
+// <= kSkinnyNarrowLongMaxN (n / 16 CTAs, one wave at one CTA an SM on 132
+// SMs), else the wide one.  Where K is short the wide tile's cluster
+// reduction is most of its call; where K is long, 16 columns a CTA stream
+// B too slowly.  The thresholds are the measured crossover of the shipped
+// configuration (512-deep stages, 3 of them): the sweep's table loop with
+// body graphs, m = 8 and 16, both tiles forced side by side
+// (benchmarks/skinny_tiles.py; H100 figures in
+// benchmarks/results/2026-12-06-h100-2be2540/): narrow faster in all 12
+// cells with K = 1024 or 1536 (n = 512-4096, by 4-16%) and in the 4 with
+// K = 2048 and n <= 2048 (5-16%); wide faster with K = 2048 and n = 4096
+// (1-2%) and in 4 of 6 with K = 3072.  K <= 512: the narrow tile 8-19%
+// faster in every cell of 2026-12-06-h100-ff27639's 256-deep stages, and
+// the 512-deep ones within 0.2 us of those (probe.cu --slope).
 inline constexpr int kSkinnyNarrowTileN = 16;
-inline constexpr int64_t kSkinnyNarrowMaxK = 1024;
-inline constexpr int64_t kSkinnyNarrowWideMaxK = 1536;
-inline constexpr int64_t kSkinnyNarrowWideMinN = 2048;
+inline constexpr int64_t kSkinnyNarrowMaxK = 1536;
+inline constexpr int64_t kSkinnyNarrowLongMaxK = 2048;
+inline constexpr int64_t kSkinnyNarrowLongMaxN = 2048;
 inline constexpr SkinnyTile SkinnyTileChoice(int64_t n, int64_t k) {
   return k <= kSkinnyNarrowMaxK ||
-                 (k <= kSkinnyNarrowWideMaxK && n >= kSkinnyNarrowWideMinN)
+                 (k <= kSkinnyNarrowLongMaxK && n <= kSkinnyNarrowLongMaxN)
              ? SkinnyTile::kNarrow
              : SkinnyTile::kWide;
 }

@@ -139,19 +139,19 @@ def test_skinny_plan_carries_split_and_fallback_tile():
 def test_skinny_tile_rule():
   """The skinny path's tile: narrow (16 columns a CTA over all of K, no
   cluster, so split 1) where K <= SKINNY_NARROW_MAX_K, or K <=
-  SKINNY_NARROW_WIDE_MAX_K and n >= SKINNY_NARROW_WIDE_MIN_N; wide
+  SKINNY_NARROW_LONG_MAX_K and n <= SKINNY_NARROW_LONG_MAX_N; wide
   elsewhere; a forced tile where built; the wide tile's split stays in the
   answer."""
   kmax = plan_lib.SKINNY_NARROW_MAX_K
-  kwide, nwide = (plan_lib.SKINNY_NARROW_WIDE_MAX_K,
-                  plan_lib.SKINNY_NARROW_WIDE_MIN_N)
-  assert (kmax, kwide, nwide) == (1024, 1536, 2048)
+  klong, nlong = (plan_lib.SKINNY_NARROW_LONG_MAX_K,
+                  plan_lib.SKINNY_NARROW_LONG_MAX_N)
+  assert (kmax, klong, nlong) == (1536, 2048, 2048)
   assert plan_lib.SKINNY_TILES == options.SKINNY_TILES
   for m, n, k, want in [(1, 512, 1024, "narrow"), (8, 4096, 512, "narrow"),
-                        (16, 512, kmax, "narrow"), (16, 512, kmax + 8, "wide"),
-                        (16, nwide - 8, kwide, "wide"),
-                        (16, nwide, kwide, "narrow"),
-                        (1, 4096, kwide + 8, "wide"),
+                        (16, 4096, kmax, "narrow"),
+                        (16, nlong + 8, kmax + 8, "wide"),
+                        (16, nlong, klong, "narrow"),
+                        (1, 512, klong + 8, "wide"),
                         (16, 4096, 4096, "wide"), (5, 136, 72, "narrow")]:
     s = _spec(m=m, n=n, k=k)
     p = plan_lib.plan(s)

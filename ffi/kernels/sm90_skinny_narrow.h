@@ -11,9 +11,10 @@
 // with the loop's counter on an H100: 3.72 against 4.73 us at 8x512x512,
 // 4.53 against 5.51 at 8x4096x512, hot or cold
 // (benchmarks/results/2026-12-06-h100-eecdbf4/narrow.txt, probe.cu
-// --narrow), and 8-18% faster in the table loop with body graphs at every
-// K <= 1024 (benchmarks/skinny_tiles.py).  Where K is long the wide tile
-// wins (16x512x2048: 5.73 against 6.48 us): 16 columns a CTA stream B too
+// --narrow).  In the table loop with body graphs it is faster at every K
+// up to 1536, and up to 2048 where n <= 2048, by 4-19%
+// (benchmarks/skinny_tiles.py; 2026-12-06-h100-ff27639 and -2be2540).
+// Where K is longer the wide tile wins: 16 columns a CTA stream B too
 // slowly.  plan.h SkinnyTileChoice holds the rule.
 //
 // The price: every CTA reads all of A (m x K, small beside its K x 16 of
