@@ -53,6 +53,26 @@ std::string RunNarrow(const SkinnyLaunch& l) {
     return r;
   return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
 }
+// The same launch without the cluster-dimension attribute that
+// LaunchPrepared always sets (a plain cudaLaunchKernel of the prepared
+// function, shape and parameter block): at 8x4096x4096 (256 CTAs) the
+// library's launch took 17.85 us where a <<<>>> launch of the same
+// configuration had taken 13.22 (2026-12-06-h100-2be2540).
+template <typename Cfg = jax_dynoff::kernels::skinny_narrow::ShippedConfig>
+std::string RunNarrowPlain(const SkinnyLaunch& l) {
+  SkinnyLaunch one = l;
+  one.split_k = 1;
+  jax_dynoff::kernels::PreparedLaunch ready;
+  if (std::string r =
+          jax_dynoff::kernels::skinny_narrow::Prepare<T, false, T, Cfg>(
+              one, &ready);
+      !r.empty())
+    return r;
+  void* args[] = {ready.params};
+  const cudaError_t e = cudaLaunchKernel(ready.fn, ready.grid, ready.block,
+                                         args, ready.smem, one.stream);
+  return e == cudaSuccess ? "" : cudaGetErrorString(e);
+}
 // A candidate configuration: kBK-deep stages, kStages of them, kWarps warps.
 template <int kBK, int kStages, int kWarps>
 constexpr RunFn RunNarrowCfg = &RunNarrow<
@@ -732,10 +752,13 @@ int main(int argc, char** argv) {
     // (32 CTAs) and at n = 2048 / 4096, checked first, then timed hot (the
     // table loop: A's rows from the device, B in L2) and cold.  The growth
     // per 256 of K against a plain stream of the same bytes (TimeStream)
-    // tells a latency-bound pipeline from a bandwidth-bound one.
+    // tells a latency-bound pipeline from a bandwidth-bound one;
+    // lib_narrow_plain is the library's launch without its cluster
+    // attribute of 1.
     struct Cand { RunFn run; const char* name; };
     const Cand cands[] = {
         {&RunNarrow<>, "lib_narrow"},
+        {&RunNarrowPlain<>, "lib_narrow_plain"},
         {RunNarrowCfg<256, 4, 8>, "n16w8k256s4"},
         {RunNarrowCfg<512, 2, 8>, "n16w8k512s2"},
         {RunNarrowCfg<1024, 2, 8>, "n16w8k1024s2"},
