@@ -39,9 +39,15 @@ std::string RunV(const SkinnyLaunch& l) {
 constexpr RunFn RunNN = &RunV<false>, RunNT = &RunV<true>;
 
 // The library's narrow skinny tile (kernels/sm90_skinny_narrow.h), NN, at
-// configuration Cfg (its shipped one by default), prepared and launched as
-// the handler does (split 1).
-template <typename Cfg = jax_dynoff::kernels::skinny_narrow::ShippedConfig>
+// configuration Cfg (its shipped one by default), prepared as the handler
+// does (split 1) and launched as it does (LaunchPrepared), or, kPlain, by
+// a plain cudaLaunchKernel of the same function, shape and parameter
+// block, without the cluster-dimension attribute of 1 that LaunchPrepared
+// always sets: at 8x4096x4096 (256 CTAs) the library's launch took 17.85
+// us where a <<<>>> launch of the same configuration had taken 13.22
+// (2026-12-06-h100-2be2540).
+template <typename Cfg = jax_dynoff::kernels::skinny_narrow::ShippedConfig,
+          bool kPlain = false>
 std::string RunNarrow(const SkinnyLaunch& l) {
   SkinnyLaunch one = l;
   one.split_k = 1;
@@ -51,23 +57,7 @@ std::string RunNarrow(const SkinnyLaunch& l) {
               one, &ready);
       !r.empty())
     return r;
-  return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
-}
-// The same launch without the cluster-dimension attribute that
-// LaunchPrepared always sets (a plain cudaLaunchKernel of the prepared
-// function, shape and parameter block): at 8x4096x4096 (256 CTAs) the
-// library's launch took 17.85 us where a <<<>>> launch of the same
-// configuration had taken 13.22 (2026-12-06-h100-2be2540).
-template <typename Cfg = jax_dynoff::kernels::skinny_narrow::ShippedConfig>
-std::string RunNarrowPlain(const SkinnyLaunch& l) {
-  SkinnyLaunch one = l;
-  one.split_k = 1;
-  jax_dynoff::kernels::PreparedLaunch ready;
-  if (std::string r =
-          jax_dynoff::kernels::skinny_narrow::Prepare<T, false, T, Cfg>(
-              one, &ready);
-      !r.empty())
-    return r;
+  if (!kPlain) return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
   void* args[] = {ready.params};
   const cudaError_t e = cudaLaunchKernel(ready.fn, ready.grid, ready.block,
                                          args, ready.smem, one.stream);
@@ -701,6 +691,30 @@ void TimeStream(int n, int k, int ctas, int threads, bool hot, int cluster = 1,
   cudaStreamDestroy(st);
 }
 
+// A candidate kernel of --slope and --narrow.
+struct Cand { RunFn run; const char* name; };
+
+// Each unsplit candidate against the naive GEMM, A's rows or B's layer
+// from the device: odd m and n, K tails, beta 0, 1, 1.5 and 2.
+template <size_t N>
+bool CheckUnsplit(const Cand (&cands)[N]) {
+  bool ok = true;
+  for (const Cand& c : cands) {
+    g_check_run = c.run;
+    for (bool dyn : {false, true}) {
+      g_check_dyn_a = dyn;
+      ok &= Check(16, 4096, 4096, 1, 0.f);
+      ok &= Check(13, 1000, 1000, 1, 1.5f);
+      ok &= Check(9, 136, 2056, 1, 1.f);
+      ok &= Check(1, 256, 72, 1, 0.f);
+      ok &= Check(7, 8, 8, 1, 2.f);
+    }
+  }
+  g_check_run = nullptr;
+  g_check_dyn_a = false;
+  return ok;
+}
+
 int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CK(cudaMalloc(&g_reduce.partials,
@@ -714,7 +728,6 @@ int main(int argc, char** argv) {
     // from HBM (the stacked chain, every GEMM a new layer) and from L2
     // (the table loop, A's rows from the device), 32 GEMMs and their
     // counters in one graph.
-    struct Cand { RunFn run; const char* name; };
     const Cand cands[] = {{&RunV<false, 6>, "s6"}, {&RunV<false, 8>, "s8"}};
     bool ok = true;
     for (const Cand& c : cands) {
@@ -755,27 +768,15 @@ int main(int argc, char** argv) {
     // tells a latency-bound pipeline from a bandwidth-bound one;
     // lib_narrow_plain is the library's launch without its cluster
     // attribute of 1.
-    struct Cand { RunFn run; const char* name; };
     const Cand cands[] = {
         {&RunNarrow<>, "lib_narrow"},
-        {&RunNarrowPlain<>, "lib_narrow_plain"},
+        {&RunNarrow<jax_dynoff::kernels::skinny_narrow::ShippedConfig, true>,
+         "lib_narrow_plain"},
         {RunNarrowCfg<256, 4, 8>, "n16w8k256s4"},
         {RunNarrowCfg<512, 2, 8>, "n16w8k512s2"},
         {RunNarrowCfg<1024, 2, 8>, "n16w8k1024s2"},
         {RunNarrowCfg<512, 3, 16>, "n16w16k512s3"}};
-    for (const Cand& c : cands) {
-      g_check_run = c.run;
-      for (bool dyn : {false, true}) {
-        g_check_dyn_a = dyn;
-        ok &= Check(16, 4096, 4096, 1, 0.f);
-        ok &= Check(13, 1000, 1000, 1, 1.5f);
-        ok &= Check(9, 136, 2056, 1, 1.f);
-        ok &= Check(1, 256, 72, 1, 0.f);
-      }
-    }
-    g_check_run = nullptr;
-    g_check_dyn_a = false;
-    if (!ok) {
+    if (!CheckUnsplit(cands)) {
       std::printf("SOME CHECKS FAILED\n");
       return 1;
     }
@@ -803,27 +804,13 @@ int main(int argc, char** argv) {
     // shipped kernel as the table loop runs them (A's rows at a table
     // entry, B hot, after the loop's counter; in one graph, then one graph
     // an iteration) and as a stacked loop does (B cold).
-    struct Cand { RunFn run; const char* name; };
     const Cand cands[] = {
         {&RunNarrow<>, "lib_narrow"},
         {RunNarrowCfg<256, 4, 4>, "n16w4k256s4"},
         {RunNarrowCfg<128, 6, 4>, "n16w4k128s6"},
         {RunNarrowCfg<256, 4, 8>, "n16w8k256s4"},
         {RunNarrowCfg<128, 4, 2>, "n16w2k128s4"}};
-    for (const Cand& c : cands) {
-      g_check_run = c.run;
-      for (bool dyn : {false, true}) {
-        g_check_dyn_a = dyn;
-        ok &= Check(16, 4096, 4096, 1, 0.f);
-        ok &= Check(13, 1000, 1000, 1, 1.5f);
-        ok &= Check(9, 136, 2056, 1, 1.f);
-        ok &= Check(1, 256, 72, 1, 0.f);
-        ok &= Check(7, 8, 8, 1, 2.f);
-      }
-    }
-    g_check_run = nullptr;
-    g_check_dyn_a = false;
-    if (!ok) {
+    if (!CheckUnsplit(cands)) {
       std::printf("SOME CHECKS FAILED\n");
       return 1;
     }
