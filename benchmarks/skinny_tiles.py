@@ -7,9 +7,9 @@ sweep's cell: ours with KernelOptions(skinny_tile="wide"), ours with
 "narrow", and XLA's own loop; checks both of ours against XLA's; times the
 three in turn (bench.take_turns, the order reversed every other round,
 median); and records microseconds per GEMM call of each, the planner's
-tile for the cell and which tile was faster.  The summary per K: the cells
-where each tile wins and the geometric mean of wide / narrow, so the
-crossover K reads off it.
+tile for the cell and which tile was faster.  The summary per K and n (the
+rule's inputs): the cells where each tile wins and the geometric mean of
+wide / narrow, so the crossover reads off it.
 
     python benchmarks/skinny_tiles.py OUT.json [--m 1,8,16]
         [--n 512,1024,2048,4096] [--k 256,512,768,1024,1536,2048,4096]
@@ -73,19 +73,20 @@ def measure(pattern, setting, dtype, m, n, k, repeats, window, quick) -> dict:
 
 
 def summarize(cells: list[dict]) -> list[dict]:
-  """Per pattern, setting and K: the cells each tile wins, the geometric
-  mean of wide / narrow (> 1: narrow faster), and the planned tile's
-  geometric-mean ratio against the faster one."""
+  """Per pattern, setting, K and n (the rule's two inputs): the cells each
+  tile wins (over m), the geometric mean of wide / narrow (> 1: narrow
+  faster), and the planned tile's time against the faster one's."""
   out = []
-  keys = sorted({(c["pattern"], c["setting"], c["k"]) for c in cells})
-  for p, s, k in keys:
-    cs = [c for c in cells if (c["pattern"], c["setting"], c["k"]) == (p, s, k)]
+  keys = sorted({(c["pattern"], c["setting"], c["k"], c["n"]) for c in cells})
+  for p, s, k, n in keys:
+    cs = [c for c in cells
+          if (c["pattern"], c["setting"], c["k"], c["n"]) == (p, s, k, n)]
     gm = math.exp(sum(math.log(c["wide_over_narrow"]) for c in cs) / len(cs))
     # Where every GEMM of the body plans one tile: its time against the
     # faster tile's (1: the rule chose the faster).
     lost = [min(c["wide_us"], c["narrow_us"]) / c[c["planned"][0] + "_us"]
             for c in cs if len(set(c["planned"])) == 1]
-    out.append(dict(pattern=p, setting=s, k=k, cells=len(cs),
+    out.append(dict(pattern=p, setting=s, k=k, n=n, cells=len(cs),
                     narrow_wins=sum(c["faster"] == "narrow" for c in cs),
                     wide_over_narrow_geomean=gm,
                     planned_vs_best_min=min(lost) if lost else None))
@@ -134,7 +135,8 @@ def main(argv=None) -> int:
           flush=True)
   summary = summarize(cells) if cells else []
   for r in summary:
-    print(f"{r['pattern']:7} {r['setting']:7} k={r['k']:5}: narrow faster "
+    print(f"{r['pattern']:7} {r['setting']:7} k={r['k']:5} n={r['n']:5}: "
+          f"narrow faster "
           f"in {r['narrow_wins']}/{r['cells']}, wide/narrow geomean "
           f"{r['wide_over_narrow_geomean']:.3f}, planned/best min "
           f"{r['planned_vs_best_min']}")

@@ -207,7 +207,7 @@ def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
       assert c["planned"] == [want, "narrow"], c
     else:
       assert c["planned"] == [want], c
-  assert {(r["pattern"], r["k"]) for r in data["summary"]} == {
-      (c["pattern"], c["k"]) for c in cells}
+  assert {(r["pattern"], r["k"], r["n"]) for r in data["summary"]} == {
+      (c["pattern"], c["k"], c["n"]) for c in cells}
   with pytest.raises(SystemExit):
     mod.main([str(out), "--m", "32"])
