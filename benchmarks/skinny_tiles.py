@@ -20,6 +20,7 @@ wide / narrow, so the crossover reads off it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import math
@@ -60,11 +61,13 @@ def measure(pattern, setting, dtype, m, n, k, repeats, window, quick) -> dict:
       [bench._timed(f, a) for f, a in compiled],  # pylint: disable=protected-access
       repeats, window if gpu else 0.0)
   us = [1e6 * statistics.median(t) / iters / pats[0].calls for t in times]
-  # The planner's tile for each GEMM of the body, unforced (stacked's two
-  # GEMMs have K = k and K = n).
-  plain = build(m, n, k, jnp.dtype(dtype), quick).ours
-  planned = [plan_lib.skinny_tile(s) for s in plan_lib.traced_specs(
-      lambda *a: plain.body(0, *a), plain.carry, *plain.consts)]
+  # The planner's tile for each GEMM of the body with the options left at
+  # their defaults (stacked's two GEMMs have K = k and K = n): the traced
+  # specs of the first loop, the forced tile taken out.
+  ours = pats[0].ours
+  planned = [plan_lib.skinny_tile(dataclasses.replace(s, opts=KernelOptions()))
+             for s in plan_lib.traced_specs(lambda *a: ours.body(0, *a),
+                                            ours.carry, *ours.consts)]
   return dict(pattern=pattern, setting=setting, dtype=dtype, m=m, n=n, k=k,
               wide_us=us[0], narrow_us=us[1], xla_us=us[2],
               wide_over_narrow=us[0] / us[1],

@@ -70,14 +70,15 @@ Paths (enum Path in ffi/gemm_problem.h):
   (`skinny_tile`; ``KernelOptions(skinny_tile=...)`` forces one): "wide"
   (ffi/kernels/sm90_skinny.h: mma.sync, 128-column CTAs, each column
   tile's K shared by the CTAs of one cluster, reduced in distributed
-  shared memory in a fixed order) where K is long, else "narrow" (ffi/kernels/sm90_skinny_narrow.h: 16-column CTAs over all of
-  K, their warps' partials added in shared memory, no cluster: where K is
-  short the wide tile's reduction is most of its call); no workspace, no
-  memset.  Needs what every SM90 path needs (every
-  window aligned) and one item, A not transposed, B not transposed
-  (bfloat16, float16) or transposed (bfloat16: x @ W^T, the gradient wrt
-  x of a skinny layer), in and out of one dtype, no C read from out's own
-  array (`skinny_reasons`).
+  shared memory in a fixed order) where K is long, else "narrow"
+  (ffi/kernels/sm90_skinny_narrow.h: 16-column CTAs over all of K, their
+  warps' partials added in shared memory, no cluster: where K is short
+  the wide tile's reduction is most of its call); no workspace, no
+  memset.  Needs what every SM90 path needs (every window aligned) and
+  one item, A not transposed, B not transposed (bfloat16, float16) or
+  transposed (bfloat16: x @ W^T, the gradient wrt x of a skinny layer),
+  in and out of one dtype, no C read from out's own array
+  (`skinny_reasons`).
   The handler runs the tiny tile instead (as if planned for it, direct twin
   included; the workspace is the tiny tile's) where the kernel cannot run,
   or with ``KernelOptions(skinny=False)`` (tests and the bench compare the

@@ -188,8 +188,9 @@ def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
   mod = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(mod)
   out = tmp_path / "tiles.json"
+  from jax_dynoff import plan as plan_lib
   # n = 64: the narrow tile up to the longer of its two K bounds.
-  kmax = __import__("jax_dynoff.plan", fromlist=["plan"]).SKINNY_NARROW_LONG_MAX_K
+  kmax = plan_lib.SKINNY_NARROW_LONG_MAX_K
   args = [str(out), "--quick", "--m", "8", "--n", "64", "--k",
           f"128,{kmax + 64}", "--patterns", "table,stacked,kv", "--settings",
           "default", "--repeats", "1"]
