@@ -12,7 +12,9 @@
 // the checks alone, for a run under compute-sanitizer; --slope: the
 // library's narrow tile and candidates of other stage depths over growing
 // K (what a K stage costs); --narrow: the narrow tile's configurations,
-// checked, then timed beside the wide kernel; --stages: the
+// checked, then timed beside the wide kernel; --launchform: the narrow
+// tile launched as the library does and without the cluster attribute,
+// each at the driver's and the largest carveout; --stages: the
 // shipped kernel with 6 and 8 pipeline stages, the same).  Build and run:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/probe.cu -o /tmp/skinny_probe && /tmp/skinny_probe
@@ -43,11 +45,16 @@ constexpr RunFn RunNN = &RunV<false>, RunNT = &RunV<true>;
 // does (split 1) and launched as it does (LaunchPrepared), or, kPlain, by
 // a plain cudaLaunchKernel of the same function, shape and parameter
 // block, without the cluster-dimension attribute of 1 that LaunchPrepared
-// always sets: at 8x4096x4096 (256 CTAs) the library's launch took 17.85
-// us where a <<<>>> launch of the same configuration had taken 13.22
-// (2026-12-06-h100-2be2540).
+// always sets (--launchform: the same time either way, 12.2 us at
+// 8x4096x4096 with 256 CTAs, where an earlier --slope run had seen 17.85
+// against 13.22; the same host time, 4.1 us a launch of its 2,200-byte
+// parameter block; 2026-12-06-h100-launchform).  kCarve >= 0 also sets the function's
+// preferred shared-memory carveout (percent) once: two CTAs of 96 KiB fit
+// an SM only where the driver picks a carveout of 192 KiB or more.  A
+// carveout is the function's for the process, so a candidate that sets
+// one passes its own Cfg type (another instantiation of the kernel).
 template <typename Cfg = jax_dynoff::kernels::skinny_narrow::ShippedConfig,
-          bool kPlain = false>
+          bool kPlain = false, int kCarve = -1>
 std::string RunNarrow(const SkinnyLaunch& l) {
   SkinnyLaunch one = l;
   one.split_k = 1;
@@ -57,6 +64,11 @@ std::string RunNarrow(const SkinnyLaunch& l) {
               one, &ready);
       !r.empty())
     return r;
+  if (kCarve >= 0) {
+    static const cudaError_t carved = cudaFuncSetAttribute(
+        ready.fn, cudaFuncAttributePreferredSharedMemoryCarveout, kCarve);
+    if (carved != cudaSuccess) return cudaGetErrorString(carved);
+  }
   if (!kPlain) return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
   void* args[] = {ready.params};
   const cudaError_t e = cudaLaunchKernel(ready.fn, ready.grid, ready.block,
@@ -67,6 +79,10 @@ std::string RunNarrow(const SkinnyLaunch& l) {
 template <int kBK, int kStages, int kWarps>
 constexpr RunFn RunNarrowCfg = &RunNarrow<
     jax_dynoff::kernels::skinny_narrow::NarrowConfig<kBK, kStages, kWarps>>;
+// The shipped configuration as distinct types (distinct kernel functions),
+// for the candidates that set a carveout on their own function.
+struct CarveCfg : jax_dynoff::kernels::skinny_narrow::ShippedConfig {};
+struct PlainCarveCfg : jax_dynoff::kernels::skinny_narrow::ShippedConfig {};
 RunFn g_check_run = nullptr;  // Check's kernel (nullptr: NN or NT)
 bool g_check_dyn_a = false;   // Check: A's rows, not B's layer, on the device
 
@@ -754,6 +770,125 @@ int main(int argc, char** argv) {
           for (const Cand& c : cands)
             Time(sh[0], sh[1], sh[2], 0, false, hot, c.run, c.name, hot);
         }
+    std::printf("ALL CHECKS OK\n");
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--launchform") == 0) {
+    // How the library launches the narrow tile: LaunchPrepared (a cluster
+    // attribute of 1) against a plain launch, each with the driver's
+    // carveout and with the largest one (100%), checked, then timed B hot
+    // as the table loop runs them: 32 launches in one graph, the same after
+    // the loop's counter, and one graph an iteration (counter + GEMM, what
+    // XLA's body graphs launch).  The occupancy calculator's blocks and
+    // clusters an SM first.
+    const Cand cands[] = {
+        {&RunNarrow<>, "lib_narrow"},
+        {&RunNarrow<jax_dynoff::kernels::skinny_narrow::ShippedConfig, true>,
+         "lib_narrow_plain"},
+        {&RunNarrow<CarveCfg, false, 100>, "lib_narrow_carve"},
+        {&RunNarrow<PlainCarveCfg, true, 100>, "lib_narrow_plain_carve"}};
+    {
+      namespace sn = jax_dynoff::kernels::skinny_narrow;
+      using Cfg = sn::ShippedConfig;
+      const void* fn =
+          reinterpret_cast<const void*>(&sn::NarrowKernel<T, false, T, Cfg>);
+      CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              Cfg::kBytes));
+      int blocks = 0, clusters = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn,
+                                                       Cfg::kThreads,
+                                                       Cfg::kBytes));
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = attr[0].val.clusterDim.y =
+          attr[0].val.clusterDim.z = 1;
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(256);
+      config.blockDim = dim3(Cfg::kThreads);
+      config.dynamicSmemBytes = Cfg::kBytes;
+      config.attrs = attr;
+      config.numAttrs = 1;
+      CK(cudaOccupancyMaxActiveClusters(&clusters, fn, &config));
+      std::printf("occupancy: %d blocks an SM, %d clusters of 1 on the GPU "
+                  "(%d SMs), %d bytes of shared memory a CTA\n",
+                  blocks, clusters, sms, Cfg::kBytes);
+    }
+    if (!CheckUnsplit(cands)) {
+      std::printf("SOME CHECKS FAILED\n");
+      return 1;
+    }
+    // Host microseconds a launch, each form (no graph; the stream drained
+    // every 256 launches, so the queue never fills; 8x512x256, whose
+    // device time is under a launch's host time): what a loop driven from
+    // the host pays per call at XLA's default flags.
+    {
+      const int m = 8, n = 512, k = 256;
+      T *a, *b, *d;
+      CK(cudaMalloc(&a, size_t(m) * k * 2));
+      CK(cudaMalloc(&b, size_t(k) * n * 2));
+      CK(cudaMalloc(&d, size_t(m) * n * 2));
+      cudaStream_t st;
+      CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      SkinnyLaunch l;
+      l.m = m; l.n = n; l.k = k; l.alpha = 1.f; l.beta = 0.f;
+      l.a = Op(a, k); l.b = Op(b, n); l.c = l.d = Op(d, n);
+      l.split_k = 1; l.sm_count = sms; l.stream = st;
+      namespace kk = jax_dynoff::kernels;
+      for (int plain = 0; plain < 2; ++plain) {
+        kk::PreparedLaunch ready;
+        if (std::string r = kk::skinny_narrow::Prepare<T, false, T>(l, &ready);
+            !r.empty()) {
+          std::printf("%s\n", r.c_str());
+          return 1;
+        }
+        // plain: the same function without the cluster attribute.
+        kk::PreparedLaunch attr = ready;
+        auto launch = [&] {
+          if (plain) {
+            void* args[] = {ready.params};
+            CK(cudaLaunchKernel(ready.fn, ready.grid, ready.block, args,
+                                ready.smem, st));
+          } else {
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeClusterDimension;
+            at[0].val.clusterDim.x = at[0].val.clusterDim.y =
+                at[0].val.clusterDim.z = 1;
+            cudaLaunchConfig_t config = {};
+            config.gridDim = attr.grid; config.blockDim = attr.block;
+            config.dynamicSmemBytes = attr.smem; config.stream = st;
+            config.attrs = at; config.numAttrs = 1;
+            void* args[] = {attr.params};
+            CK(cudaLaunchKernelExC(&config, attr.fn, args));
+          }
+        };
+        for (int rep = 0; rep < 2; ++rep) {
+          double total = 0;
+          const int chunks = 40;
+          for (int c = 0; c < chunks; ++c) {
+            CK(cudaStreamSynchronize(st));
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < 256; ++i) launch();
+            total += std::chrono::duration<double, std::micro>(
+                         std::chrono::steady_clock::now() - t0).count();
+          }
+          std::printf("host %-24s %zu-byte parameters: %.2f us a launch\n",
+                      plain ? "plain cudaLaunchKernel" : "cluster attribute 1",
+                      ready.param_bytes, total / (chunks * 256));
+        }
+      }
+      CK(cudaStreamSynchronize(st));
+      cudaFree(a); cudaFree(b); cudaFree(d);
+      cudaStreamDestroy(st);
+    }
+    const int shapes[][3] = {{8, 512, 1024},  {8, 2048, 2048},
+                             {8, 4096, 1024}, {8, 4096, 4096},
+                             {16, 4096, 2048}, {8, 1536, 1536}};
+    for (auto& sh : shapes)
+      for (int body : {0, 1, 3})
+        for (int rep = 0; rep < 2; ++rep)
+          for (const Cand& c : cands)
+            Time(sh[0], sh[1], sh[2], 0, false, true, c.run, c.name, true,
+                 body);
     std::printf("ALL CHECKS OK\n");
     return 0;
   }

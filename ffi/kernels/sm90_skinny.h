@@ -206,6 +206,15 @@ __device__ __forceinline__ void LoadChunk(const TOut* p, int valid,
     for (int e = 0; e < 8; ++e) v[e] = ToFloat(c[e]);
   }
 }
+// Adds 8 float32 partials (16-byte aligned, in shared memory) to v: a
+// slot of the cluster's reduction here, a warp's partial in the narrow
+// tile (kernels/sm90_skinny_narrow.h).
+__device__ __forceinline__ void AddChunk(const float* p, float (&v)[8]) {
+  const float4 x0 = *reinterpret_cast<const float4*>(p);
+  const float4 x1 = *reinterpret_cast<const float4*>(p + 4);
+  v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
+  v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
+}
 template <typename TOut>
 __device__ __forceinline__ void StoreChunk(TOut* p, int valid,
                                            const float (&v)[8]) {
@@ -452,10 +461,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int r = 0; r < kSkinnyMaxSplit; ++r) {
       if (r >= split) break;
-      const float4 x0 = *reinterpret_cast<const float4*>(p + r * slot);
-      const float4 x1 = *reinterpret_cast<const float4*>(p + r * slot + 4);
-      v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
-      v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
+      AddChunk(p + r * slot, v);
     }
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = L.alpha * v[e] + L.beta * c_pre[i][e];

@@ -43,6 +43,7 @@ namespace jax_dynoff {
 namespace kernels {
 namespace skinny_narrow {
 
+using skinny::AddChunk;
 using skinny::CpAsync16;
 using skinny::CpAsyncCommit;
 using skinny::CpAsyncWait;
@@ -204,13 +205,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     if (row < L.m && n0 + col < L.n) {
       float v[8] = {};
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float* p = red + (w * kM + row) * kTileN + col;
-        const float4 x0 = *reinterpret_cast<const float4*>(p);
-        const float4 x1 = *reinterpret_cast<const float4*>(p + 4);
-        v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
-        v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
-      }
+      for (int w = 0; w < kWarps; ++w)
+        AddChunk(red + (w * kM + row) * kTileN + col, v);
       float c[8] = {};
       if (C != nullptr)
         LoadChunk(C + row * L.c.ld + n0 + col, L.n - (n0 + col), c);
