@@ -45,22 +45,23 @@ constexpr RunFn RunNN = &RunV<false>, RunNT = &RunV<true>;
 // does (split 1) and launched as it does (LaunchPrepared), or, kPlain, by
 // a plain cudaLaunchKernel of the same function, shape and parameter
 // block, without the cluster-dimension attribute of 1 that LaunchPrepared
-// always sets (--launchform: the same time either way, 12.2 us at
-// 8x4096x4096 with 256 CTAs, where an earlier --slope run had seen 17.85
-// against 13.22; the same host time, 4.1 us a launch of its 2,200-byte
-// parameter block; 2026-12-06-h100-launchform).  kCarve >= 0 also sets the function's
+// set until it learnt to leave it out (--launchform at f38a9e2: 17.2 us
+// with it at 8x4096x4096, 256 CTAs, against 12.4 without; the same host
+// time, 4.0-4.1 us a launch of its 2,200-byte parameter block;
+// 2026-12-06-h100-f38a9e2).  With today's LaunchPrepared the two forms
+// are the same launch.  kCarve >= 0 also sets the function's
 // preferred shared-memory carveout (percent) once: two CTAs of 96 KiB fit
 // an SM only where the driver picks a carveout of 192 KiB or more.  A
 // carveout is the function's for the process, so a candidate that sets
 // one passes its own Cfg type (another instantiation of the kernel).
 template <typename Cfg = jax_dynoff::kernels::skinny_narrow::ShippedConfig,
-          bool kPlain = false, int kCarve = -1>
+          bool kPlain = false, int kCarve = -1, bool kTransB = false>
 std::string RunNarrow(const SkinnyLaunch& l) {
   SkinnyLaunch one = l;
   one.split_k = 1;
   jax_dynoff::kernels::PreparedLaunch ready;
   if (std::string r =
-          jax_dynoff::kernels::skinny_narrow::Prepare<T, false, T, Cfg>(
+          jax_dynoff::kernels::skinny_narrow::Prepare<T, kTransB, T, Cfg>(
               one, &ready);
       !r.empty())
     return r;
@@ -889,6 +890,19 @@ int main(int argc, char** argv) {
           for (const Cand& c : cands)
             Time(sh[0], sh[1], sh[2], 0, false, true, c.run, c.name, true,
                  body);
+    // The same tile reading B transposed (NT: n x k, K contiguous, a CTA's
+    // 16 rows of B 1 KiB each a stage) beside NN (k x n: 512 rows of 32
+    // bytes a stage, one 32-byte sector of each 128-byte line): whether
+    // the narrow NN stage is bound by its many short rows.  (NT's results
+    // are checked by the library's GPU tests, not here.)
+    for (auto& sh : shapes)
+      for (int rep = 0; rep < 2; ++rep)
+        for (bool tb : {false, true})
+          Time(sh[0], sh[1], sh[2], 0, tb, true,
+               tb ? &RunNarrow<jax_dynoff::kernels::skinny_narrow::ShippedConfig,
+                               false, -1, true>
+                  : &RunNarrow<>,
+               tb ? "lib_narrow_nt" : "lib_narrow_nn", true, 1);
     std::printf("ALL CHECKS OK\n");
     return 0;
   }
