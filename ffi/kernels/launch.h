@@ -190,7 +190,15 @@ struct PreparedLaunch {
   alignas(64) unsigned char params[kMaxParamBytes];
 };
 
-// Launches `l` on `stream` (with its cluster shape); "" or an error.
+// Launches `l` on `stream`; "" or an error.  A cluster of more than one
+// CTA goes with the launch as its attribute.  A cluster of one goes
+// without any: a plain launch, every CTA its own implicit cluster, as
+// CUTLASS's adapter launches its static 1x1x1 kernels.  The attribute
+// alone, cluster dimensions 1 x 1 x 1, costs a launch that needs two CTAs
+// an SM a second wave: the narrow skinny tile at 8x4096x4096 (256 CTAs of
+// 96 KiB) took 17.2 us with it and 12.4 without, and 0.1-0.2 us more at
+// 128 CTAs (benchmarks/skinny/probe.cu --launchform, H100,
+// benchmarks/results/2026-12-06-h100-f38a9e2/).
 inline std::string LaunchPrepared(const PreparedLaunch& l,
                                   cudaStream_t stream) {
   cudaLaunchAttribute attr[1];
@@ -204,7 +212,7 @@ inline std::string LaunchPrepared(const PreparedLaunch& l,
   config.dynamicSmemBytes = l.smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = 1;
+  config.numAttrs = l.cluster.x * l.cluster.y * l.cluster.z > 1 ? 1 : 0;
   void* params[] = {const_cast<unsigned char*>(l.params)};
   const cudaError_t e = cudaLaunchKernelExC(&config, l.fn, params);
   return e == cudaSuccess ? "" : std::string("launch: ") + cudaGetErrorString(e);
