@@ -194,11 +194,10 @@ struct PreparedLaunch {
 // CTA goes with the launch as its attribute.  A cluster of one goes
 // without any: a plain launch, every CTA its own implicit cluster, as
 // CUTLASS's adapter launches its static 1x1x1 kernels.  The attribute
-// alone, cluster dimensions 1 x 1 x 1, costs a launch that needs two CTAs
-// an SM a second wave: the narrow skinny tile at 8x4096x4096 (256 CTAs of
-// 96 KiB) took 17.2 us with it and 12.4 without, and 0.1-0.2 us more at
-// 128 CTAs (benchmarks/skinny/probe.cu --launchform, H100,
-// benchmarks/results/2026-12-06-h100-f38a9e2/).
+// alone, cluster dimensions 1 x 1 x 1, made the narrow skinny tile at
+// 8x4096x4096 (256 CTAs of 96 KiB, two an SM) take 17.2 us against 12.4
+// without it; elsewhere it cost 0-0.2 us (benchmarks/skinny/probe.cu
+// --launchform, H100, benchmarks/results/2026-12-06-h100-f38a9e2/).
 inline std::string LaunchPrepared(const PreparedLaunch& l,
                                   cudaStream_t stream) {
   cudaLaunchAttribute attr[1];
