@@ -13,7 +13,7 @@
 // library's narrow tile and candidates of other stage depths over growing
 // K (what a K stage costs); --narrow: the narrow tile's configurations,
 // checked, then timed beside the wide kernel; --launchform: the narrow
-// tile launched as the library does and without the cluster attribute,
+// tile launched as the library does and with a cluster attribute of one,
 // each at the driver's and the largest carveout; --stages: the
 // shipped kernel with 6 and 8 pipeline stages, the same).  Build and run:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
@@ -40,22 +40,40 @@ std::string RunV(const SkinnyLaunch& l) {
 }
 constexpr RunFn RunNN = &RunV<false>, RunNT = &RunV<true>;
 
+// A prepared launch made with the cluster-dimension attribute 1 x 1 x 1,
+// which LaunchPrepared set on every launch until it learnt to leave it
+// out for a cluster of one (--launchform at f38a9e2: the narrow tile at
+// 8x4096x4096, 256 CTAs, 17.2 us with it against 12.4 without; the same
+// host time, 4.0-4.1 us a launch of its 2,200-byte parameter block;
+// 2026-12-06-h100-f38a9e2).
+cudaError_t LaunchWithClusterOfOne(const jax_dynoff::kernels::PreparedLaunch& l,
+                                   cudaStream_t stream) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = attr[0].val.clusterDim.y =
+      attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = l.grid;
+  config.blockDim = l.block;
+  config.dynamicSmemBytes = l.smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  void* params[] = {const_cast<unsigned char*>(l.params)};
+  return cudaLaunchKernelExC(&config, l.fn, params);
+}
+
 // The library's narrow skinny tile (kernels/sm90_skinny_narrow.h), NN, at
 // configuration Cfg (its shipped one by default), prepared as the handler
-// does (split 1) and launched as it does (LaunchPrepared), or, kPlain, by
-// a plain cudaLaunchKernel of the same function, shape and parameter
-// block, without the cluster-dimension attribute of 1 that LaunchPrepared
-// set until it learnt to leave it out (--launchform at f38a9e2: 17.2 us
-// with it at 8x4096x4096, 256 CTAs, against 12.4 without; the same host
-// time, 4.0-4.1 us a launch of its 2,200-byte parameter block;
-// 2026-12-06-h100-f38a9e2).  With today's LaunchPrepared the two forms
-// are the same launch.  kCarve >= 0 also sets the function's
+// does (split 1) and launched as it does (LaunchPrepared: a plain launch,
+// its cluster being one CTA), or, kAttr, with the cluster attribute of one
+// (LaunchWithClusterOfOne).  kCarve >= 0 also sets the function's
 // preferred shared-memory carveout (percent) once: two CTAs of 96 KiB fit
 // an SM only where the driver picks a carveout of 192 KiB or more.  A
 // carveout is the function's for the process, so a candidate that sets
 // one passes its own Cfg type (another instantiation of the kernel).
 template <typename Cfg = jax_dynoff::kernels::skinny_narrow::ShippedConfig,
-          bool kPlain = false, int kCarve = -1, bool kTransB = false>
+          bool kAttr = false, int kCarve = -1, bool kTransB = false>
 std::string RunNarrow(const SkinnyLaunch& l) {
   SkinnyLaunch one = l;
   one.split_k = 1;
@@ -70,10 +88,8 @@ std::string RunNarrow(const SkinnyLaunch& l) {
         ready.fn, cudaFuncAttributePreferredSharedMemoryCarveout, kCarve);
     if (carved != cudaSuccess) return cudaGetErrorString(carved);
   }
-  if (!kPlain) return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
-  void* args[] = {ready.params};
-  const cudaError_t e = cudaLaunchKernel(ready.fn, ready.grid, ready.block,
-                                         args, ready.smem, one.stream);
+  if (!kAttr) return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
+  const cudaError_t e = LaunchWithClusterOfOne(ready, one.stream);
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
 // A candidate configuration: kBK-deep stages, kStages of them, kWarps warps.
@@ -83,7 +99,7 @@ constexpr RunFn RunNarrowCfg = &RunNarrow<
 // The shipped configuration as distinct types (distinct kernel functions),
 // for the candidates that set a carveout on their own function.
 struct CarveCfg : jax_dynoff::kernels::skinny_narrow::ShippedConfig {};
-struct PlainCarveCfg : jax_dynoff::kernels::skinny_narrow::ShippedConfig {};
+struct AttrCarveCfg : jax_dynoff::kernels::skinny_narrow::ShippedConfig {};
 RunFn g_check_run = nullptr;  // Check's kernel (nullptr: NN or NT)
 bool g_check_dyn_a = false;   // Check: A's rows, not B's layer, on the device
 
@@ -775,8 +791,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--launchform") == 0) {
-    // How the library launches the narrow tile: LaunchPrepared (a cluster
-    // attribute of 1) against a plain launch, each with the driver's
+    // How the library launches the narrow tile: LaunchPrepared (a plain
+    // launch) against one with the cluster attribute of 1, each with the driver's
     // carveout and with the largest one (100%), checked, then timed B hot
     // as the table loop runs them: 32 launches in one graph, the same after
     // the loop's counter, and one graph an iteration (counter + GEMM, what
@@ -785,9 +801,9 @@ int main(int argc, char** argv) {
     const Cand cands[] = {
         {&RunNarrow<>, "lib_narrow"},
         {&RunNarrow<jax_dynoff::kernels::skinny_narrow::ShippedConfig, true>,
-         "lib_narrow_plain"},
+         "lib_narrow_attr1"},
         {&RunNarrow<CarveCfg, false, 100>, "lib_narrow_carve"},
-        {&RunNarrow<PlainCarveCfg, true, 100>, "lib_narrow_plain_carve"}};
+        {&RunNarrow<AttrCarveCfg, true, 100>, "lib_narrow_attr1_carve"}};
     {
       namespace sn = jax_dynoff::kernels::skinny_narrow;
       using Cfg = sn::ShippedConfig;
@@ -835,31 +851,23 @@ int main(int argc, char** argv) {
       l.a = Op(a, k); l.b = Op(b, n); l.c = l.d = Op(d, n);
       l.split_k = 1; l.sm_count = sms; l.stream = st;
       namespace kk = jax_dynoff::kernels;
+      kk::PreparedLaunch ready;
+      if (std::string r = kk::skinny_narrow::Prepare<T, false, T>(l, &ready);
+          !r.empty()) {
+        std::printf("%s\n", r.c_str());
+        return 1;
+      }
       for (int plain = 0; plain < 2; ++plain) {
-        kk::PreparedLaunch ready;
-        if (std::string r = kk::skinny_narrow::Prepare<T, false, T>(l, &ready);
-            !r.empty()) {
-          std::printf("%s\n", r.c_str());
-          return 1;
-        }
-        // plain: the same function without the cluster attribute.
-        kk::PreparedLaunch attr = ready;
+        // plain: as LaunchPrepared launches a cluster of one.
         auto launch = [&] {
           if (plain) {
-            void* args[] = {ready.params};
-            CK(cudaLaunchKernel(ready.fn, ready.grid, ready.block, args,
-                                ready.smem, st));
+            const std::string r = kk::LaunchPrepared(ready, st);
+            if (!r.empty()) {
+              std::printf("%s\n", r.c_str());
+              std::exit(1);
+            }
           } else {
-            cudaLaunchAttribute at[1];
-            at[0].id = cudaLaunchAttributeClusterDimension;
-            at[0].val.clusterDim.x = at[0].val.clusterDim.y =
-                at[0].val.clusterDim.z = 1;
-            cudaLaunchConfig_t config = {};
-            config.gridDim = attr.grid; config.blockDim = attr.block;
-            config.dynamicSmemBytes = attr.smem; config.stream = st;
-            config.attrs = at; config.numAttrs = 1;
-            void* args[] = {attr.params};
-            CK(cudaLaunchKernelExC(&config, attr.fn, args));
+            CK(LaunchWithClusterOfOne(ready, st));
           }
         };
         for (int rep = 0; rep < 2; ++rep) {
@@ -873,7 +881,7 @@ int main(int argc, char** argv) {
                          std::chrono::steady_clock::now() - t0).count();
           }
           std::printf("host %-24s %zu-byte parameters: %.2f us a launch\n",
-                      plain ? "plain cudaLaunchKernel" : "cluster attribute 1",
+                      plain ? "LaunchPrepared (plain)" : "cluster attribute 1",
                       ready.param_bytes, total / (chunks * 256));
         }
       }
@@ -915,12 +923,12 @@ int main(int argc, char** argv) {
     // table loop: A's rows from the device, B in L2) and cold.  The growth
     // per 256 of K against a plain stream of the same bytes (TimeStream)
     // tells a latency-bound pipeline from a bandwidth-bound one;
-    // lib_narrow_plain is the library's launch without its cluster
-    // attribute of 1.
+    // lib_narrow_attr1 is the library's launch with a cluster attribute of
+    // 1, as it launched before f38a9e2's run.
     const Cand cands[] = {
         {&RunNarrow<>, "lib_narrow"},
         {&RunNarrow<jax_dynoff::kernels::skinny_narrow::ShippedConfig, true>,
-         "lib_narrow_plain"},
+         "lib_narrow_attr1"},
         {RunNarrowCfg<256, 4, 8>, "n16w8k256s4"},
         {RunNarrowCfg<512, 2, 8>, "n16w8k512s2"},
         {RunNarrowCfg<1024, 2, 8>, "n16w8k1024s2"},
