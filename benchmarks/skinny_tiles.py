@@ -1,15 +1,18 @@
-"""The skinny path's two tiles side by side in the sweep's loops: the
-data behind the planner's tile rule (ffi/plan.h SkinnyTileChoice).
+"""The skinny path's two tiles side by side in the sweep's loops, and the
+tile the call runs with the skinny path off: the data behind the planner's
+tile rule (ffi/plan.h SkinnyTileChoice).
 
 For each (m, n, k) of a grid (m <= 16, the skinny path) and each pattern
-of sweep.OPTS_PATTERNS asked for, one process compiles three loops of the
-sweep's cell: ours with KernelOptions(skinny_tile="wide"), ours with
-"narrow", and XLA's own loop; checks both of ours against XLA's; times the
-three in turn (bench.take_turns, the order reversed every other round,
-median); and records microseconds per GEMM call of each, the planner's
-tile for the cell and which tile was faster.  The summary per K and n (the
-rule's inputs): the cells where each tile wins and the geometric mean of
-wide / narrow, so the crossover reads off it.
+of sweep.OPTS_PATTERNS asked for, one process compiles a loop of the
+sweep's cell per choice of CHOICES -- ours with
+KernelOptions(skinny_tile="wide"), with "narrow", and with skinny=False
+(the tiny path's tile, cluster-K where planned: "off") -- and XLA's own
+loop; checks each of ours against XLA's; times them in turn
+(bench.take_turns, the order reversed every other round, median); and
+records microseconds per GEMM call of each, the planner's tile for the
+cell and which choice was fastest.  The summary per K and n (the rule's
+inputs): the cells each choice wins, the geometric mean of wide / narrow
+and of off / the faster tile, so the crossovers read off it.
 
     python benchmarks/skinny_tiles.py OUT.json [--m 1,8,16]
         [--n 512,1024,2048,4096] [--k 256,512,768,1024,1536,2048,4096]
@@ -36,7 +39,10 @@ import sweep  # benchmarks/sweep.py: the patterns and their checks
 from jax_dynoff import plan as plan_lib
 from jax_dynoff.options import KernelOptions
 
-TILES = ("wide", "narrow")
+# The choices timed per cell, each as the options that force it.
+CHOICES = {"wide": KernelOptions(skinny_tile="wide"),
+           "narrow": KernelOptions(skinny_tile="narrow"),
+           "off": KernelOptions(skinny=False)}
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -44,12 +50,12 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def measure(pattern, setting, dtype, m, n, k, repeats, window, quick) -> dict:
-  """One cell: ours at each tile and XLA's loop, checked, then timed in
+  """One cell: ours at each choice and XLA's loop, checked, then timed in
   turn."""
   gpu = jax.default_backend() == "gpu"
   build = sweep.BUILDERS[pattern]
-  pats = [build(m, n, k, jnp.dtype(dtype), quick,
-                KernelOptions(skinny_tile=t)) for t in TILES]
+  pats = [build(m, n, k, jnp.dtype(dtype), quick, o)
+          for o in CHOICES.values()]
   loops = [p.ours for p in pats] + [pats[0].xla]
   for loop in loops:
     loop.compiler_options = sweep.SETTINGS[setting]
@@ -68,30 +74,39 @@ def measure(pattern, setting, dtype, m, n, k, repeats, window, quick) -> dict:
   planned = [plan_lib.skinny_tile(dataclasses.replace(s, opts=KernelOptions()))
              for s in plan_lib.traced_specs(lambda *a: ours.body(0, *a),
                                             ours.carry, *ours.consts)]
+  times_us = dict(zip(CHOICES, us))
+  tile = min(("wide", "narrow"), key=times_us.get)
   return dict(pattern=pattern, setting=setting, dtype=dtype, m=m, n=n, k=k,
-              wide_us=us[0], narrow_us=us[1], xla_us=us[2],
-              wide_over_narrow=us[0] / us[1],
-              faster="narrow" if us[1] < us[0] else "wide", planned=planned,
-              max_rel_err=max(errs), ok=max(errs) < sweep.TOLERANCE)
+              **{f"{c}_us": t for c, t in times_us.items()}, xla_us=us[-1],
+              wide_over_narrow=times_us["wide"] / times_us["narrow"],
+              off_over_tile=times_us["off"] / times_us[tile],
+              faster=tile, fastest=min(times_us, key=times_us.get),
+              planned=planned, max_rel_err=max(errs),
+              ok=max(errs) < sweep.TOLERANCE)
 
 
 def summarize(cells: list[dict]) -> list[dict]:
   """Per pattern, setting, K and n (the rule's two inputs): the cells each
   tile wins (over m), the geometric mean of wide / narrow (> 1: narrow
-  faster), and the planned tile's time against the faster one's."""
+  faster) and of off / the faster tile (< 1: the skinny path off faster),
+  the cells where off is fastest, and the planned tile's time against the
+  faster one's."""
   out = []
   keys = sorted({(c["pattern"], c["setting"], c["k"], c["n"]) for c in cells})
   for p, s, k, n in keys:
     cs = [c for c in cells
           if (c["pattern"], c["setting"], c["k"], c["n"]) == (p, s, k, n)]
-    gm = math.exp(sum(math.log(c["wide_over_narrow"]) for c in cs) / len(cs))
+    def gm(key):
+      return math.exp(sum(math.log(c[key]) for c in cs) / len(cs))
     # Where every GEMM of the body plans one tile: its time against the
     # faster tile's (1: the rule chose the faster).
     lost = [min(c["wide_us"], c["narrow_us"]) / c[c["planned"][0] + "_us"]
             for c in cs if len(set(c["planned"])) == 1]
     out.append(dict(pattern=p, setting=s, k=k, n=n, cells=len(cs),
                     narrow_wins=sum(c["faster"] == "narrow" for c in cs),
-                    wide_over_narrow_geomean=gm,
+                    wide_over_narrow_geomean=gm("wide_over_narrow"),
+                    off_over_tile_geomean=gm("off_over_tile"),
+                    off_wins=sum(c["fastest"] == "off" for c in cs),
                     planned_vs_best_min=min(lost) if lost else None))
   return out
 
@@ -132,8 +147,9 @@ def main(argv=None) -> int:
     cells.append(c)
     print(f"[{j + 1}/{len(todo)} {time.perf_counter() - t0:5.0f} s] {p:7} "
           f"{s:7} {m:2}x{n}x{k}: wide {c['wide_us']:6.2f} narrow "
-          f"{c['narrow_us']:6.2f} xla {c['xla_us']:6.2f} us/call, planned "
-          f"{c['planned']}, faster {c['faster']}"
+          f"{c['narrow_us']:6.2f} off {c['off_us']:6.2f} xla "
+          f"{c['xla_us']:6.2f} us/call, planned {c['planned']}, fastest "
+          f"{c['fastest']}"
           + ("" if c["ok"] else f" ERROR rel err {c['max_rel_err']:.3g}"),
           flush=True)
   summary = summarize(cells) if cells else []
@@ -141,7 +157,9 @@ def main(argv=None) -> int:
     print(f"{r['pattern']:7} {r['setting']:7} k={r['k']:5} n={r['n']:5}: "
           f"narrow faster "
           f"in {r['narrow_wins']}/{r['cells']}, wide/narrow geomean "
-          f"{r['wide_over_narrow_geomean']:.3f}, planned/best min "
+          f"{r['wide_over_narrow_geomean']:.3f}, off fastest in "
+          f"{r['off_wins']}/{r['cells']}, off/tile geomean "
+          f"{r['off_over_tile_geomean']:.3f}, planned/best min "
           f"{r['planned_vs_best_min']}")
   with open(a.out, "w") as f:
     json.dump(dict(

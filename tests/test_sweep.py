@@ -180,9 +180,9 @@ def test_graph_launches_are_the_command_buffer_thunks_events():
 
 def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
   """benchmarks/skinny_tiles.py on a tiny grid (CPU: one call a side):
-  each cell runs both forced tiles and XLA's loop, checked; it records the
-  planner's tile of every GEMM of the body (stacked: K = k, then K = n),
-  and sums up per K."""
+  each cell runs both forced tiles, the skinny path off and XLA's loop,
+  checked; it records the planner's tile of every GEMM of the body
+  (stacked: K = k, then K = n), and sums up per K."""
   path = _PATH.parent / "skinny_tiles.py"
   spec = importlib.util.spec_from_file_location("skinny_tiles", path)
   mod = importlib.util.module_from_spec(spec)
@@ -203,6 +203,11 @@ def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
     assert c["ok"], c
     assert c["faster"] == ("narrow" if c["narrow_us"] < c["wide_us"]
                            else "wide")
+    times = {t: c[f"{t}_us"] for t in mod.CHOICES}
+    assert set(times) == {"wide", "narrow", "off"}
+    assert c["fastest"] == min(times, key=times.get)
+    assert c["off_over_tile"] == pytest.approx(
+        c["off_us"] / c[c["faster"] + "_us"])
     want = "narrow" if c["k"] <= kmax else "wide"
     if c["pattern"] == "stacked":  # h = x @ W1 (K = k), x = h @ W2 (K = n)
       assert c["planned"] == [want, "narrow"], c
@@ -210,5 +215,74 @@ def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
       assert c["planned"] == [want], c
   assert {(r["pattern"], r["k"], r["n"]) for r in data["summary"]} == {
       (c["pattern"], c["k"], c["n"]) for c in cells}
+  for r in data["summary"]:
+    assert 0 <= r["off_wins"] <= r["cells"] and r["off_over_tile_geomean"] > 0
   with pytest.raises(SystemExit):
     mod.main([str(out), "--m", "32"])
+
+
+@pytest.mark.skipif(
+    not (__import__("shutil").which("c++") or __import__("shutil").which("g++")),
+    reason="no C++ compiler for the probe's no-op handler")
+def test_pad_probe_pads_each_call_and_restores_the_module(sweep, tmp_path):
+  """benchmarks/graph_min_size/pad_probe.py on a tiny cell (CPU): it builds
+  and registers its no-op handler, puts P no-op calls beside each gemm (or
+  window) of the body while measuring, checks each cell against XLA's loop
+  with and without them, and leaves jax_dynoff's functions as they were."""
+  import jax_dynoff as dyn
+  path = _PATH.parent / "graph_min_size" / "pad_probe.py"
+  spec = importlib.util.spec_from_file_location("pad_probe", path)
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  gemm, window = dyn.gemm, dyn.window
+  out = tmp_path / "pad"
+  assert mod.main([str(out), "--quick", "--cells", "8x64x128", "--plan",
+                   "table:gemm:3,cond:window:2", "--repeats", "1"]) == 0
+  assert (dyn.gemm, dyn.window) == (gemm, window)
+  data = json.loads((out / "pad_probe.json").read_text())
+  assert [(c["pattern"], c["pad"], c["pad_where"]) for c in data["cells"]] == [
+      ("table", 0, "gemm"), ("table", 3, "gemm"), ("cond", 0, "window"),
+      ("cond", 2, "window")]
+  assert all(c["ok"] for c in data["cells"])
+  assert set(data["dispatch_us"]) == {"0", "3", "4"}
+  # The padding is in the program: P custom calls to the no-op per gemm.
+  x, w = np.ones((8, 64), np.float32), np.ones((64, 16), np.float32)
+  with mod.padding():
+    mod.PAD["gemm"] = 3
+    text = jax.jit(lambda x, w: dyn.gemm(x, w)).lower(x, w).as_text()
+  assert text.count(mod.TARGET) == 3, text
+  assert (dyn.gemm, dyn.window) == (gemm, window)
+  with pytest.raises(SystemExit):
+    mod.main([str(out), "--plan", "table:nowhere:3"])
+
+
+def test_xla_gemm_config_reads_the_fusion_and_its_split(sweep, tmp_path):
+  """benchmarks/xla_gemm_config.py: from optimized HLO text (here lines as
+  jax 0.11.2's XLA writes them on an H100 for the table loop at
+  8x2048x2048) it reads the fusion kind, the Triton tile configuration and
+  the dot shapes (the leading 8 of f32[8,2048,8]: K split 8 ways); on this
+  machine's backend it compiles a real cell and finds its dot."""
+  sys.path.insert(0, str(_PATH.parent))
+  spec = importlib.util.spec_from_file_location(
+      "xla_gemm_config", _PATH.parent / "xla_gemm_config.py")
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  hlo = (
+      '%dot.2 = f32[8,2048,8]{1,2,0} dot(%parameter_1, %parameter_0), '
+      'lhs_batch_dims={0}, lhs_contracting_dims={1}\n'
+      '%gemm_fusion_dot = f32[8,8,2048]{2,1,0} fusion(%a, %b), kind=kCustom, '
+      'backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm'
+      '_fusion","block_level_fusion_config":{"group_size":0,"is_tma_allowed"'
+      ':false,"num_ctas":1,"num_stages":3,"num_warps":"8","output_tiles":'
+      '[{"sizes":["1","8","128"]}]}}}\n')
+  r = mod.read(hlo)
+  assert r["kinds"] == ["__triton_nested_gemm_fusion"]
+  assert r["dots"] == ["f32[8,2048,8]{1,2,0}"]
+  (cfg,) = r["configs"]
+  assert cfg["num_warps"] == "8" and cfg["num_stages"] == 3
+  assert cfg["output_tiles"] == [{"sizes": ["1", "8", "128"]}]
+  out = tmp_path / "cfg.json"
+  assert mod.main([str(out), "--cells", "8x256x512"]) == 0
+  (cell,) = json.loads(out.read_text())["cells"]
+  assert (cell["m"], cell["n"], cell["k"]) == (8, 256, 512)
+  assert cell["dots"], cell
