@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import functools
 import json
 import os
@@ -153,6 +154,19 @@ def compile_loop(loop: Loop, iters: int):
 # GPU, 0.5 s with --quick, 0 on CPU, where one call after the warm-up is a
 # window).
 WINDOW_S = 0.0
+
+
+def run_record(script: str, argv: Optional[Sequence[str]] = None) -> dict:
+  """What a result file records of its run: the command line (`script`, a
+  path from the repository root, and argv, sys.argv's tail by default), the
+  UTC date, jax's version, the backend and the device."""
+  args = sys.argv[1:] if argv is None else argv
+  return dict(
+      command=" ".join(["python", script, *args]),
+      date=datetime.datetime.now(datetime.timezone.utc).isoformat(
+          timespec="seconds"),
+      jax=jax.__version__, backend=jax.default_backend(),
+      device=jax.devices()[0].device_kind)
 
 
 def _timed(f, args) -> Callable[[], float]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import math
 import statistics
@@ -163,11 +162,7 @@ def main(argv=None) -> int:
           f"{r['planned_vs_best_min']}")
   with open(a.out, "w") as f:
     json.dump(dict(
-        command="python benchmarks/skinny_tiles.py " + " ".join(
-            sys.argv[1:] if argv is None else argv),
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"),
-        jax=jax.__version__, device=jax.devices()[0].device_kind,
+        **bench.run_record("benchmarks/skinny_tiles.py", argv),
         cells=cells, summary=summary), f, indent=1)
   return 0 if all(c["ok"] for c in cells) else 1
 

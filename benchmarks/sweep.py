@@ -75,7 +75,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -595,12 +594,7 @@ def main(argv=None) -> int:
             f"{TOLERANCE})", flush=True)
   summary = summarize(cells) if cells else []
   data = dict(
-      command="python benchmarks/sweep.py " + " ".join(
-          sys.argv[1:] if argv is None else argv),
-      date=datetime.datetime.now(datetime.timezone.utc).isoformat(
-          timespec="seconds"),
-      jax=jax.__version__, backend=jax.default_backend(),
-      device=jax.devices()[0].device_kind,
+      **bench.run_record("benchmarks/sweep.py", argv),
       grid=dict(m=ms, n=ns, k=ks, cells=[list(c) for c in grid]),
       repeats=a.repeats, window_s=a.window, quick=a.quick, cells=cells,
       skipped=skipped, summary=summary)

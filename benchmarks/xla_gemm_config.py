@@ -15,7 +15,6 @@ Compiles only (one iteration of the outer loop); prints a block per cell.
 from __future__ import annotations
 
 import argparse
-import datetime
 import glob
 import json
 import os
@@ -23,7 +22,6 @@ import re
 import sys
 import tempfile
 
-import jax
 import jax.numpy as jnp
 
 import bench  # benchmarks/bench.py, beside this script
@@ -82,11 +80,7 @@ def main(argv=None) -> int:
       print(f"    config {json.dumps(c)}")
   with open(a.out, "w") as f:
     json.dump(dict(
-        command="python benchmarks/xla_gemm_config.py " + " ".join(
-            sys.argv[1:] if argv is None else argv),
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"),
-        jax=jax.__version__, device=jax.devices()[0].device_kind,
+        **bench.run_record("benchmarks/xla_gemm_config.py", argv),
         cells=rows), f, indent=1)
   return 0
 

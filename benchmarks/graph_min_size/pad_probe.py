@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import datetime
 import json
 import os
 import pathlib
@@ -47,6 +46,7 @@ import jax.numpy as jnp
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+import bench  # noqa: E402  benchmarks/bench.py: run_record
 import sweep  # noqa: E402  benchmarks/sweep.py: the patterns and measure
 import jax_dynoff as dyn  # noqa: E402
 
@@ -169,11 +169,7 @@ def main(argv=None) -> int:
           + " us a call (host dispatch)", flush=True)
   with open(os.path.join(a.out_dir, "pad_probe.json"), "w") as f:
     json.dump(dict(
-        command="python benchmarks/graph_min_size/pad_probe.py " + " ".join(
-            sys.argv[1:] if argv is None else argv),
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"),
-        jax=jax.__version__, device=jax.devices()[0].device_kind,
+        **bench.run_record("benchmarks/graph_min_size/pad_probe.py", argv),
         cells=rows, dispatch_us=host), f, indent=1)
   return 0 if all(c["ok"] for c in rows) else 1
 
