@@ -66,7 +66,11 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
 // K = 2048 and n <= 2048 (5-16%); wide faster with K = 2048 and n = 4096
 // (1-2%) and in 4 of 6 with K = 3072.  K <= 512: the narrow tile 8-19%
 // faster in every cell of 2026-12-06-h100-ff27639's 256-deep stages, and
-// the 512-deep ones within 0.2 us of those (probe.cu --slope).
+// the 512-deep ones within 0.2 us of those (probe.cu --slope).  Those
+// narrow launches carried a cluster attribute of one, which cost one
+// 256-CTA shape 4.8 us; re-taken without it (2026-12-06-h100-75c486a):
+// wide faster in all 6 cells with n = 4096 and K = 2048-4096 (2-12%),
+// the two within 6% at n = 2048, K >= 3072.
 inline constexpr int kSkinnyNarrowTileN = 16;
 inline constexpr int64_t kSkinnyNarrowMaxK = 1536;
 inline constexpr int64_t kSkinnyNarrowLongMaxK = 2048;

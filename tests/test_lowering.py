@@ -640,6 +640,23 @@ def test_explain_names_each_calls_kernel_and_why():
   assert lines[2].startswith("sm90_medium (3xTF32 wgmma"), lines
 
 
+def test_explain_names_the_fallback_when_the_skinny_path_is_off():
+  """KernelOptions(skinny=False) keeps the skinny path's plan (workspace,
+  fallback) but the handler runs the fallback: explain names that tile,
+  never the skinny tile that does not run."""
+  x, w = np.ones((16, 4096), BF16), np.ones((4096, 4096), BF16)
+  on, = dyn.explain(lambda x, w: dyn.gemm(x, w), x, w)
+  off, = dyn.explain(lambda x, w: dyn.gemm(
+      x, w, opts=dyn.KernelOptions(skinny=False)), x, w)
+  assert on.startswith("sm90_skinny (wide tile, split "), on
+  assert "; fallback the cluster_k tile: 64x64 output tiles" in on, on
+  assert off.startswith("sm90_skinny off (KernelOptions(skinny=False): the "
+                        "cluster_k tile: 64x64 output tiles"), off
+  assert "wide tile" not in off and "narrow tile" not in off, off
+  # The same workspace either way: the plan is the skinny path's.
+  assert on.split("; workspace ")[1] == off.split("; workspace ")[1]
+
+
 def test_cpu_handler_multiplies_with_openblas():
   """With the scipy-openblas32 wheel installed (a dependency), the CPU
   handler runs the product on its sgemm; results are the reference's
