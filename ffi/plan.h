@@ -69,8 +69,9 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
 // the 512-deep ones within 0.2 us of those (probe.cu --slope).  Those
 // narrow launches carried a cluster attribute of one, which cost one
 // 256-CTA shape 4.8 us; re-taken without it (2026-12-06-h100-75c486a):
-// wide faster in all 6 cells with n = 4096 and K = 2048-4096 (2-12%),
-// the two within 6% at n = 2048, K >= 3072.
+// wide faster in all 6 cells with n = 4096 and K = 2048-4096 (2-11%; at
+// K = 2048 2-4%, inside the spread between runs), the two within 6% at
+// n = 2048, K >= 3072.
 inline constexpr int kSkinnyNarrowTileN = 16;
 inline constexpr int64_t kSkinnyNarrowMaxK = 1536;
 inline constexpr int64_t kSkinnyNarrowLongMaxK = 2048;
