@@ -425,24 +425,18 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
                   Join(k.split_k_direct_reasons);
     k.explain = name + " (split_k " + Str(k.split_k) + ", " + kind + "; " + ws;
   } else if (k.path == Path::kSm90Skinny) {
-    const std::string fallback =
-        k.kernel.direct == DirectTile::kClusterK
-            ? direct_name(DirectTile::kClusterK)
-            : std::string("tiny tile");
-    // KernelOptions(skinny=False): the handler always runs the fallback
-    // (launch_choice.cc), so the line names that, not the skinny tile.
-    k.explain =
-        p.opts.skinny
-            ? name + " (" +
-                  (k.kernel.skinny_tile == SkinnyTile::kNarrow
-                       ? std::string("narrow tile: ") +
-                             Str(kernels::kSkinnyNarrowTileN) +
-                             " columns a CTA over all of K, no cluster"
-                       : "wide tile, split " + Str(k.skinny_split) +
-                             " on " + Str(sms) + " SMs") +
-                  "; fallback the " + fallback + "; " + ws
-            : name + " off (KernelOptions(skinny=False): the " + fallback +
-                  "; " + ws;
+    k.explain = name + " (" +
+                (k.kernel.skinny_tile == SkinnyTile::kNarrow
+                     ? std::string("narrow tile: ") +
+                           Str(kernels::kSkinnyNarrowTileN) +
+                           " columns a CTA over all of K, no cluster"
+                     : "wide tile, split " + Str(k.skinny_split) + " on " +
+                           Str(sms) + " SMs") +
+                "; fallback the " +
+                (k.kernel.direct == DirectTile::kClusterK
+                     ? direct_name(DirectTile::kClusterK)
+                     : std::string("tiny tile")) +
+                "; " + ws;
   } else if (IsSm90Path(k.path) && p.in_dtype == DType::kF32) {
     const Tf32Staging st = StagingOf(planned);
     const char* staged = st.a && st.b ? "A and B" : st.a ? "A" : st.b ? "B" : "";

@@ -541,8 +541,23 @@ def launch_choice(spec: GemmSpec, *, sm90_device: bool = True,
 
 
 def explain(spec: GemmSpec) -> str:
-  """One line: the planned path and why (for generic, why not SM90)."""
-  return str(_planned(spec)["explain"])
+  """One line: the planned path and why (for generic, why not SM90), then
+  the catalogue kernel the CUDA handler launches for it on `device()`,
+  from a build with its sm_90a kernels, every buffer base 16-byte aligned
+  (`launch_choice`, the one choice function).  KernelOptions that act at
+  run time (sm90=False, tf32=False, direct=False, skinny=False) leave the
+  plan as it is and show in that kernel.  A call with ragged windows
+  that is composed (XLA window ops around one plain gemm, planned when it
+  is lowered) names no kernel."""
+  a = _planned(spec)
+  line = str(a["explain"])
+  if (a["path"] != "sm90_grouped" and
+      list(a["grouped_reasons"]) != ["no ragged window"]):
+    return line
+  choice = launch_choice(spec, sm90_device=device()[1:] == (9, 0))
+  if choice["error"]:
+    return f"{line}; cannot run: {choice['error']}"
+  return f"{line}; launches {choice['kernel']}"
 
 
 # --- Test helpers: which specs / paths a traced function uses. -------------

@@ -14,6 +14,7 @@ import pytest
 from jax import lax
 
 import jax_dynoff as dyn
+from jax_dynoff import plan as plan_lib
 from strategies import BF16, F32
 
 TARGET = "jax_dynoff_gemm"
@@ -640,21 +641,43 @@ def test_explain_names_each_calls_kernel_and_why():
   assert lines[2].startswith("sm90_medium (3xTF32 wgmma"), lines
 
 
-def test_explain_names_the_fallback_when_the_skinny_path_is_off():
-  """KernelOptions(skinny=False) keeps the skinny path's plan (workspace,
-  fallback) but the handler runs the fallback: explain names that tile,
-  never the skinny tile that does not run."""
-  x, w = np.ones((16, 4096), BF16), np.ones((4096, 4096), BF16)
-  on, = dyn.explain(lambda x, w: dyn.gemm(x, w), x, w)
-  off, = dyn.explain(lambda x, w: dyn.gemm(
-      x, w, opts=dyn.KernelOptions(skinny=False)), x, w)
+def test_explain_names_the_kernel_the_options_launch():
+  """Each line ends with the catalogue kernel the CUDA handler launches
+  (the choice function, on an SM90 device with aligned buffers), so the
+  KernelOptions that act at run time show: skinny=False keeps the skinny
+  plan but launches its cluster-K fallback, sm90=False the generic kernel,
+  direct=False the ptr-array one, tf32=False float32's exact kernel."""
+  def lines(x, w, **opts):
+    o = dyn.KernelOptions(**opts) if opts else None
+    line, = dyn.explain(lambda x, w: dyn.gemm(x, w, opts=o), x, w)
+    return line
+  x16, w = np.ones((16, 4096), BF16), np.ones((4096, 4096), BF16)
+  on, off = lines(x16, w), lines(x16, w, skinny=False)
   assert on.startswith("sm90_skinny (wide tile, split "), on
-  assert "; fallback the cluster_k tile: 64x64 output tiles" in on, on
-  assert off.startswith("sm90_skinny off (KernelOptions(skinny=False): the "
-                        "cluster_k tile: 64x64 output tiles"), off
-  assert "wide tile" not in off and "narrow tile" not in off, off
-  # The same workspace either way: the plan is the skinny path's.
-  assert on.split("; workspace ")[1] == off.split("; workspace ")[1]
+  assert on.endswith("; launches kSm90Skinny16Bf16NN"), on
+  # The plan (workspace, fallback) is the same: only the kernel differs.
+  assert off == on.replace("kSm90Skinny16Bf16NN",
+                           "kSm90DirectClusterKBf16NN"), (on, off)
+  assert lines(x16, w, sm90=False).endswith("; launches kGenericBf16Bf16")
+  x, w2 = np.ones((2048, 2048), BF16), np.ones((2048, 2048), BF16)
+  assert lines(x, w2).endswith("; launches kSm90DirectWideBf16NN")
+  assert lines(x, w2, direct=False).endswith(
+      "; launches kSm90LargeBf16Bf16NN")
+  f = np.ones((64, 64), np.float32)
+  assert lines(f, f).endswith("; launches kSm90DirectMediumF32NN")
+  assert lines(f, f, tf32=False).endswith("; launches kGenericF32F32")
+  # A composed ragged call (float32: no grouped kernel) names none: its
+  # plain gemm is planned when the call is lowered.
+  gs = np.array([10, 20, 30, 4], np.int32)
+  composed, = dyn.explain(dyn.ragged_dot, f, np.ones((4, 64, 32), F32), gs)
+  assert composed.startswith("composed") and "launches" not in composed
+  grouped, = dyn.explain(dyn.ragged_dot, f.astype(BF16),
+                         np.ones((4, 64, 32), BF16), gs)
+  assert grouped.startswith("sm90_grouped") and "; launches kSm90" in grouped
+  # Every line names a kernel of the catalogue.
+  for line in (on, off, lines(f, f, sm90=False)):
+    name = line.rsplit("; launches ", 1)[1]
+    assert name in {c.name for c in plan_lib.CATALOGUE}, line
 
 
 def test_cpu_handler_multiplies_with_openblas():
