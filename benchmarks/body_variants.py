@@ -92,8 +92,8 @@ def main(argv=None):
   a = ap.parse_args(argv)
   cells = ["8x64x64"] if a.quick else a.cells.split(",")
   bench.WINDOW_S = 0.0 if a.quick else a.window
-  out = {"command": "python benchmarks/body_variants.py " + " ".join(
-      argv if argv is not None else sys.argv[1:]), "cells": {}}
+  out = dict(bench.run_record("benchmarks/body_variants.py", argv),
+             cells={})
   for cell in cells:
     m, n, k = (int(v) for v in cell.split("x"))
     loops, L = variants(m, n, k, quick=a.quick)

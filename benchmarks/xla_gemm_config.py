@@ -35,18 +35,18 @@ _KIND = re.compile(r'"kind":"(__[a-z_]+)"')
 _DOT = re.compile(r"=\s*(\S+)\s+dot\(")
 
 
+def _parsed(text: str):
+  """A config as JSON, or its text where the pattern cut it short."""
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError:
+    return text
+
+
 def read(hlo: str) -> dict:
   """The GEMM-related facts of one optimized HLO module's text."""
-  configs = []
-  for c in _CONFIG.findall(hlo):
-    try:
-      configs.append(json.loads(c))
-    except json.JSONDecodeError:
-      configs.append(c)
   return dict(kinds=sorted(set(_KIND.findall(hlo))),
-              configs=[json.loads(s) for s in
-                       sorted({json.dumps(c, sort_keys=True)
-                               for c in configs})],
+              configs=[_parsed(c) for c in sorted(set(_CONFIG.findall(hlo)))],
               dots=sorted(set(_DOT.findall(hlo))))
 
 

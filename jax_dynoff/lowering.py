@@ -171,7 +171,7 @@ def lower(ctx, *args, spec: GemmSpec):
   on CUDA the grouped kernel or plain calls in XLA window ops
   (`_lower_cuda_ragged`).  partition.py registers the primitive's lowering,
   which comes here but where XLA splits a call over devices."""
-  if ragged_staging.is_ragged(spec):
+  if spec.ragged:
     return _mlir_impl.lower_per_platform(
         ctx.replace(avals_out=list(ctx.avals_out)), TARGET,
         {"cpu": _lower_cpu_args, "cuda": _lower_cuda_ragged}, None, set(),

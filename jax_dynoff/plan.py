@@ -551,8 +551,7 @@ def explain(spec: GemmSpec) -> str:
   is lowered) names no kernel."""
   a = _planned(spec)
   line = str(a["explain"])
-  if (a["path"] != "sm90_grouped" and
-      list(a["grouped_reasons"]) != ["no ragged window"]):
+  if spec.ragged and a["path"] != "sm90_grouped":  # composed (lowering.py)
     return line
   choice = launch_choice(spec, sm90_device=device()[1:] == (9, 0))
   if choice["error"]:

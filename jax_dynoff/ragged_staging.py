@@ -28,10 +28,6 @@ from jax_dynoff.primitive import (Operands, lax_precision, per_item,
 from jax_dynoff.spec import GemmSpec
 
 
-def is_ragged(spec: GemmSpec) -> bool:
-  return any(w.ragged for _, w in spec.operands())
-
-
 def _item_fn(spec: GemmSpec):
   """fn(arrays, starts) -> {"d": D} for one item: arrays name -> (array,
   unused), starts name -> the item's start operands."""

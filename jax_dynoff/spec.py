@@ -158,6 +158,13 @@ class GemmSpec:
     out.append(("d", self.d))
     return out
 
+  @property
+  def ragged(self) -> bool:
+    """Some window has valid extents: the call is one grouped launch where
+    planned (sm90_grouped), else composed from XLA window ops around one
+    plain call."""
+    return any(w.ragged for _, w in self.operands())
+
 
 @dataclasses.dataclass(frozen=True)
 class StartSources:
