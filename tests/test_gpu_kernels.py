@@ -771,7 +771,8 @@ def test_skinny_split(m, n, k, want):
 # (m, n, k, A start, B layer, out start, C); the split each runs on 132
 # SMs (test_skinny_split) in the comment.  Starts are dynamic int32 and
 # some clamp; A and out sit at static column 8 of wider buffers, B is a
-# layer of a 3-d stack at a dynamic K row.
+# layer of a 3-d stack at a dynamic K row and static column 8, NaN
+# outside its window.
 SKINNY_CASES = [
     (16, 4096, 4096, 3, 1, 5, None),            # split 4
     (13, 1000, 1000, -2, 10 ** 6, 40, "own"),   # split 8, clamped starts
@@ -782,13 +783,20 @@ SKINNY_CASES = [
 
 
 def _skinny_case(case, dt, opts=None, tb=False, out_dt=None):
-  """tb: B transposed, its (n x k) window at a dynamic row and static
-  column 8 of a layer; C and out of out_dt (default: dt)."""
+  """B's (k x n) window, or with tb its transposed (n x k) one, at a
+  dynamic layer and row and static column 8; C and out of out_dt
+  (default: dt)."""
   m, n, k, sa, sb, so, cmode = case
   out_dt = dt if out_dt is None else out_dt
   ks = jax.random.split(jax.random.key(m * 7 + n), 4)
   a = _rand(ks[0], (m + 9, k + 16), dt)
-  b = _rand(ks[1], (3, n + 24, k + 16) if tb else (3, k + 24, n), dt)
+  b = _rand(ks[1], (3, n + 24, k + 16) if tb else (3, k + 24, n + 16), dt)
+  # B outside its window (the clamped layer, rows 16.., columns 8..): NaN,
+  # so a kernel that lets an element past the window's K into a sum (a
+  # whole stage's rows loaded, as the narrow tile's TMA boxes are) fails.
+  keep = np.zeros(b.shape, bool)
+  keep[min(max(sb, 0), 2), 16:16 + (n if tb else k), 8:8 + (k if tb else n)] = True
+  b = jnp.where(keep, b, jnp.nan).astype(dt)
   c = _rand(ks[2], (m, n), out_dt) if cmode == "own" else None
   out = jnp.full((m + 40, n + 16), jnp.nan, out_dt)
 
@@ -796,7 +804,7 @@ def _skinny_case(case, dt, opts=None, tb=False, out_dt=None):
     kw = dict(alpha=0.75, beta=-1.5) if c is not None else dict(alpha=0.75)
     kw["preferred_element_type"] = out_dt
     bw = (dyn.window(b, (sb, kr, 8), (n, k)) if tb else
-          dyn.window(b, (sb, kr, 0), (k, n)))
+          dyn.window(b, (sb, kr, 8), (k, n)))
     return mod.gemm(dyn.window(a, (sa, 8), (m, k)), bw, c,
                     out=dyn.window(out, (so, 8), (m, n)), transpose_b=tb,
                     opts=opts, **kw)

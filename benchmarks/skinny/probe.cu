@@ -12,7 +12,8 @@
 // the checks alone, for a run under compute-sanitizer; --slope: the
 // library's narrow tile and candidates of other stage depths over growing
 // K (what a K stage costs); --narrow: the narrow tile's configurations,
-// checked, then timed beside the wide kernel; --launchform: the narrow
+// checked, then timed beside the wide kernel; --tma: the narrow tile's NN
+// stages by TMA against its cp.async ones; --launchform: the narrow
 // tile launched as the library does and with a cluster attribute of one,
 // each at the driver's and the largest carveout; --stages: the
 // shipped kernel with 6 and 8 pipeline stages, the same).  Build and run:
@@ -72,14 +73,20 @@ cudaError_t LaunchWithClusterOfOne(const jax_dynoff::kernels::PreparedLaunch& l,
 // an SM only where the driver picks a carveout of 192 KiB or more.  A
 // carveout is the function's for the process, so a candidate that sets
 // one passes its own Cfg type (another instantiation of the kernel).
+// kTma: NN's B through the TMA descriptor (the library's load where the
+// handler gives B's buffer, as Check and Time do), kPromotion its L2
+// fetch size; false: the cp.async stages.
 template <typename Cfg = jax_dynoff::kernels::skinny_narrow::ShippedConfig,
-          bool kAttr = false, int kCarve = -1, bool kTransB = false>
+          bool kAttr = false, int kCarve = -1, bool kTransB = false,
+          bool kTma = true,
+          CUtensorMapL2promotion kPromotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B>
 std::string RunNarrow(const SkinnyLaunch& l) {
   SkinnyLaunch one = l;
   one.split_k = 1;
   jax_dynoff::kernels::PreparedLaunch ready;
   if (std::string r =
-          jax_dynoff::kernels::skinny_narrow::Prepare<T, kTransB, T, Cfg>(
+          jax_dynoff::kernels::skinny_narrow::Prepare<T, kTransB, T, Cfg,
+                                                      kTma, kPromotion>(
               one, &ready);
       !r.empty())
     return r;
@@ -124,6 +131,12 @@ bool Check(int m, int n, int k, int split, float beta, bool tb = false) {
   CK(cudaMemcpy(layer, &one, 4, cudaMemcpyHostToDevice));
   Fill<<<256, 256>>>(a, size_t(m + 1) * lda, 1);
   Fill<<<256, 256>>>(b, size_t(3) * kb_rows * ldb, 2);
+  // NaN (0xffff) in B's layers 0 and 2 and in layer 1's pad columns: a
+  // kernel that lets an element outside the window into a sum fails.
+  CK(cudaMemset(b, 0xff, size_t(kb_rows) * ldb * 2));
+  CK(cudaMemset(b + size_t(2) * kb_rows * ldb, 0xff, size_t(kb_rows) * ldb * 2));
+  CK(cudaMemset2D(b + size_t(kb_rows) * ldb + (ldb - pad), ldb * 2, 0xff,
+                  pad * 2, kb_rows));
   Fill<<<256, 256>>>(c, size_t(rows_d) * ldd, 3);
   CK(cudaMemset(d, 0x7f, size_t(rows_d) * ldd * 2));  // poison
   const T* aw = a + lda + pad;          // row 1, column 8
@@ -150,6 +163,8 @@ bool Check(int m, int n, int k, int split, float beta, bool tb = false) {
   }
   l.c = Op(cw, ldd);
   l.d = Op(dw, ldd);
+  l.b_buffer = reinterpret_cast<const char*>(b);
+  l.b_buffer_rows = int64_t(3) * kb_rows;
   l.split_k = split;
   l.device = 0;
   l.sm_count = sms;
@@ -504,6 +519,8 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
   auto gemm = [&](int i) {
     SkinnyLaunch li = l;
     li.b = Op(b + size_t(hot ? 0 : i) * k * n, tb ? k : n);
+    li.b_buffer = reinterpret_cast<const char*>(b);
+    li.b_buffer_rows = int64_t(L) * k * n / (tb ? k : n);
     std::string r = run(li);
     if (!r.empty()) { std::printf("%s\n", r.c_str()); std::exit(1); }
   };
@@ -808,7 +825,8 @@ int main(int argc, char** argv) {
       namespace sn = jax_dynoff::kernels::skinny_narrow;
       using Cfg = sn::ShippedConfig;
       const void* fn =
-          reinterpret_cast<const void*>(&sn::NarrowKernel<T, false, T, Cfg>);
+          reinterpret_cast<const void*>(
+              &sn::NarrowKernel<T, false, T, Cfg, false>);
       CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               Cfg::kBytes));
       int blocks = 0, clusters = 0;
@@ -949,6 +967,47 @@ int main(int argc, char** argv) {
       TimeStream(sh[1], sh[2], sh[1] / 16, 256, true);
       TimeStream(sh[1], sh[2], sh[1] / 16, 256, false);
     }
+    std::printf("ALL CHECKS OK\n");
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--tma") == 0) {
+    // The narrow tile's NN stages loaded by TMA (the library's load where
+    // the handler gives B's buffer) at three L2 fetch sizes, beside its
+    // cp.async stages: checked (B's other layers and pad columns NaN, odd
+    // m, n and K tails), then timed as the table loop runs them (B hot, A's
+    // rows at a table entry, after the loop's counter; one graph an
+    // iteration) and as a stacked loop does (B cold), with the same tile
+    // NT and the wide tile beside them.
+    namespace sn = jax_dynoff::kernels::skinny_narrow;
+    using Cfg = sn::ShippedConfig;
+    const Cand cands[] = {
+        {&RunNarrow<>, "tma_l2_256"},
+        {&RunNarrow<Cfg, false, -1, false, true,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B>, "tma_l2_128"},
+        {&RunNarrow<Cfg, false, -1, false, true,
+                    CU_TENSOR_MAP_L2_PROMOTION_NONE>, "tma_l2_none"},
+        {&RunNarrow<Cfg, false, -1, false, false>, "cpasync_nn"}};
+    if (!CheckUnsplit(cands)) {
+      std::printf("SOME CHECKS FAILED\n");
+      return 1;
+    }
+    const int shapes[][3] = {{8, 2048, 2048}, {16, 4096, 4096}, {8, 4096, 4096},
+                             {16, 4096, 2048}, {8, 512, 1024},  {8, 1536, 1536},
+                             {16, 2048, 2048}, {1, 4096, 4096}, {16, 512, 512},
+                             {8, 4096, 1024}};
+    for (auto& sh : shapes)
+      for (int rep = 0; rep < 2; ++rep) {
+        for (int body : {1, 3}) {
+          for (const Cand& c : cands)
+            Time(sh[0], sh[1], sh[2], 0, false, true, c.run, c.name, true, body);
+          Time(sh[0], sh[1], sh[2], 0, true, true,
+               &RunNarrow<Cfg, false, -1, true>, "narrow_nt", true, body);
+          Time(sh[0], sh[1], sh[2], 0, false, true, RunNN, "wide", true, body);
+        }
+        for (const Cand& c : cands)
+          Time(sh[0], sh[1], sh[2], 0, false, false, c.run, c.name, false, 1);
+        Time(sh[0], sh[1], sh[2], 0, false, false, RunNN, "wide", false, 1);
+      }
     std::printf("ALL CHECKS OK\n");
     return 0;
   }
