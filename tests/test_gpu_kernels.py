@@ -791,11 +791,12 @@ def _skinny_case(case, dt, opts=None, tb=False, out_dt=None):
   ks = jax.random.split(jax.random.key(m * 7 + n), 4)
   a = _rand(ks[0], (m + 9, k + 16), dt)
   b = _rand(ks[1], (3, n + 24, k + 16) if tb else (3, k + 24, n + 16), dt)
-  # B outside its window (the clamped layer, rows 16.., columns 8..): NaN,
-  # so a kernel that lets an element past the window's K into a sum (a
-  # whole stage's rows loaded, as the narrow tile's TMA boxes are) fails.
+  # B outside its window (the layer the start selects, rows 16.., columns
+  # 8..): NaN, so a kernel that lets an element past the window's K into a
+  # sum (0 * NaN is NaN, where a zero A would hide a finite one) fails.
   keep = np.zeros(b.shape, bool)
-  keep[min(max(sb, 0), 2), 16:16 + (n if tb else k), 8:8 + (k if tb else n)] = True
+  layer = min(max(sb + 3 if sb < 0 else sb, 0), 2)  # lax.dynamic_slice's
+  keep[layer, 16:16 + (n if tb else k), 8:8 + (k if tb else n)] = True
   b = jnp.where(keep, b, jnp.nan).astype(dt)
   c = _rand(ks[2], (m, n), out_dt) if cmode == "own" else None
   out = jnp.full((m + 40, n + 16), jnp.nan, out_dt)

@@ -647,9 +647,10 @@ def test_explain_names_the_kernel_the_options_launch():
   KernelOptions that act at run time show: skinny=False keeps the skinny
   plan but launches its cluster-K fallback, sm90=False the generic kernel,
   direct=False the ptr-array one, tf32=False float32's exact kernel."""
-  def lines(x, w, **opts):
+  def lines(x, w, precision=None, **opts):
     o = dyn.KernelOptions(**opts) if opts else None
-    line, = dyn.explain(lambda x, w: dyn.gemm(x, w, opts=o), x, w)
+    line, = dyn.explain(
+        lambda x, w: dyn.gemm(x, w, precision=precision, opts=o), x, w)
     return line
   x16, w = np.ones((16, 4096), BF16), np.ones((4096, 4096), BF16)
   on, off = lines(x16, w), lines(x16, w, skinny=False)
@@ -663,9 +664,11 @@ def test_explain_names_the_kernel_the_options_launch():
   assert lines(x, w2).endswith("; launches kSm90DirectWideBf16NN")
   assert lines(x, w2, direct=False).endswith(
       "; launches kSm90LargeBf16Bf16NN")
-  f = np.ones((64, 64), np.float32)
-  assert lines(f, f).endswith("; launches kSm90DirectMediumF32NN")
-  assert lines(f, f, tf32=False).endswith("; launches kGenericF32F32")
+  # float32 at DEFAULT precision (TF32) whatever the config says (on a GPU
+  # this module's tests run under jax.default_matmul_precision("highest")).
+  f, tf32 = np.ones((64, 64), np.float32), lax.Precision.DEFAULT
+  assert lines(f, f, tf32).endswith("; launches kSm90DirectMediumF32NN")
+  assert lines(f, f, tf32, tf32=False).endswith("; launches kGenericF32F32")
   # A composed ragged call (float32: no grouped kernel) names none: its
   # plain gemm is planned when the call is lowered.
   gs = np.array([10, 20, 30, 4], np.int32)

@@ -12,8 +12,8 @@
 // the checks alone, for a run under compute-sanitizer; --slope: the
 // library's narrow tile and candidates of other stage depths over growing
 // K (what a K stage costs); --narrow: the narrow tile's configurations,
-// checked, then timed beside the wide kernel; --tma: the narrow tile's NN
-// stages by TMA against its cp.async ones; --launchform: the narrow
+// checked, then timed beside the wide kernel; --nnnt M N K: the narrow
+// tile NN, then NT, each launched twice, for ncu; --launchform: the narrow
 // tile launched as the library does and with a cluster attribute of one,
 // each at the driver's and the largest carveout; --stages: the
 // shipped kernel with 6 and 8 pipeline stages, the same).  Build and run:
@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <utility>
@@ -73,20 +74,14 @@ cudaError_t LaunchWithClusterOfOne(const jax_dynoff::kernels::PreparedLaunch& l,
 // an SM only where the driver picks a carveout of 192 KiB or more.  A
 // carveout is the function's for the process, so a candidate that sets
 // one passes its own Cfg type (another instantiation of the kernel).
-// kTma: NN's B through the TMA descriptor (the library's load where the
-// handler gives B's buffer, as Check and Time do), kPromotion its L2
-// fetch size; false: the cp.async stages.
 template <typename Cfg = jax_dynoff::kernels::skinny_narrow::ShippedConfig,
-          bool kAttr = false, int kCarve = -1, bool kTransB = false,
-          bool kTma = true,
-          CUtensorMapL2promotion kPromotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B>
+          bool kAttr = false, int kCarve = -1, bool kTransB = false>
 std::string RunNarrow(const SkinnyLaunch& l) {
   SkinnyLaunch one = l;
   one.split_k = 1;
   jax_dynoff::kernels::PreparedLaunch ready;
   if (std::string r =
-          jax_dynoff::kernels::skinny_narrow::Prepare<T, kTransB, T, Cfg,
-                                                      kTma, kPromotion>(
+          jax_dynoff::kernels::skinny_narrow::Prepare<T, kTransB, T, Cfg>(
               one, &ready);
       !r.empty())
     return r;
@@ -163,8 +158,6 @@ bool Check(int m, int n, int k, int split, float beta, bool tb = false) {
   }
   l.c = Op(cw, ldd);
   l.d = Op(dw, ldd);
-  l.b_buffer = reinterpret_cast<const char*>(b);
-  l.b_buffer_rows = int64_t(3) * kb_rows;
   l.split_k = split;
   l.device = 0;
   l.sm_count = sms;
@@ -519,8 +512,6 @@ void Time(int m, int n, int k, int split, bool tb, bool hot, RunFn run,
   auto gemm = [&](int i) {
     SkinnyLaunch li = l;
     li.b = Op(b + size_t(hot ? 0 : i) * k * n, tb ? k : n);
-    li.b_buffer = reinterpret_cast<const char*>(b);
-    li.b_buffer_rows = int64_t(L) * k * n / (tb ? k : n);
     std::string r = run(li);
     if (!r.empty()) { std::printf("%s\n", r.c_str()); std::exit(1); }
   };
@@ -825,8 +816,7 @@ int main(int argc, char** argv) {
       namespace sn = jax_dynoff::kernels::skinny_narrow;
       using Cfg = sn::ShippedConfig;
       const void* fn =
-          reinterpret_cast<const void*>(
-              &sn::NarrowKernel<T, false, T, Cfg, false>);
+          reinterpret_cast<const void*>(&sn::NarrowKernel<T, false, T, Cfg>);
       CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               Cfg::kBytes));
       int blocks = 0, clusters = 0;
@@ -970,45 +960,35 @@ int main(int argc, char** argv) {
     std::printf("ALL CHECKS OK\n");
     return 0;
   }
-  if (argc > 1 && std::strcmp(argv[1], "--tma") == 0) {
-    // The narrow tile's NN stages loaded by TMA (the library's load where
-    // the handler gives B's buffer) at three L2 fetch sizes, beside its
-    // cp.async stages: checked (B's other layers and pad columns NaN, odd
-    // m, n and K tails), then timed as the table loop runs them (B hot, A's
-    // rows at a table entry, after the loop's counter; one graph an
-    // iteration) and as a stacked loop does (B cold), with the same tile
-    // NT and the wide tile beside them.
-    namespace sn = jax_dynoff::kernels::skinny_narrow;
-    using Cfg = sn::ShippedConfig;
-    const Cand cands[] = {
-        {&RunNarrow<>, "tma_l2_256"},
-        {&RunNarrow<Cfg, false, -1, false, true,
-                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B>, "tma_l2_128"},
-        {&RunNarrow<Cfg, false, -1, false, true,
-                    CU_TENSOR_MAP_L2_PROMOTION_NONE>, "tma_l2_none"},
-        {&RunNarrow<Cfg, false, -1, false, false>, "cpasync_nn"}};
-    if (!CheckUnsplit(cands)) {
-      std::printf("SOME CHECKS FAILED\n");
-      return 1;
-    }
-    const int shapes[][3] = {{8, 2048, 2048}, {16, 4096, 4096}, {8, 4096, 4096},
-                             {16, 4096, 2048}, {8, 512, 1024},  {8, 1536, 1536},
-                             {16, 2048, 2048}, {1, 4096, 4096}, {16, 512, 512},
-                             {8, 4096, 1024}};
-    for (auto& sh : shapes)
+  if (argc > 4 && std::strcmp(argv[1], "--nnnt") == 0) {
+    // The narrow tile at one shape, NN then NT, each launched twice on its
+    // own (the second with B in L2): for ncu, which profiles launches, not
+    // the graphs Time replays (--cache-control none keeps B in L2).
+    const int m = std::atoi(argv[2]), n = std::atoi(argv[3]),
+              k = std::atoi(argv[4]);
+    T *a, *b, *d;
+    CK(cudaMalloc(&a, size_t(m) * k * 2));
+    CK(cudaMalloc(&b, size_t(k) * n * 2));
+    CK(cudaMalloc(&d, size_t(m) * n * 2));
+    Fill<<<256, 256>>>(a, size_t(m) * k, 1);
+    Fill<<<1024, 256>>>(b, size_t(k) * n, 2);
+    SkinnyLaunch l;
+    l.m = m; l.n = n; l.k = k; l.alpha = 1.f; l.beta = 0.f;
+    l.a = Op(a, k);
+    l.c = l.d = Op(d, n);
+    l.sm_count = sms;
+    for (bool tb : {false, true}) {
+      l.b = Op(b, tb ? k : n);  // the same bytes, read as k x n or n x k
       for (int rep = 0; rep < 2; ++rep) {
-        for (int body : {1, 3}) {
-          for (const Cand& c : cands)
-            Time(sh[0], sh[1], sh[2], 0, false, true, c.run, c.name, true, body);
-          Time(sh[0], sh[1], sh[2], 0, true, true,
-               &RunNarrow<Cfg, false, -1, true>, "narrow_nt", true, body);
-          Time(sh[0], sh[1], sh[2], 0, false, true, RunNN, "wide", true, body);
-        }
-        for (const Cand& c : cands)
-          Time(sh[0], sh[1], sh[2], 0, false, false, c.run, c.name, false, 1);
-        Time(sh[0], sh[1], sh[2], 0, false, false, RunNN, "wide", false, 1);
+        const std::string r =
+            tb ? RunNarrow<jax_dynoff::kernels::skinny_narrow::ShippedConfig,
+                           false, -1, true>(l)
+               : RunNarrow<>(l);
+        if (!r.empty()) { std::printf("%s\n", r.c_str()); return 1; }
+        CK(cudaDeviceSynchronize());
       }
-    std::printf("ALL CHECKS OK\n");
+    }
+    std::printf("NNNT DONE\n");
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--narrow") == 0) {

@@ -121,8 +121,6 @@ ffi::Error RunSkinny(const kernels::SkinnyKernelEntry* kernel,
   l.d = MakeSkinnyOperand(P, kD);
   // Without a C read, D stands in (beta = 0: never loaded).
   l.c = P.c_read ? MakeSkinnyOperand(P, kC) : l.d;
-  l.b_buffer = P.base[kB];
-  l.b_buffer_rows = p.op[kB].elements / p.op[kB].ld();
   l.split_k = split;
   kernels::PreparedLaunch ready;
   std::string r = kernel->prepare(l, &ready);

@@ -145,11 +145,6 @@ struct SkinnyLaunch : LaunchCommon {
   int m = 0, n = 0, k = 0;
   int split_k = 1;  // CTAs (one cluster) sharing each column tile's K
   SkinnyOperand a, b, c, d;
-  // B's whole buffer, as b_buffer_rows rows of b.ld elements: what the
-  // narrow tile's TMA descriptor describes (kernels/sm90_skinny_narrow.h);
-  // b.Locate() lies inside it.  nullptr: the kernel loads B by cp.async.
-  const char* b_buffer = nullptr;
-  int64_t b_buffer_rows = 0;
 };
 
 struct PreparedLaunch;  // below
