@@ -29,7 +29,9 @@
 // the shipped kernel on almost no bytes, and a candidate launched as a
 // programmatic dependent (PDL) after the counter and after itself, and the
 // candidate asking L2 for the next layer's weights while it streams its
-// own, at its start or after its main loop):
+// own, at its start or after its main loop; `--hot` the table loop's NN
+// cells where the narrow tile is planned, B hot, the library's narrow tile
+// against every candidate):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/variants.cu -o /tmp/skinny_variants && /tmp/skinny_variants
 #include <cuda_bf16.h>
@@ -42,6 +44,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/sm90_skinny_narrow.h"
 #include "probe_common.h"
 
 using jax_dynoff::kernels::SkinnyLaunch;
@@ -782,11 +785,82 @@ void Floors() {
   cudaFree(so);
 }
 
+// The library's narrow tile (kernels/sm90_skinny_narrow.h), NN, prepared
+// and launched as the handler does.
+std::string RunNarrowNN(const SkinnyLaunch& l) {
+  SkinnyLaunch one = l;
+  one.split_k = 1;
+  jax_dynoff::kernels::PreparedLaunch ready;
+  if (std::string r =
+          jax_dynoff::kernels::skinny_narrow::Prepare<T, false, T>(one, &ready);
+      !r.empty())
+    return r;
+  return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
+}
+
+// --hot: the table loop's cells where the narrow tile is planned (B one
+// weight, hot in L2; NN, as x @ W): the narrow tile against every
+// candidate at every split.  The candidates of 64 columns read B's rows
+// 128 bytes at a time where the narrow tile reads 32, at the price of a
+// K split and its reduction (the narrow NN stage is bound by the L2's
+// request rate: benchmarks/results/2026-12-06-h100-b83e815/).
+void Hot() {
+  const int shapes[][3] = {{8, 2048, 2048}, {16, 2048, 2048}, {8, 1536, 1536},
+                           {16, 512, 1536}, {8, 512, 1024},   {1, 2048, 2048},
+                           {16, 4096, 1536}, {8, 4096, 1024}};
+  for (auto& s : shapes) {
+    const int m = s[0], n = s[1], k = s[2];
+    const double narrow = Time(&RunNarrowNN, m, n, k, 1, false, true);
+    double best = 1e30;
+    char best_name[64] = "";
+    for (const Candidate& c : kCands) {
+      const int tiles = (n + c.bn - 1) / c.bn, ktiles = (k + c.bk - 1) / c.bk;
+      char line[512];
+      int len = std::snprintf(line, sizeof line, "  %-10s", c.name);
+      for (int split : {1, 2, 4, 8, 16, 32}) {
+        if (split > ktiles || tiles * split > 8 * sms) continue;
+        const double us = Time(c.nn, m, n, k, split, false, true);
+        len += std::snprintf(line + len, sizeof line - len, " s%d %.2f",
+                             split, us);
+        if (us > 0 && us < best) {
+          best = us;
+          std::snprintf(best_name, sizeof best_name, "%s split %d (%d CTAs)",
+                        c.name, split, tiles * split);
+        }
+      }
+      std::printf("%s\n", line);
+    }
+    std::printf("HOT NN m=%d n=%d k=%d: narrow %.2f us, best %s %.2f us: "
+                "%.2fx\n", m, n, k, narrow, best_name, best, narrow / best);
+    std::fflush(stdout);
+  }
+}
+
 int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CK(cudaMalloc(&g_red.partials, kPartialFloats * 4));
   CK(cudaMalloc(&g_red.counters, kMaxCounters * 4));
   CK(cudaMemset(g_red.counters, 0, kMaxCounters * 4));
+  if (argc > 1 && std::strcmp(argv[1], "--hot") == 0) {
+    size_t max_b = size_t(4096) * 2048, max_a = size_t(16) * 2048;
+    CK(cudaMalloc(&g_buf.a, max_a * 2));
+    CK(cudaMalloc(&g_buf.b, max_b * 2));
+    CK(cudaMalloc(&g_buf.d, size_t(16) * 4096 * 2));
+    CK(cudaMalloc(&g_buf.ctr, 4));
+    Fill<<<1024, 256>>>(g_buf.a, max_a, 5);
+    Fill<<<1024, 256>>>(g_buf.b, max_b, 6);
+    CK(cudaDeviceSynchronize());
+    bool ok = true;
+    for (const Candidate& c : kCands)
+      for (int split : {1, 4, 16}) {
+        ok &= Check(c.nn, c.name, 13, 1000, 1000, split, 1.5f, false);
+        ok &= Check(c.nn, c.name, 8, 2048, 2048, split, 0.f, false);
+      }
+    std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
+    if (!ok) return 1;
+    Hot();
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "--floors") == 0) {
     CK(cudaMalloc(&g_buf.a, size_t(16) * 4096 * 2));
     CK(cudaMalloc(&g_buf.b, size_t(4096) * 4096 * kLayers * 2));
