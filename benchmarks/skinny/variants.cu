@@ -31,7 +31,8 @@
 // candidate asking L2 for the next layer's weights while it streams its
 // own, at its start or after its main loop; `--hot` the table loop's NN
 // cells where the narrow tile is planned, B hot, the library's narrow tile
-// against every candidate):
+// against every candidate and against the wide tile at 128 and 64 columns
+// a CTA and every cluster size):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/variants.cu -o /tmp/skinny_variants && /tmp/skinny_variants
 #include <cuda_bf16.h>
@@ -40,6 +41,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -798,12 +800,57 @@ std::string RunNarrowNN(const SkinnyLaunch& l) {
   return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
 }
 
+// The library's wide tile (kernels/sm90_skinny.h: K split across a
+// cluster, the partials added in distributed shared memory) with kWarps
+// warps of 32 columns and kStages stages: 4 warps is the shipped tile
+// (128 columns, B's NN rows 256 bytes); 2 warps reads 128-byte rows.
+template <int kWarps, int kStages>
+std::string RunWideW(const SkinnyLaunch& l) {
+  return sk::Run<T, 1, false, kStages, T, sk::NoMarks, kWarps>(l);
+}
+struct Wide {
+  RunFn run;
+  const char* name;
+  int bn;
+};
+const Wide kWides[] = {{&RunWideW<4, 4>, "wide128s4", 128},
+                       {&RunWideW<2, 4>, "wide64s4", 64},
+                       {&RunWideW<2, 6>, "wide64s6", 64},
+                       {&RunWideW<2, 8>, "wide64s8", 64}};
+
 // --hot: the table loop's cells where the narrow tile is planned (B one
 // weight, hot in L2; NN, as x @ W): the narrow tile against every
 // candidate at every split.  The candidates of 64 columns read B's rows
 // 128 bytes at a time where the narrow tile reads 32, at the price of a
 // K split and its reduction (the narrow NN stage is bound by the L2's
 // request rate: benchmarks/results/2026-12-06-h100-b83e815/).
+// One kernel at each of its splits in the hot table loop: prints its line
+// ("s" a split through global memory, "c" a cluster's) and keeps the
+// fastest in *best.
+struct Best {
+  double us = 1e30;
+  char name[64] = "";
+};
+void TimeSplits(RunFn run, const char* name, int bn, int bk,
+                std::initializer_list<int> splits, const char* tag, int m,
+                int n, int k, Best* best) {
+  const int tiles = (n + bn - 1) / bn, ktiles = (k + bk - 1) / bk;
+  char line[512];
+  int len = std::snprintf(line, sizeof line, "  %-10s", name);
+  for (int split : splits) {
+    if (split > ktiles || tiles * split > 8 * sms) continue;
+    const double us = Time(run, m, n, k, split, false, true);
+    len += std::snprintf(line + len, sizeof line - len, " %s%d %.2f", tag,
+                         split, us);
+    if (us > 0 && us < best->us) {
+      best->us = us;
+      std::snprintf(best->name, sizeof best->name, "%s %s%d (%d CTAs)", name,
+                    tag, split, tiles * split);
+    }
+  }
+  std::printf("%s\n", line);
+}
+
 void Hot() {
   const int shapes[][3] = {{8, 2048, 2048}, {16, 2048, 2048}, {8, 1536, 1536},
                            {16, 512, 1536}, {8, 512, 1024},   {1, 2048, 2048},
@@ -811,27 +858,20 @@ void Hot() {
   for (auto& s : shapes) {
     const int m = s[0], n = s[1], k = s[2];
     const double narrow = Time(&RunNarrowNN, m, n, k, 1, false, true);
-    double best = 1e30;
-    char best_name[64] = "";
-    for (const Candidate& c : kCands) {
-      const int tiles = (n + c.bn - 1) / c.bn, ktiles = (k + c.bk - 1) / c.bk;
-      char line[512];
-      int len = std::snprintf(line, sizeof line, "  %-10s", c.name);
-      for (int split : {1, 2, 4, 8, 16, 32}) {
-        if (split > ktiles || tiles * split > 8 * sms) continue;
-        const double us = Time(c.nn, m, n, k, split, false, true);
-        len += std::snprintf(line + len, sizeof line - len, " s%d %.2f",
-                             split, us);
-        if (us > 0 && us < best) {
-          best = us;
-          std::snprintf(best_name, sizeof best_name, "%s split %d (%d CTAs)",
-                        c.name, split, tiles * split);
-        }
-      }
-      std::printf("%s\n", line);
-    }
+    Best best, wide;
+    for (const Candidate& c : kCands)
+      TimeSplits(c.nn, c.name, c.bn, c.bk, {1, 2, 4, 8, 16, 32}, "s", m, n, k,
+                 &best);
     std::printf("HOT NN m=%d n=%d k=%d: narrow %.2f us, best %s %.2f us: "
-                "%.2fx\n", m, n, k, narrow, best_name, best, narrow / best);
+                "%.2fx\n", m, n, k, narrow, best.name, best.us,
+                narrow / best.us);
+    // The wide tile at 128 and 64 columns, at every cluster size.
+    for (const Wide& w : kWides)
+      TimeSplits(w.run, w.name, w.bn, sk::kTileK, {1, 2, 4, 8}, "c", m, n, k,
+                 &wide);
+    std::printf("HOT NN WIDE m=%d n=%d k=%d: narrow %.2f us, best %s %.2f "
+                "us: %.2fx\n", m, n, k, narrow, wide.name, wide.us,
+                narrow / wide.us);
     std::fflush(stdout);
   }
 }
@@ -855,6 +895,12 @@ int main(int argc, char** argv) {
       for (int split : {1, 4, 16}) {
         ok &= Check(c.nn, c.name, 13, 1000, 1000, split, 1.5f, false);
         ok &= Check(c.nn, c.name, 8, 2048, 2048, split, 0.f, false);
+      }
+    for (const Wide& w : kWides)
+      for (int split : {1, 2, 4, 8}) {
+        ok &= Check(w.run, w.name, 13, 1000, 1000, split, 1.5f, false);
+        ok &= Check(w.run, w.name, 8, 2048, 2048, split, 0.f, false);
+        ok &= Check(w.run, w.name, 1, 72, 40, 1, 0.f, false);
       }
     std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
     if (!ok) return 1;

@@ -57,24 +57,31 @@ constexpr int kTileN = kSkinnyTileN;  // columns per CTA (4 warps x 32)
 constexpr int kTileK = kSkinnyTileK;  // K per pipeline stage
 constexpr int kDefaultStages = 4;
 constexpr int kThreads = 128;
+// The shipped tile's warps, 32 columns each.  A probe may instantiate the
+// kernel with fewer (benchmarks/skinny/variants.cu: 2 warps, 64 columns a
+// CTA, B's NN rows 128 bytes); the library's lines all take the default.
+constexpr int kDefaultWarps = kThreads / 32;
+static_assert(kTileN == 32 * kDefaultWarps, "32 columns a warp");
 // The reduction buffer's row padding, in floats: 16 bytes keep its rows'
 // float4 reads aligned and shift the rows of a slot across the banks.
 constexpr int kRedPad = 4;
 // Epilogue chunks (8 columns of a row) a thread handles: a rank owns
 // kM x (kTileN / split) outputs, most at split 1.
-template <int kM>
-constexpr int kEpilogueItems = (kM * (kTileN / 8) + kThreads - 1) / kThreads;
+template <int kM, int kWarps = kDefaultWarps>
+constexpr int kEpilogueItems =
+    (kM * (32 * kWarps / 8) + 32 * kWarps - 1) / (32 * kWarps);
 
 // The pipeline's stages, then the reduction buffer: `split` slots, slot r
 // holding rank r's partial of this rank's kM x (kTileN / split) outputs,
 // rows kTileN / split + kRedPad floats apart, then the mbarrier that
 // counts the bytes arriving there.  Apart from the pipeline, so that a
 // rank may fill an owner's slot while the owner is still in its main loop.
-template <int kMFrags, int kStages>
+template <int kMFrags, int kStages, int kWarps = kDefaultWarps>
 struct Smem {
+  static constexpr int kTileN = 32 * kWarps;  // the CTA's columns
   static constexpr int kM = 16 * kMFrags;
   static constexpr int kAStage = kM * kTileK * 2;      // 128 B per row
-  static constexpr int kBStage = kTileK * kTileN * 2;  // 256 B per row
+  static constexpr int kBStage = kTileK * kTileN * 2;  // 256 B a row shipped
   static constexpr int kPipe = kStages * (kAStage + kBStage);
   // split x kM x (kTileN / split + kRedPad) floats, largest at the
   // largest split.
@@ -258,11 +265,15 @@ struct NoMarks {
 
 // TOut: C's and D's element (T's, or float32).
 template <typename T, int kMFrags, int kStages, bool kTransB,
-          typename TOut = T, typename Marks = NoMarks>
-__global__ void __launch_bounds__(kThreads, 1)
+          typename TOut = T, typename Marks = NoMarks,
+          int kWarps = kDefaultWarps>
+__global__ void __launch_bounds__(32 * kWarps, 1)
     SkinnyKernel(const SkinnyLaunch L) {
-  using Sm = Smem<kMFrags, kStages>;
+  using Sm = Smem<kMFrags, kStages, kWarps>;
   constexpr int kM = Sm::kM;
+  // The CTA's columns and threads (the namespace's kTileN and kThreads at
+  // the default warps).
+  constexpr int kTileN = Sm::kTileN, kThreads = 32 * kWarps;
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int split = L.split_k;  // == the cluster size along x
@@ -302,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int k0 = t * kTileK;
     if constexpr (kTransB) {
 #pragma unroll
-      for (int i = 0; i < kTileN * 8 / kThreads; ++i) {  // B: 128 x 8 chunks
+      for (int i = 0; i < kTileN * 8 / kThreads; ++i) {  // B: kTileN x 8 chunks
         const int q = tid + i * kThreads, row = q >> 3, c = q & 7;
         const int kk = k0 + c * 8, col = n0 + row;
         const bool ok = kk < k_hi && col < L.n;
@@ -310,9 +321,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                   ok ? B + col * ldb + kk : B, ok);
       }
     } else {
+      // A row's 16-byte chunks: 16 shipped (q >> 4, q & 15 below).
+      constexpr int kRowChunks = kTileN / 8,
+                    kRowShift = kRowChunks == 16 ? 4 : kRowChunks == 8 ? 3 : -1;
+      static_assert(kRowShift >= 0, "64 or 128 columns a CTA");
 #pragma unroll
-      for (int i = 0; i < kTileK * 16 / kThreads; ++i) {  // B: 64 x 16 chunks
-        const int q = tid + i * kThreads, row = q >> 4, c = q & 15;
+      for (int i = 0; i < kTileK * kRowChunks / kThreads; ++i) {  // B: 64 rows
+        const int q = tid + i * kThreads, row = q >> kRowShift,
+                  c = q & (kRowChunks - 1);
         const int kk = k0 + row, col = n0 + c * 8;
         const bool ok = kk < k_hi && col < L.n;
         CpAsync16(b_stage(s) + Swz(row, c, kTileN * 2),
@@ -357,9 +373,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // tid is chunk tid + i * kThreads.  C's chunks are read now, their
   // latency under the main loop's.
   const int width = kTileN / split, chunks_per_row = width / 8;
-  float c_pre[kEpilogueItems<kM>][8];
+  float c_pre[kEpilogueItems<kM, kWarps>][8];
 #pragma unroll
-  for (int i = 0; i < kEpilogueItems<kM>; ++i) {
+  for (int i = 0; i < kEpilogueItems<kM, kWarps>; ++i) {
     const int q = tid + i * kThreads, row = q / chunks_per_row;
     const int col = n0 + rank * width + (q % chunks_per_row) * 8;
 #pragma unroll
@@ -452,7 +468,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // This rank's chunks: the slots in rank order, then the epilogue.
 #pragma unroll
-  for (int i = 0; i < kEpilogueItems<kM>; ++i) {
+  for (int i = 0; i < kEpilogueItems<kM, kWarps>; ++i) {
     const int q = tid + i * kThreads, row = q / chunks_per_row;
     const int col = rank * width + (q % chunks_per_row) * 8;
     if (q >= kM * chunks_per_row || row >= L.m || n0 + col >= L.n) continue;
@@ -474,14 +490,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 // The shared memory above 48 KiB needs opting in, once per device (as for
 // the CUTLASS kernels, kernels/run_sm90_gemm.h).
 template <typename T, int kMFrags, int kStages, bool kTransB, typename TOut,
-          typename Marks>
+          typename Marks, int kWarps>
 cudaError_t PrepareOnce(int device) {
   return OncePerDevice(device, [] {
     return cudaFuncSetAttribute(
         reinterpret_cast<const void*>(
-            &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>),
+            &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks, kWarps>),
         cudaFuncAttributeMaxDynamicSharedMemorySize,
-        Smem<kMFrags, kStages>::kBytes);
+        Smem<kMFrags, kStages, kWarps>::kBytes);
   });
 }
 
@@ -490,8 +506,9 @@ cudaError_t PrepareOnce(int device) {
 // PreparedLaunch), skipping the set-up of the call.
 template <typename T, int kMFrags, bool kTransB = false,
           int kStages = kDefaultStages, typename TOut = T,
-          typename Marks = NoMarks>
+          typename Marks = NoMarks, int kWarps = kDefaultWarps>
 std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
+  using Sm = Smem<kMFrags, kStages, kWarps>;
   static_assert(sizeof(SkinnyLaunch) <= kMaxParamBytes,
                 "the kernel's parameter must fit a PreparedLaunch");
   if (l.m < 1 || l.m > 16 * kMFrags || l.n < 1 || l.k < 1)
@@ -499,18 +516,18 @@ std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
   if (l.split_k < 1 || l.split_k > kSkinnyMaxSplit ||
       (l.split_k & (l.split_k - 1)) != 0)
     return "skinny kernel: split must be 1, 2, 4 or 8";
-  if (cudaError_t e =
-          PrepareOnce<T, kMFrags, kStages, kTransB, TOut, Marks>(l.device);
+  if (cudaError_t e = PrepareOnce<T, kMFrags, kStages, kTransB, TOut, Marks,
+                                  kWarps>(l.device);
       e != cudaSuccess)
     return std::string("skinny kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
-  const int tiles = (l.n + kTileN - 1) / kTileN;
+  const int tiles = (l.n + Sm::kTileN - 1) / Sm::kTileN;
   out->fn = reinterpret_cast<const void*>(
-      &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks>);
+      &SkinnyKernel<T, kMFrags, kStages, kTransB, TOut, Marks, kWarps>);
   out->grid = dim3(static_cast<unsigned>(tiles * l.split_k));
-  out->block = dim3(kThreads);
+  out->block = dim3(32 * kWarps);
   out->cluster = dim3(static_cast<unsigned>(l.split_k), 1, 1);
-  out->smem = Smem<kMFrags, kStages>::kBytes;
+  out->smem = Sm::kBytes;
   out->param_bytes = sizeof(SkinnyLaunch);
   std::memcpy(out->params, &l, sizeof(SkinnyLaunch));
   return "";
@@ -519,11 +536,11 @@ std::string Prepare(const SkinnyLaunch& l, PreparedLaunch* out) {
 // Prepare and launch at once (the probes, benchmarks/skinny).
 template <typename T, int kMFrags, bool kTransB = false,
           int kStages = kDefaultStages, typename TOut = T,
-          typename Marks = NoMarks>
+          typename Marks = NoMarks, int kWarps = kDefaultWarps>
 std::string Run(const SkinnyLaunch& l) {
   PreparedLaunch ready;
   if (std::string r =
-          Prepare<T, kMFrags, kTransB, kStages, TOut, Marks>(l, &ready);
+          Prepare<T, kMFrags, kTransB, kStages, TOut, Marks, kWarps>(l, &ready);
       !r.empty())
     return r;
   const std::string r = LaunchPrepared(ready, l.stream);
