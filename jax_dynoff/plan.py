@@ -540,20 +540,29 @@ def launch_choice(spec: GemmSpec, *, sm90_device: bool = True,
       bool(ab_ws_aligned)))
 
 
+def sm90_kernels_built() -> bool:
+  """Whether this build's CUDA handler has its sm_90a kernels (the build
+  info's "sm90=yes", ffi/cuda/registry.cu); a build without CUDA answers
+  for the CUDA build its plans describe: True."""
+  info = _ext.cuda_build_info()
+  return info is None or "; sm90=yes" in str(info)
+
+
 def explain(spec: GemmSpec) -> str:
   """One line: the planned path and why (for generic, why not SM90), then
   the catalogue kernel the CUDA handler launches for it on `device()`,
-  from a build with its sm_90a kernels, every buffer base 16-byte aligned
-  (`launch_choice`, the one choice function).  KernelOptions that act at
-  run time (sm90=False, tf32=False, direct=False, skinny=False) leave the
-  plan as it is and show in that kernel.  A call with ragged windows
-  that is composed (XLA window ops around one plain gemm, planned when it
-  is lowered) names no kernel."""
+  from this build (`sm90_kernels_built`), every buffer base 16-byte
+  aligned (`launch_choice`, the one choice function).  KernelOptions that
+  act at run time (sm90=False, tf32=False, direct=False, skinny=False)
+  leave the plan as it is and show in that kernel.  A call with ragged
+  windows that is composed (XLA window ops around one plain gemm, planned
+  when it is lowered) names no kernel."""
   a = _planned(spec)
   line = str(a["explain"])
   if spec.ragged and a["path"] != "sm90_grouped":  # composed (lowering.py)
     return line
-  choice = launch_choice(spec, sm90_device=device()[1:] == (9, 0))
+  choice = launch_choice(spec, sm90_device=device()[1:] == (9, 0),
+                         sm90_built=sm90_kernels_built())
   if choice["error"]:
     return f"{line}; cannot run: {choice['error']}"
   return f"{line}; launches {choice['kernel']}"
