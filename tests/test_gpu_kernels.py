@@ -31,6 +31,7 @@ from jax import lax
 import jax_dynoff as dyn
 from checks import bits, ref_highest, run_logged
 from jax_dynoff import plan as plan_lib
+from strategies import clamp_start
 from jax_dynoff.options import KernelOptions
 from jax_dynoff.spec import GemmSpec, WinSpec
 
@@ -794,9 +795,9 @@ def _skinny_case(case, dt, opts=None, tb=False, out_dt=None):
   # B outside its window (the layer the start selects, rows 16.., columns
   # 8..): NaN, so a kernel that lets an element past the window's K into a
   # sum (0 * NaN is NaN, where a zero A would hide a finite one) fails.
+  rows, cols = (n, k) if tb else (k, n)
   keep = np.zeros(b.shape, bool)
-  layer = min(max(sb + 3 if sb < 0 else sb, 0), 2)  # lax.dynamic_slice's
-  keep[layer, 16:16 + (n if tb else k), 8:8 + (k if tb else n)] = True
+  keep[clamp_start(sb, b.shape[0], 1), 16:16 + rows, 8:8 + cols] = True
   b = jnp.where(keep, b, jnp.nan).astype(dt)
   c = _rand(ks[2], (m, n), out_dt) if cmode == "own" else None
   out = jnp.full((m + 40, n + 16), jnp.nan, out_dt)

@@ -645,15 +645,14 @@ def test_explain_asks_the_build_for_its_sm90_kernels(monkeypatch):
   """explain names the kernel this build launches: a CUDA build without
   its sm_90a kernels runs the generic one (launch_choice), and the build
   info says which build this is."""
-  from jax_dynoff import plan
-  info = plan._ext.cuda_build_info()  # pylint: disable=protected-access
+  info = plan_lib._ext.cuda_build_info()  # pylint: disable=protected-access
   if info is not None:  # the token sm90_kernels_built reads
     assert ("; sm90=yes" in info) != ("; sm90=no" in info), info
   x, w = np.ones((2048, 2048), BF16), np.ones((2048, 2048), BF16)
   line = lambda: dyn.explain(lambda x, w: dyn.gemm(x, w), x, w)[0]
-  monkeypatch.setattr(plan, "sm90_kernels_built", lambda: True)
+  monkeypatch.setattr(plan_lib, "sm90_kernels_built", lambda: True)
   assert line().endswith("; launches kSm90DirectWideBf16NN"), line()
-  monkeypatch.setattr(plan, "sm90_kernels_built", lambda: False)
+  monkeypatch.setattr(plan_lib, "sm90_kernels_built", lambda: False)
   assert line().endswith("; launches kGenericBf16Bf16"), line()
 
 
