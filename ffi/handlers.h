@@ -29,6 +29,9 @@ void* CudaGemmStateTypeInfo();
 // Free-form description of the CUDA build (architectures, kernels), for
 // jax_dynoff.build_info().
 const char* CudaBuildInfo();
+// Whether this build holds its sm_90a kernels (the choice function's
+// sm90_built), for plan.sm90_kernels_built.
+bool CudaSm90Built();
 #endif
 
 }  // namespace jax_dynoff

@@ -467,6 +467,13 @@ NB_MODULE(_jax_dynoff, m) {
     return false;
 #endif
   });
+  m.def("cuda_sm90_built", []() -> nb::object {
+#ifdef JAX_DYNOFF_WITH_CUDA
+    return nb::bool_(jax_dynoff::CudaSm90Built());
+#else
+    return nb::none();
+#endif
+  });
   m.def("cuda_build_info", []() -> nb::object {
 #ifdef JAX_DYNOFF_WITH_CUDA
     return nb::str(jax_dynoff::CudaBuildInfo());

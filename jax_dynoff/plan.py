@@ -541,11 +541,11 @@ def launch_choice(spec: GemmSpec, *, sm90_device: bool = True,
 
 
 def sm90_kernels_built() -> bool:
-  """Whether this build's CUDA handler has its sm_90a kernels (the build
-  info's "sm90=yes", ffi/cuda/registry.cu); a build without CUDA answers
-  for the CUDA build its plans describe: True."""
-  info = _ext.cuda_build_info()
-  return info is None or "; sm90=yes" in str(info)
+  """Whether this build's CUDA handler has its sm_90a kernels (the flag
+  the choice function reads, ffi/cuda/registry.cu Sm90Built); a build
+  without CUDA answers for the CUDA build its plans describe: True."""
+  built = _ext.cuda_sm90_built()
+  return True if built is None else bool(built)
 
 
 def explain(spec: GemmSpec) -> str:

@@ -645,9 +645,12 @@ def test_explain_asks_the_build_for_its_sm90_kernels(monkeypatch):
   """explain names the kernel this build launches: a CUDA build without
   its sm_90a kernels runs the generic one (launch_choice), and the build
   info says which build this is."""
-  info = plan_lib._ext.cuda_build_info()  # pylint: disable=protected-access
-  if info is not None:  # the token sm90_kernels_built reads
-    assert ("; sm90=yes" in info) != ("; sm90=no" in info), info
+  ext = plan_lib._ext  # pylint: disable=protected-access
+  built, info = ext.cuda_sm90_built(), ext.cuda_build_info()
+  assert (built is None) == (info is None), (built, info)
+  if info is not None:  # the flag and the build info's words agree
+    assert ("; sm90=yes" if built else "; sm90=no") in info, (built, info)
+    assert plan_lib.sm90_kernels_built() is built
   x, w = np.ones((2048, 2048), BF16), np.ones((2048, 2048), BF16)
   line = lambda: dyn.explain(lambda x, w: dyn.gemm(x, w), x, w)[0]
   monkeypatch.setattr(plan_lib, "sm90_kernels_built", lambda: True)

@@ -393,5 +393,6 @@ void* CudaGemmStateTypeInfo() {
 }
 
 const char* CudaBuildInfo() { return cuda::BuildInfo(); }
+bool CudaSm90Built() { return cuda::Sm90Built(); }
 
 }  // namespace jax_dynoff
