@@ -167,7 +167,7 @@ enum class GroupedTile : int64_t { kMedium = 0, kWide, kSmallGroups };
 inline constexpr int kNumGroupedTiles = 3;
 
 // The skinny path's tiles, in options.py SKINNY_TILES' order: kWide
-// (kernels/sm90_skinny.h: 128 columns a CTA, K split across a cluster)
+// (kernels/sm90_skinny.h: 64 columns a CTA, K split across a cluster)
 // and kNarrow (kernels/sm90_skinny_narrow.h: 16 columns a CTA over all of
 // K, no cluster).  plan.h SkinnyTileChoice picks one.
 enum class SkinnyTile : int64_t { kWide = 0, kNarrow };

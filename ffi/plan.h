@@ -37,16 +37,26 @@ inline constexpr int64_t DirectSplitKWorkspace(int64_t m, int64_t n) {
 
 // The skinny kernel's column tile and K stage (kernels/sm90_skinny.h), and
 // its split of K: the most CTAs per column tile (a power of two, at most a
-// portable cluster of 8) that keeps the CTAs within one wave of SMs and
-// gives each rank two or more K stages.  n = k = 4096 on 132 SMs: 32 tiles
-// x 4, faster there than 2 or 8 (benchmarks/skinny/probe.cu).
-inline constexpr int kSkinnyTileN = 128, kSkinnyTileK = 64;
+// portable cluster of 8) that keeps the CTAs within one wave of
+// kSkinnyCtasPerSm CTAs an SM and gives each rank two or more K stages.
+// n = k = 4096 on 132 SMs: 64 tiles x 4 = 256 CTAs, faster there than 2
+// or 8, hot or cold.  64 columns a CTA (2 warps), where 128 (4 warps, one
+// CTA an SM) was the tile before: at the same cluster size, the 64-column
+// tile was 2-7% faster (geometric mean 4%) in all 40 cases timed where
+// the wide tile is planned: 10 shapes with m = 1-16, n = 1024-4096, K =
+// 2048-4096, NN and NT, B hot in L2 and streamed (on an H100,
+// benchmarks/skinny/variants.cu --wide,
+// benchmarks/results/2026-12-06-h100-e5738be/).
+inline constexpr int kSkinnyTileN = 64, kSkinnyTileK = 64;
 inline constexpr int kSkinnyMaxSplit = 8;
+inline constexpr int kSkinnyCtasPerSm = 2;
 inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
   const int64_t tiles = (n + kSkinnyTileN - 1) / kSkinnyTileN;
   const int64_t k_tiles = (k + kSkinnyTileK - 1) / kSkinnyTileK;
   int s = 1;
-  while (s < kSkinnyMaxSplit && tiles * s * 2 <= sms && k_tiles >= 4 * s)
+  while (s < kSkinnyMaxSplit &&
+         tiles * s * 2 <= int64_t{kSkinnyCtasPerSm} * sms &&
+         k_tiles >= 4 * s)
     s *= 2;
   return s;
 }

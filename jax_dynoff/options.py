@@ -61,7 +61,7 @@ class KernelOptions:
                  path's own tile, or "split_k") where its rules hold.
   skinny:        False runs the tiny tile where the skinny (m <= 16) kernel
                  would run.
-  skinny_tile:   forces the skinny kernel's tile: "wide" (128 columns a
+  skinny_tile:   forces the skinny kernel's tile: "wide" (64 columns a
                  CTA, K split across a cluster: planned where K is long)
                  or "narrow" (16 columns a CTA over all of K, no cluster:
                  planned where K is short); None: the planner's rule.

@@ -68,7 +68,7 @@ Paths (enum Path in ffi/gemm_problem.h):
   the time is streaming B and the wgmma tiles (64 rows or more) waste most
   of their work: one launch of the skinny kernel, of one of two tiles
   (`skinny_tile`; ``KernelOptions(skinny_tile=...)`` forces one): "wide"
-  (ffi/kernels/sm90_skinny.h: mma.sync, 128-column CTAs, each column
+  (ffi/kernels/sm90_skinny.h: mma.sync, 64-column CTAs, each column
   tile's K shared by the CTAs of one cluster, reduced in distributed
   shared memory in a fixed order) where K is long, else "narrow"
   (ffi/kernels/sm90_skinny_narrow.h: 16-column CTAs over all of K, their
@@ -189,7 +189,7 @@ DIRECT_TILE_PATHS = dict(_TABLES["direct_tile_paths"])
 # The grouped kernel's tiles (ragged windows): tile -> (tile m, tile n);
 # m is the granule each item's rows are padded to.
 GROUPED_TILES = {k: tuple(v) for k, v in _TABLES["grouped_tiles"].items()}
-# The skinny path's tiles ("wide": 128 columns a CTA, K split across a
+# The skinny path's tiles ("wide": 64 columns a CTA, K split across a
 # cluster; "narrow": 16 columns a CTA over all of K), and where the narrow
 # one is planned (ffi/plan.h SkinnyTileChoice): K <= SKINNY_NARROW_MAX_K,
 # or K <= SKINNY_NARROW_LONG_MAX_K where n <= SKINNY_NARROW_LONG_MAX_N.
@@ -443,11 +443,12 @@ def skinny_reasons(spec: GemmSpec) -> list[str]:
 
 
 def skinny_split(spec: GemmSpec, sms: Optional[int] = None) -> int:
-  """CTAs (one cluster) sharing each 128-column tile's K, as the handler
+  """CTAs (one cluster) sharing each 64-column tile's K, as the handler
   splits (SkinnySplit in ffi/plan.h): the most, a power of two up to 8,
-  whose CTAs (tiles x split) fit one wave of `sms` SMs (default: the
-  device's) and each get two or more 64-deep K stages; n = k = 4096 on 132
-  SMs: 32 tiles x 4 (measured fastest of 2, 4, 8 on an H200)."""
+  whose CTAs (tiles x split) fit one wave of two CTAs on each of `sms`
+  SMs (default: the device's) and each get two or more 64-deep K stages;
+  n = k = 4096 on 132 SMs: 64 tiles x 4 (faster than 2 or 8, hot and
+  cold, on an H100)."""
   if sms is None:
     return int(answer(spec)["skinny_split"])
   return int(_ext.skinny_split(spec.n, spec.k, sms))

@@ -759,11 +759,11 @@ def test_skinny_plan():
 
 
 @pytest.mark.parametrize("m,n,k,want", [
-    (16, 4096, 4096, 4),    # 32 column tiles x 4 = 128 CTAs
-    (13, 1000, 1000, 8),    # 8 tiles, 16 K stages: 2 each
+    (16, 4096, 4096, 4),    # 64 column tiles x 4 = 256 CTAs, two an SM
+    (13, 1000, 1000, 8),    # 16 tiles, 16 K stages: 2 each
     (1, 136, 72, 1),        # 2 K stages: no split
-    (5, 8192, 512, 2),      # 64 tiles
-    (7, 14336, 4104, 1),    # 112 tiles: one wave already
+    (5, 8192, 512, 2),      # 128 tiles
+    (7, 14336, 4104, 1),    # 224 tiles: within two an SM already
 ])
 def test_skinny_split(m, n, k, want):
   assert plan_lib.skinny_split(_spec(m=m, n=n, k=k)) == want
@@ -815,7 +815,7 @@ def _skinny_case(case, dt, opts=None, tb=False, out_dt=None):
              jnp.int32(16))
 
 
-# Both skinny tiles on every case: the wide one (128 columns a CTA, K
+# Both skinny tiles on every case: the wide one (64 columns a CTA, K
 # split across a cluster) and the narrow one (16 columns a CTA over all of
 # K), each forced.
 SKINNY_TILES = ("wide", "narrow")
@@ -982,7 +982,7 @@ def test_skinny_kernel_ran():
 def test_skinny_narrow_kernel_ran():
   """K = 512: the narrow skinny tile runs where planned, unsplit, B
   transposed or not; skinny_tile="wide" runs the wide one at its split
-  (32 column tiles x 4 on 132 SMs; 4 wherever 128 CTAs fit)."""
+  (64 column tiles x 4 on 132 SMs; 4 wherever 256 CTAs fit)."""
   for tb in (False, True):
     script = _layer_script(13, k=512, tb=tb)
     out, lines = _run_script(script)

@@ -32,7 +32,8 @@
 // own, at its start or after its main loop; `--hot` the table loop's NN
 // cells where the narrow tile is planned, B hot, the library's narrow tile
 // against every candidate and against the wide tile at 128 and 64 columns
-// a CTA and every cluster size):
+// a CTA and every cluster size; `--wide` the cells where the wide tile is
+// planned, NN and NT, hot and cold, at 128 and 64 columns):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/variants.cu -o /tmp/skinny_variants && /tmp/skinny_variants
 #include <cuda_bf16.h>
@@ -804,9 +805,9 @@ std::string RunNarrowNN(const SkinnyLaunch& l) {
 // cluster, the partials added in distributed shared memory) with kWarps
 // warps of 32 columns and kStages stages: 4 warps is the shipped tile
 // (128 columns, B's NN rows 256 bytes); 2 warps reads 128-byte rows.
-template <int kWarps, int kStages>
+template <int kWarps, int kStages, bool kTransB = false>
 std::string RunWideW(const SkinnyLaunch& l) {
-  return sk::Run<T, 1, false, kStages, T, sk::NoMarks, kWarps>(l);
+  return sk::Run<T, 1, kTransB, kStages, T, sk::NoMarks, kWarps>(l);
 }
 struct Wide {
   RunFn run;
@@ -876,6 +877,49 @@ void Hot() {
   }
 }
 
+// --wide: the cells where the wide tile is planned (plan.h
+// SkinnyTileChoice: K past the narrow tile's bound), NN and NT, B hot (the
+// table loop) and cold (a new layer each call, the stacked loop): the
+// shipped tile at the planner's split ("shipped") against the kernel at
+// 128 columns (4 warps; 256-byte NN rows) and at 64 (2 warps; 128-byte
+// rows), 4 and 6 stages, at every cluster size.  Its first run, with 128
+// columns shipped, had 64 faster at the same cluster size in all 40 cases
+// (benchmarks/results/2026-12-06-h100-e5738be/variants_wide.txt), so the
+// library's wide tile is 64 columns since.
+const Wide kWidesNT[] = {{&RunWideW<4, 4, true>, "wide128s4", 128},
+                         {&RunWideW<2, 4, true>, "wide64s4", 64},
+                         {&RunWideW<2, 6, true>, "wide64s6", 64}};
+void WideCells() {
+  const int shapes[][3] = {{16, 4096, 4096}, {8, 4096, 4096}, {1, 4096, 4096},
+                           {16, 4096, 2048}, {8, 4096, 2048}, {16, 2048, 4096},
+                           {8, 2048, 3072},  {16, 1024, 4096}, {16, 4096, 3072},
+                           {8, 1536, 4096}};
+  for (auto& s : shapes) {
+    const int m = s[0], n = s[1], k = s[2], s0 = SkinnySplit(n, k, sms);
+    for (bool tb : {false, true})
+      for (bool hot : {true, false}) {
+        const double shipped =
+            Time(tb ? &RunShippedNT : &RunShippedNN, m, n, k, s0, tb, hot);
+        std::printf("WIDE %s %s m=%d n=%d k=%d: shipped c%d %.2f us\n",
+                    tb ? "NT" : "NN", hot ? "hot" : "cold", m, n, k, s0,
+                    shipped);
+        for (int i = 0; i < 3; ++i) {  // not the 8-stage NN one
+          const Wide& w = tb ? kWidesNT[i] : kWides[i];
+          char line[256];
+          int len = std::snprintf(line, sizeof line, "  %-10s", w.name);
+          const int tiles = (n + w.bn - 1) / w.bn;
+          for (int split : {1, 2, 4, 8}) {
+            if (split > k / sk::kTileK || tiles * split > 8 * sms) continue;
+            len += std::snprintf(line + len, sizeof line - len, " c%d %.2f",
+                                 split, Time(w.run, m, n, k, split, tb, hot));
+          }
+          std::printf("%s\n", line);
+        }
+        std::fflush(stdout);
+      }
+  }
+}
+
 int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CK(cudaMalloc(&g_red.partials, kPartialFloats * 4));
@@ -905,6 +949,29 @@ int main(int argc, char** argv) {
     std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
     if (!ok) return 1;
     Hot();
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--wide") == 0) {
+    const size_t max_b = size_t(4096) * 4096, max_a = size_t(16) * 4096;
+    CK(cudaMalloc(&g_buf.a, max_a * 2));
+    CK(cudaMalloc(&g_buf.b, max_b * kLayers * 2));
+    CK(cudaMalloc(&g_buf.d, size_t(16) * 4096 * 2));
+    CK(cudaMalloc(&g_buf.ctr, 4));
+    Fill<<<1024, 256>>>(g_buf.a, max_a, 5);
+    Fill<<<1024, 256>>>(g_buf.b, max_b * kLayers, 6);
+    CK(cudaDeviceSynchronize());
+    bool ok = true;
+    for (const Wide* set : {kWides, kWidesNT})
+      for (int i = 0; i < 3; ++i)
+        for (int split : {1, 2, 4, 8}) {
+          const bool tb = set == kWidesNT;
+          ok &= Check(set[i].run, set[i].name, 13, 1000, 1000, split, 1.5f, tb);
+          ok &= Check(set[i].run, set[i].name, 16, 4096, 4096, split, 0.f, tb);
+          ok &= Check(set[i].run, set[i].name, 5, 136, 2056, split, 1.f, tb);
+        }
+    std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
+    if (!ok) return 1;
+    WideCells();
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--floors") == 0) {

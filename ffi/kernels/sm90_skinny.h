@@ -4,10 +4,10 @@
 // one CTA per output tile, too few to pull B at the HBM rate (the 64x64
 // direct tile at m = 16: docs/design.md, small problems).
 //
-// Each CTA (4 warps, 128 columns: 32 per warp) owns one column tile and a
+// Each CTA (2 warps, 64 columns: 32 per warp) owns one column tile and a
 // K range; the `split` CTAs of a column tile form one thread-block cluster
 // and add their float32 partials through distributed shared memory, each
-// rank owning 128 / split of the columns: every rank pushes its partial of
+// rank owning 64 / split of the columns: every rank pushes its partial of
 // those columns into the owner's reduction buffer (one slot per rank) with
 // st.async, which counts the bytes on the owner's mbarrier; the owner
 // waits for its own barrier alone, adds its slots in rank order
@@ -16,13 +16,16 @@
 // for 16x512x512 with the loop's counter; benchmarks/skinny/phases.cu
 // times the phases).
 // So a layer is one launch, with no workspace and no memset, and for
-// n = 4096 it runs 32 column tiles x 4 ranks = 128 CTAs, each streaming a
-// 1024 x 128 slab of B through a 4-stage cp.async pipeline (64 KiB in
-// flight per SM) into mma.sync m16n8k16 (bfloat16 / float16, float32
-// accumulation).
+// n = 4096 it runs 64 column tiles x 4 ranks = 256 CTAs, two an SM, each
+// streaming a 1024 x 64 slab of B through a 4-stage cp.async pipeline
+// into mma.sync m16n8k16 (bfloat16 / float16, float32 accumulation).
+// 64 columns a CTA, not 128: B's NN rows are then 128 bytes, one L2 line,
+// and twice the CTAs keep as many bytes in flight; at the same cluster
+// size the 128-column tile (4 warps) was 2-7% slower wherever this tile
+// is planned (plan.h SkinnySplit says where that was measured).
 //
 // B is row-major k x n (NN), or with kTransB row-major n x k, K
-// contiguous (NT: x @ W^T, the gradient of x @ W): its stage is then 128
+// contiguous (NT: x @ W^T, the gradient of x @ W): its stage is then 64
 // rows of output columns, 64 K each, and plain ldmatrix reads the mma's
 // column-major B fragments where NN's needs the transposing one.
 //
@@ -53,13 +56,14 @@ namespace jax_dynoff {
 namespace kernels {
 namespace skinny {
 
-constexpr int kTileN = kSkinnyTileN;  // columns per CTA (4 warps x 32)
+constexpr int kTileN = kSkinnyTileN;  // columns per CTA (2 warps x 32)
 constexpr int kTileK = kSkinnyTileK;  // K per pipeline stage
 constexpr int kDefaultStages = 4;
-constexpr int kThreads = 128;
+constexpr int kThreads = 64;
 // The shipped tile's warps, 32 columns each.  A probe may instantiate the
-// kernel with fewer (benchmarks/skinny/variants.cu: 2 warps, 64 columns a
-// CTA, B's NN rows 128 bytes); the library's lines all take the default.
+// kernel with more (benchmarks/skinny/variants.cu: 4 warps, 128 columns a
+// CTA, the tile before this one); the library's lines all take the
+// default.
 constexpr int kDefaultWarps = kThreads / 32;
 static_assert(kTileN == 32 * kDefaultWarps, "32 columns a warp");
 // The reduction buffer's row padding, in floats: 16 bytes keep its rows'
@@ -81,7 +85,7 @@ struct Smem {
   static constexpr int kTileN = 32 * kWarps;  // the CTA's columns
   static constexpr int kM = 16 * kMFrags;
   static constexpr int kAStage = kM * kTileK * 2;      // 128 B per row
-  static constexpr int kBStage = kTileK * kTileN * 2;  // 256 B a row shipped
+  static constexpr int kBStage = kTileK * kTileN * 2;  // 128 B a row shipped
   static constexpr int kPipe = kStages * (kAStage + kBStage);
   // split x kM x (kTileN / split + kRedPad) floats, largest at the
   // largest split.
@@ -321,7 +325,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
                   ok ? B + col * ldb + kk : B, ok);
       }
     } else {
-      // A row's 16-byte chunks: 16 shipped (q >> 4, q & 15 below).
+      // A row's 16-byte chunks: 8 shipped (q >> 3, q & 7 below).
       constexpr int kRowChunks = kTileN / 8,
                     kRowShift = kRowChunks == 16 ? 4 : kRowChunks == 8 ? 3 : -1;
       static_assert(kRowShift >= 0, "64 or 128 columns a CTA");

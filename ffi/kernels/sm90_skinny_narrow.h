@@ -4,7 +4,7 @@
 // through shared memory at the end.  No cluster, no split of K across
 // CTAs, no workspace: one launch whose CTAs never wait for each other.
 //
-// Why beside the wide tile (kernels/sm90_skinny.h: 128 columns a CTA, K
+// Why beside the wide tile (kernels/sm90_skinny.h: 64 columns a CTA, K
 // split across a cluster): where K is short the wide tile's cluster
 // reduction is most of the call.  At K = 512 it splits K over a cluster of
 // 4, two 64-deep stages a CTA, and this tile is about 1 us (20%) faster
