@@ -1,9 +1,10 @@
 // Candidate shapes for the skinny GEMM (m <= 16) against the shipped kernel
-// (ffi/kernels/sm90_skinny.h: 128-column CTAs of 4 warps, 64-deep K
+// (ffi/kernels/sm90_skinny.h: 64-column CTAs of 2 warps, 64-deep K
 // stages, 4 stages, K split across a thread-block cluster that adds its
-// partials through distributed shared memory).
+// partials through distributed shared memory; 128-column CTAs of 4 warps
+// until --wide below found 64 faster).
 //
-// Why: under ncu on the stacked case 8 x 2048 x 2048 the shipped kernel
+// Why: under ncu on the stacked case 8 x 2048 x 2048 the then shipped kernel
 // (128 CTAs, 74 KiB each, clusters of 8) ran 10.75 us where XLA's Triton
 // GEMM (256 CTAs of 128 threads, 18 KiB, no cluster, its split-K partials
 // added by a second kernel) ran 7.17 us.  The candidates here have no
