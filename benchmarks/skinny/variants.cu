@@ -34,7 +34,8 @@
 // cells where the narrow tile is planned, B hot, the library's narrow tile
 // against every candidate and against the wide tile at 128 and 64 columns
 // a CTA and every cluster size; `--wide` the cells where the wide tile is
-// planned, NN and NT, hot and cold, at 128 and 64 columns):
+// planned, NN and NT, hot and cold, at 128 and 64 columns; `--rule` both
+// tiles around the tile rule's bounds):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/variants.cu -o /tmp/skinny_variants && /tmp/skinny_variants
 #include <cuda_bf16.h>
@@ -789,18 +790,21 @@ void Floors() {
   cudaFree(so);
 }
 
-// The library's narrow tile (kernels/sm90_skinny_narrow.h), NN, prepared
-// and launched as the handler does.
-std::string RunNarrowNN(const SkinnyLaunch& l) {
+// The library's narrow tile (kernels/sm90_skinny_narrow.h), NN or NT,
+// prepared and launched as the handler does.
+template <bool kTransB>
+std::string RunNarrow(const SkinnyLaunch& l) {
   SkinnyLaunch one = l;
   one.split_k = 1;
   jax_dynoff::kernels::PreparedLaunch ready;
   if (std::string r =
-          jax_dynoff::kernels::skinny_narrow::Prepare<T, false, T>(one, &ready);
+          jax_dynoff::kernels::skinny_narrow::Prepare<T, kTransB, T>(one,
+                                                                    &ready);
       !r.empty())
     return r;
   return jax_dynoff::kernels::LaunchPrepared(ready, one.stream);
 }
+std::string RunNarrowNN(const SkinnyLaunch& l) { return RunNarrow<false>(l); }
 
 // The library's wide tile (kernels/sm90_skinny.h: K split across a
 // cluster, the partials added in distributed shared memory) with kWarps
@@ -921,6 +925,35 @@ void WideCells() {
   }
 }
 
+// --rule: the two skinny tiles side by side around the tile rule's
+// bounds (plan.h SkinnyTileChoice: narrow where K <= 1536, or K <= 2048
+// with n <= 2048), each as the handler launches it (the wide one at the
+// planner's split), NN and NT, B hot and cold.  The rule was measured
+// against the 128-column wide tile; this retakes it with the 64-column
+// one.  A line a case: both times and which the rule plans.
+void RuleCells() {
+  for (int m : {1, 8, 16})
+    for (int n : {1536, 2048, 3072, 4096, 8192})
+      for (int k : {1024, 1536, 2048, 3072})
+        for (bool tb : {false, true})
+          for (bool hot : {true, false}) {
+            const int s0 = SkinnySplit(n, k, sms);
+            const double narrow = Time(tb ? &RunNarrow<true> : &RunNarrow<false>,
+                                       m, n, k, 1, tb, hot);
+            const double wide = Time(tb ? &RunShippedNT : &RunShippedNN, m, n,
+                                     k, s0, tb, hot);
+            const bool planned_narrow =
+                jax_dynoff::kernels::SkinnyTileChoice(n, k) ==
+                jax_dynoff::SkinnyTile::kNarrow;
+            std::printf("RULE %s %-4s m=%d n=%d k=%d: narrow %.2f wide c%d "
+                        "%.2f us: narrow/wide %.3f, planned %s\n",
+                        tb ? "NT" : "NN", hot ? "hot" : "cold", m, n, k,
+                        narrow, s0, wide, narrow / wide,
+                        planned_narrow ? "narrow" : "wide");
+            std::fflush(stdout);
+          }
+}
+
 int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CK(cudaMalloc(&g_red.partials, kPartialFloats * 4));
@@ -973,6 +1006,26 @@ int main(int argc, char** argv) {
     std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
     if (!ok) return 1;
     WideCells();
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--rule") == 0) {
+    const size_t max_b = size_t(8192) * 3072, max_a = size_t(16) * 3072;
+    CK(cudaMalloc(&g_buf.a, max_a * 2));
+    CK(cudaMalloc(&g_buf.b, max_b * kLayers * 2));
+    CK(cudaMalloc(&g_buf.d, size_t(16) * 8192 * 2));
+    CK(cudaMalloc(&g_buf.ctr, 4));
+    Fill<<<1024, 256>>>(g_buf.a, max_a, 5);
+    Fill<<<1024, 256>>>(g_buf.b, max_b * kLayers, 6);
+    CK(cudaDeviceSynchronize());
+    bool ok = true;
+    for (bool tb : {false, true}) {
+      const RunFn narrow = tb ? &RunNarrow<true> : &RunNarrow<false>;
+      ok &= Check(narrow, "narrow", 13, 1000, 1000, 1, 1.5f, tb);
+      ok &= Check(narrow, "narrow", 16, 4096, 2048, 1, 0.f, tb);
+    }
+    std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
+    if (!ok) return 1;
+    RuleCells();
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--floors") == 0) {
