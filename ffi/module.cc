@@ -328,11 +328,15 @@ nb::dict PlannerTables() {
   for (int t = 0; t < kNumSkinnyTiles; ++t)
     skinny_tiles.append(SkinnyTileName(static_cast<SkinnyTile>(t)));
   d["skinny_tiles"] = nb::tuple(skinny_tiles);
-  // The skinny path's narrow tile up to this K, and up to the second
-  // where n is at most the third (plan.h SkinnyTileChoice).
+  // The skinny path's narrow tile (plan.h SkinnyTileChoice), where its
+  // n / 16 CTAs fit one wave at the fifth an SM: NN up to the first K,
+  // and up to the second where n is at most the third; NT up to the
+  // fourth.
   d["skinny_narrow_max_k"] = kernels::kSkinnyNarrowMaxK;
   d["skinny_narrow_long_max_k"] = kernels::kSkinnyNarrowLongMaxK;
   d["skinny_narrow_long_max_n"] = kernels::kSkinnyNarrowLongMaxN;
+  d["skinny_narrow_nt_max_k"] = kernels::kSkinnyNarrowNtMaxK;
+  d["skinny_narrow_ctas_per_sm"] = kernels::kSkinnyNarrowCtasPerSm;
   // The small-group weight-gradient kernel's bound on a call's mean rows
   // per item (plan.h SmallGroupRows).
   d["small_group_max_mean_rows"] = kernels::kSmallGroupMaxMeanRows;

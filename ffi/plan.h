@@ -63,12 +63,13 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
 
 // The skinny path's narrow tile (kernels/sm90_skinny_narrow.h): 16
 // columns a CTA over all of K, no cluster.  SkinnyTileChoice: the narrow
-// tile where K <= kSkinnyNarrowMaxK, or K <= kSkinnyNarrowLongMaxK where n
-// <= kSkinnyNarrowLongMaxN (n / 16 CTAs, one wave at one CTA an SM on 132
-// SMs), else the wide one.  Where K is short the wide tile's cluster
+// tile where its CTAs fit one wave and, B not transposed (NN), K <=
+// kSkinnyNarrowMaxK, or K <= kSkinnyNarrowLongMaxK where n <=
+// kSkinnyNarrowLongMaxN; B transposed (NT), K <= kSkinnyNarrowNtMaxK
+// (below); else the wide one.  Where K is short the wide tile's cluster
 // reduction is most of its call; where K is long, 16 columns a CTA stream
-// B too slowly.  The thresholds are the measured crossover of the shipped
-// configuration (512-deep stages, 3 of them): the sweep's table loop with
+// B too slowly.  The NN thresholds are the measured crossover of the
+// shipped configuration (512-deep stages, 3 of them): the sweep's table loop with
 // body graphs, m = 8 and 16, both tiles forced side by side
 // (benchmarks/skinny_tiles.py; H100 figures in
 // benchmarks/results/2026-12-06-h100-2be2540/): narrow faster in all 12
@@ -82,15 +83,36 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
 // wide faster in all 6 cells with n = 4096 and K = 2048-4096 (2-11%; at
 // K = 2048 2-4%, inside the spread between runs), the two within 6% at
 // n = 2048, K >= 3072.
+//
+// Retaken with the 64-column wide tile around those bounds
+// (benchmarks/skinny/variants.cu --rule, both tiles as the handler
+// launches them, m = 1, 8, 16, n = 1536-8192, K = 1024-3072, NN and NT, B
+// hot and streamed; H100, benchmarks/results/2026-12-06-h100-1249f15/):
+// - NN: the bounds above stand (the cells they misplace are within 4%).
+// - NT (x @ W^T, the narrow tile's rows 1 KiB of K): the narrow tile is
+//   as fast or faster wherever n <= 4096 up to K = 3072 (5-15% at n =
+//   4096, K = 2048 and 3072, where the wide one was planned), so NT's
+//   bound is kSkinnyNarrowNtMaxK.  K = 4096 NT was not retaken.
+// - Both: the narrow tile's n / 16 CTAs must fit one wave at
+//   kSkinnyNarrowCtasPerSm an SM (96 KiB of stages a CTA).  At n = 8192
+//   (512 CTAs, two waves on 132 SMs) the wide tile was faster in all 24
+//   cases with K <= 1536, where the narrow one was planned: 7-55%.
 inline constexpr int kSkinnyNarrowTileN = 16;
+inline constexpr int kSkinnyNarrowCtasPerSm = 2;
 inline constexpr int64_t kSkinnyNarrowMaxK = 1536;
 inline constexpr int64_t kSkinnyNarrowLongMaxK = 2048;
 inline constexpr int64_t kSkinnyNarrowLongMaxN = 2048;
-inline constexpr SkinnyTile SkinnyTileChoice(int64_t n, int64_t k) {
-  return k <= kSkinnyNarrowMaxK ||
-                 (k <= kSkinnyNarrowLongMaxK && n <= kSkinnyNarrowLongMaxN)
-             ? SkinnyTile::kNarrow
-             : SkinnyTile::kWide;
+inline constexpr int64_t kSkinnyNarrowNtMaxK = 3072;
+inline constexpr SkinnyTile SkinnyTileChoice(int64_t n, int64_t k,
+                                             bool trans_b, int sms) {
+  const bool one_wave =
+      (n + kSkinnyNarrowTileN - 1) / kSkinnyNarrowTileN <=
+      int64_t{kSkinnyNarrowCtasPerSm} * sms;
+  const bool short_k =
+      trans_b ? k <= kSkinnyNarrowNtMaxK
+              : k <= kSkinnyNarrowMaxK ||
+                    (k <= kSkinnyNarrowLongMaxK && n <= kSkinnyNarrowLongMaxN);
+  return one_wave && short_k ? SkinnyTile::kNarrow : SkinnyTile::kWide;
 }
 
 // The cluster-K direct tile (kernels/sm90_cluster_k.h): 64 x tile_n output

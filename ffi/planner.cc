@@ -315,7 +315,7 @@ KernelPlan PlanGemm(const GemmProblem& p, const DeviceFacts& dev) {
     const SkinnyTile chosen =
         o.skinny_tile >= 0 && built(static_cast<SkinnyTile>(o.skinny_tile))
             ? static_cast<SkinnyTile>(o.skinny_tile)
-            : kernels::SkinnyTileChoice(p.n, p.k);
+            : kernels::SkinnyTileChoice(p.n, p.k, p.trans_b, sms);
     k.skinny_tile = built(chosen) ? chosen : SkinnyTile::kWide;
   }
   k.cluster_k_tile_n = kernels::ClusterKTileN(p.m, p.n, p.k, sms);

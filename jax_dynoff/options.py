@@ -64,7 +64,8 @@ class KernelOptions:
   skinny_tile:   forces the skinny kernel's tile: "wide" (64 columns a
                  CTA, K split across a cluster: planned where K is long)
                  or "narrow" (16 columns a CTA over all of K, no cluster:
-                 planned where K is short); None: the planner's rule.
+                 planned where K is short and its CTAs fit one wave);
+                 None: the planner's rule.
   split_k:       True plans split-K for skinny problems (m <= 256) where it
                  can run: on an H200 it was slower than the unsplit tiles
                  in loops of stacked layers, so it is off by default.

@@ -191,12 +191,16 @@ DIRECT_TILE_PATHS = dict(_TABLES["direct_tile_paths"])
 GROUPED_TILES = {k: tuple(v) for k, v in _TABLES["grouped_tiles"].items()}
 # The skinny path's tiles ("wide": 64 columns a CTA, K split across a
 # cluster; "narrow": 16 columns a CTA over all of K), and where the narrow
-# one is planned (ffi/plan.h SkinnyTileChoice): K <= SKINNY_NARROW_MAX_K,
-# or K <= SKINNY_NARROW_LONG_MAX_K where n <= SKINNY_NARROW_LONG_MAX_N.
+# one is planned (ffi/plan.h SkinnyTileChoice): where its n / 16 CTAs fit
+# one wave at SKINNY_NARROW_CTAS_PER_SM an SM and, NN, K <=
+# SKINNY_NARROW_MAX_K, or K <= SKINNY_NARROW_LONG_MAX_K where n <=
+# SKINNY_NARROW_LONG_MAX_N; NT, K <= SKINNY_NARROW_NT_MAX_K.
 SKINNY_TILES = tuple(_TABLES["skinny_tiles"])
 SKINNY_NARROW_MAX_K = _TABLES["skinny_narrow_max_k"]
 SKINNY_NARROW_LONG_MAX_K = _TABLES["skinny_narrow_long_max_k"]
 SKINNY_NARROW_LONG_MAX_N = _TABLES["skinny_narrow_long_max_n"]
+SKINNY_NARROW_NT_MAX_K = _TABLES["skinny_narrow_nt_max_k"]
+SKINNY_NARROW_CTAS_PER_SM = _TABLES["skinny_narrow_ctas_per_sm"]
 # The small-group weight-gradient kernel (grouped tile "small_groups") is
 # planned for a grouped call with A transposed whose mean rows per item
 # (K's capacity / items) are at most this (ffi/plan.h SmallGroupRows).
@@ -457,8 +461,10 @@ def skinny_split(spec: GemmSpec, sms: Optional[int] = None) -> int:
 def skinny_tile(spec: GemmSpec) -> str:
   """The skinny kernel's tile ("wide" or "narrow", SKINNY_TILES) the
   planner picks for `spec` (SkinnyTileChoice in ffi/plan.h: narrow where
+  its n / 16 CTAs fit one wave of the device's SMs and, B not transposed,
   K <= SKINNY_NARROW_MAX_K, or K <= SKINNY_NARROW_LONG_MAX_K and n <=
-  SKINNY_NARROW_LONG_MAX_N), or the one ``KernelOptions(skinny_tile=...)``
+  SKINNY_NARROW_LONG_MAX_N; B transposed, K <= SKINNY_NARROW_NT_MAX_K),
+  or the one ``KernelOptions(skinny_tile=...)``
   forces, where built for the call's dtypes and transposes ("wide"
   otherwise).  The skinny path runs it; other paths ignore it."""
   return str(answer(spec)["skinny_tile"])

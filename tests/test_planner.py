@@ -138,34 +138,53 @@ def test_skinny_plan_carries_split_and_fallback_tile():
 
 def test_skinny_tile_rule():
   """The skinny path's tile: narrow (16 columns a CTA over all of K, no
-  cluster, so split 1) where K <= SKINNY_NARROW_MAX_K, or K <=
-  SKINNY_NARROW_LONG_MAX_K and n <= SKINNY_NARROW_LONG_MAX_N; wide
-  elsewhere; a forced tile where built; the wide tile's split stays in the
-  answer."""
+  cluster, so split 1) where its n / 16 CTAs fit one wave at
+  SKINNY_NARROW_CTAS_PER_SM an SM and, NN, K <= SKINNY_NARROW_MAX_K, or K
+  <= SKINNY_NARROW_LONG_MAX_K and n <= SKINNY_NARROW_LONG_MAX_N; NT, K <=
+  SKINNY_NARROW_NT_MAX_K; wide elsewhere; a forced tile where built; the
+  wide tile's split stays in the answer."""
   kmax = plan_lib.SKINNY_NARROW_MAX_K
   klong, nlong = (plan_lib.SKINNY_NARROW_LONG_MAX_K,
                   plan_lib.SKINNY_NARROW_LONG_MAX_N)
-  assert (kmax, klong, nlong) == (1536, 2048, 2048)
+  knt, per_sm = (plan_lib.SKINNY_NARROW_NT_MAX_K,
+                 plan_lib.SKINNY_NARROW_CTAS_PER_SM)
+  assert (kmax, klong, nlong, knt, per_sm) == (1536, 2048, 2048, 3072, 2)
   assert plan_lib.SKINNY_TILES == options.SKINNY_TILES
-  for m, n, k, want in [(1, 512, 1024, "narrow"), (8, 4096, 512, "narrow"),
-                        (16, 4096, kmax, "narrow"),
-                        (16, nlong + 8, kmax + 8, "wide"),
-                        (16, nlong, klong, "narrow"),
-                        (1, 512, klong + 8, "wide"),
-                        (16, 4096, 4096, "wide"), (5, 136, 72, "narrow")]:
-    s = _spec(m=m, n=n, k=k)
+  # On 132 SMs (plan's device where none is visible): one wave is n <= 16
+  # * 2 * 132 = 4224.
+  wave_n = 16 * per_sm * 132
+  for m, n, k, tb, want in [
+      (1, 512, 1024, False, "narrow"), (8, 4096, 512, False, "narrow"),
+      (16, 4096, kmax, False, "narrow"),
+      (16, nlong + 8, kmax + 8, False, "wide"),
+      (16, nlong, klong, False, "narrow"),
+      (1, 512, klong + 8, False, "wide"),
+      (16, 4096, 4096, False, "wide"), (5, 136, 72, False, "narrow"),
+      # NT: up to its own K bound, whatever n within the wave.
+      (16, 4096, knt, True, "narrow"), (8, 1536, klong + 8, True, "narrow"),
+      (16, 4096, knt + 8, True, "wide"), (16, 4096, 4096, True, "wide"),
+      # The wave: past it the wide tile, NN or NT, however short K.
+      (8, wave_n, 1024, False, "narrow"), (8, wave_n + 8, 1024, False, "wide"),
+      (16, 8192, 512, True, "wide"), (1, 8192, 1536, False, "wide")]:
+    s = _spec(m=m, n=n, k=k, tb=tb)
     p = plan_lib.plan(s)
-    assert p.path == "sm90_skinny", (m, n, k)
-    assert plan_lib.skinny_tile(s) == p.kernel.skinny_tile == want, (m, n, k)
+    assert p.path == "sm90_skinny", (m, n, k, tb)
+    assert plan_lib.skinny_tile(s) == p.kernel.skinny_tile == want, (
+        m, n, k, tb)
     assert p.kernel.skinny_split == (
-        1 if want == "narrow" else plan_lib.skinny_split(s)), (m, n, k)
+        1 if want == "narrow" else plan_lib.skinny_split(s)), (m, n, k, tb)
     assert ("narrow tile: 16 columns a CTA" in plan_lib.explain(s)) == (
         want == "narrow")
     assert ext.check_planned(plan_lib.attrs(s)) == ""
     for forced in plan_lib.SKINNY_TILES:
-      f = _spec(m=m, n=n, k=k, opts=KernelOptions(skinny_tile=forced))
+      f = _spec(m=m, n=n, k=k, tb=tb, opts=KernelOptions(skinny_tile=forced))
       assert plan_lib.plan(f).kernel.skinny_tile == forced
       assert ext.check_planned(plan_lib.attrs(f)) == ""
+  # The wave is the device's: n = 4096 is 256 CTAs, one wave at two an SM
+  # on 132 SMs, two waves on 78.
+  s = _spec(m=8, n=4096, k=1024)
+  assert _ask(s, sms=132)["kernel"]["skinny_tile"] == "narrow"
+  assert _ask(s, sms=78)["kernel"]["skinny_tile"] == "wide"
   # B transposed and a float32 result: the narrow lines are built too.
   for tb, out in [(True, None), (False, np.dtype(np.float32)),
                   (True, np.dtype(np.float32))]:

@@ -926,11 +926,12 @@ void WideCells() {
 }
 
 // --rule: the two skinny tiles side by side around the tile rule's
-// bounds (plan.h SkinnyTileChoice: narrow where K <= 1536, or K <= 2048
-// with n <= 2048), each as the handler launches it (the wide one at the
-// planner's split), NN and NT, B hot and cold.  The rule was measured
-// against the 128-column wide tile; this retakes it with the 64-column
-// one.  A line a case: both times and which the rule plans.
+// bounds (plan.h SkinnyTileChoice), each as the handler launches it (the
+// wide one at the planner's split), NN and NT, B hot and cold.  The rule
+// was measured against the 128-column wide tile; this retook it with the
+// 64-column one (its first run, with NN's bounds for NT too and no wave
+// bound, is benchmarks/results/2026-12-06-h100-1249f15/).  A line a case:
+// both times and which the rule plans.
 void RuleCells() {
   for (int m : {1, 8, 16})
     for (int n : {1536, 2048, 3072, 4096, 8192})
@@ -943,7 +944,7 @@ void RuleCells() {
             const double wide = Time(tb ? &RunShippedNT : &RunShippedNN, m, n,
                                      k, s0, tb, hot);
             const bool planned_narrow =
-                jax_dynoff::kernels::SkinnyTileChoice(n, k) ==
+                jax_dynoff::kernels::SkinnyTileChoice(n, k, tb, sms) ==
                 jax_dynoff::SkinnyTile::kNarrow;
             std::printf("RULE %s %-4s m=%d n=%d k=%d: narrow %.2f wide c%d "
                         "%.2f us: narrow/wide %.3f, planned %s\n",
