@@ -882,6 +882,18 @@ void Hot() {
   }
 }
 
+// The timed GEMMs' buffers (g_buf): A of a_elems, B of b_elems (every
+// layer), D of 16 rows of max_n, the counter; A and B filled.
+void AllocBufs(size_t a_elems, size_t b_elems, size_t max_n) {
+  CK(cudaMalloc(&g_buf.a, a_elems * 2));
+  CK(cudaMalloc(&g_buf.b, b_elems * 2));
+  CK(cudaMalloc(&g_buf.d, size_t(16) * max_n * 2));
+  CK(cudaMalloc(&g_buf.ctr, 4));
+  Fill<<<1024, 256>>>(g_buf.a, a_elems, 5);
+  Fill<<<1024, 256>>>(g_buf.b, b_elems, 6);
+  CK(cudaDeviceSynchronize());
+}
+
 // --wide: the cells where the wide tile is planned (plan.h
 // SkinnyTileChoice: K past the narrow tile's bound), NN and NT, B hot (the
 // table loop) and cold (a new layer each call, the stacked loop): the
@@ -961,14 +973,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&g_red.counters, kMaxCounters * 4));
   CK(cudaMemset(g_red.counters, 0, kMaxCounters * 4));
   if (argc > 1 && std::strcmp(argv[1], "--hot") == 0) {
-    size_t max_b = size_t(4096) * 2048, max_a = size_t(16) * 2048;
-    CK(cudaMalloc(&g_buf.a, max_a * 2));
-    CK(cudaMalloc(&g_buf.b, max_b * 2));
-    CK(cudaMalloc(&g_buf.d, size_t(16) * 4096 * 2));
-    CK(cudaMalloc(&g_buf.ctr, 4));
-    Fill<<<1024, 256>>>(g_buf.a, max_a, 5);
-    Fill<<<1024, 256>>>(g_buf.b, max_b, 6);
-    CK(cudaDeviceSynchronize());
+    AllocBufs(size_t(16) * 2048, size_t(4096) * 2048, 4096);
     bool ok = true;
     for (const Candidate& c : kCands)
       for (int split : {1, 4, 16}) {
@@ -987,14 +992,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--wide") == 0) {
-    const size_t max_b = size_t(4096) * 4096, max_a = size_t(16) * 4096;
-    CK(cudaMalloc(&g_buf.a, max_a * 2));
-    CK(cudaMalloc(&g_buf.b, max_b * kLayers * 2));
-    CK(cudaMalloc(&g_buf.d, size_t(16) * 4096 * 2));
-    CK(cudaMalloc(&g_buf.ctr, 4));
-    Fill<<<1024, 256>>>(g_buf.a, max_a, 5);
-    Fill<<<1024, 256>>>(g_buf.b, max_b * kLayers, 6);
-    CK(cudaDeviceSynchronize());
+    AllocBufs(size_t(16) * 4096, size_t(4096) * 4096 * kLayers, 4096);
     bool ok = true;
     for (const Wide* set : {kWides, kWidesNT})
       for (int i = 0; i < 3; ++i)
@@ -1010,14 +1008,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--rule") == 0) {
-    const size_t max_b = size_t(8192) * 3072, max_a = size_t(16) * 3072;
-    CK(cudaMalloc(&g_buf.a, max_a * 2));
-    CK(cudaMalloc(&g_buf.b, max_b * kLayers * 2));
-    CK(cudaMalloc(&g_buf.d, size_t(16) * 8192 * 2));
-    CK(cudaMalloc(&g_buf.ctr, 4));
-    Fill<<<1024, 256>>>(g_buf.a, max_a, 5);
-    Fill<<<1024, 256>>>(g_buf.b, max_b * kLayers, 6);
-    CK(cudaDeviceSynchronize());
+    AllocBufs(size_t(16) * 3072, size_t(8192) * 3072 * kLayers, 8192);
     bool ok = true;
     for (bool tb : {false, true}) {
       const RunFn narrow = tb ? &RunNarrow<true> : &RunNarrow<false>;
@@ -1030,13 +1021,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--floors") == 0) {
-    CK(cudaMalloc(&g_buf.a, size_t(16) * 4096 * 2));
-    CK(cudaMalloc(&g_buf.b, size_t(4096) * 4096 * kLayers * 2));
-    CK(cudaMalloc(&g_buf.d, size_t(16) * 4096 * 2));
-    CK(cudaMalloc(&g_buf.ctr, 4));
-    Fill<<<1024, 256>>>(g_buf.a, size_t(16) * 4096, 5);
-    Fill<<<1024, 256>>>(g_buf.b, size_t(4096) * 4096 * kLayers, 6);
-    CK(cudaDeviceSynchronize());
+    AllocBufs(size_t(16) * 4096, size_t(4096) * 4096 * kLayers, 4096);
     Floors();
     return 0;
   }
@@ -1064,13 +1049,7 @@ int main(int argc, char** argv) {
     max_b = std::max(max_b, size_t(s[1]) * s[2]);
     max_a = std::max(max_a, size_t(s[0]) * s[2]);
   }
-  CK(cudaMalloc(&g_buf.a, max_a * 2));
-  CK(cudaMalloc(&g_buf.b, max_b * kLayers * 2));
-  CK(cudaMalloc(&g_buf.d, size_t(16) * 4096 * 2));
-  CK(cudaMalloc(&g_buf.ctr, 4));
-  Fill<<<1024, 256>>>(g_buf.a, max_a, 5);
-  Fill<<<1024, 256>>>(g_buf.b, max_b * kLayers, 6);
-  CK(cudaDeviceSynchronize());
+  AllocBufs(max_a, max_b * kLayers, 4096);
   for (auto& s : shapes) {
     const int m = s[0], n = s[1], k = s[2];
     const double bytes = double(n) * k * 2;
