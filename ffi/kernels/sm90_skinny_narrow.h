@@ -87,6 +87,12 @@ struct NarrowConfig {
 // 3.75 against 3.58; a 256-deep stage costs about 0.5 us, bound by
 // latency).  More warps or 1024-deep stages were no faster.
 using ShippedConfig = NarrowConfig<512, 3, 8>;
+// The tile rule (plan.h SkinnyTileChoice) counts a wave of this tile as
+// kSkinnyNarrowCtasPerSm CTAs an SM: they must fit an SM's 228 KiB of
+// shared memory, 1 KiB of it reserved a CTA.
+static_assert(kSkinnyNarrowCtasPerSm * (ShippedConfig::kBytes + 1024) <=
+                  228 * 1024,
+              "the rule's CTAs an SM fit the shipped configuration");
 
 // NN's B rows are 32 bytes (16 columns): chunk c (of 2) of row r sits at
 // c ^ ((r / 4) % 2), so the 8 rows one transposing ldmatrix reads (the
