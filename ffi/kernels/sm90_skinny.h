@@ -59,13 +59,14 @@ namespace skinny {
 constexpr int kTileN = kSkinnyTileN;  // columns per CTA (2 warps x 32)
 constexpr int kTileK = kSkinnyTileK;  // K per pipeline stage
 constexpr int kDefaultStages = 4;
-constexpr int kThreads = 64;
-// The shipped tile's warps, 32 columns each.  A probe may instantiate the
-// kernel with more (benchmarks/skinny/variants.cu: 4 warps, 128 columns a
+// The shipped tile's warps, 32 columns each, from its columns (plan.h
+// kSkinnyTileN), and its threads.  A probe may instantiate the kernel
+// with more warps (benchmarks/skinny/variants.cu: 4 warps, 128 columns a
 // CTA, the tile before this one); the library's lines all take the
 // default.
-constexpr int kDefaultWarps = kThreads / 32;
-static_assert(kTileN == 32 * kDefaultWarps, "32 columns a warp");
+constexpr int kDefaultWarps = kTileN / 32;
+constexpr int kThreads = 32 * kDefaultWarps;
+static_assert(kTileN % 32 == 0, "32 columns a warp");
 // The reduction buffer's row padding, in floats: 16 bytes keep its rows'
 // float4 reads aligned and shift the rows of a slot across the banks.
 constexpr int kRedPad = 4;
