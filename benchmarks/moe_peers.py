@@ -11,7 +11,8 @@ installed with --no-deps: tokamax, einshape, pydantic with its matching
 pydantic-core, annotated-types, typing-inspection, typing-extensions,
 qwix, immutabledict, jaxtyping, wadler-lindig, tqdm, tensorboardx,
 protobuf, absl-py, and for its top-level import xprof with fire,
-termcolor and gviz-api; qwix imports flax and six, which the H200 image
+termcolor and gviz-api (xprof's manylinux wheel with `xprof.cli`: 2.24.2
+has it, the `none-any` wheel pip picks for 2.22.1 does not); qwix imports flax and six, which the H200 image
 has.  (So installed, tokamax 0.0.17 ran on the H200:
 benchmarks/results/2026-12-05-h200-efa90f3.)  Usage:
   python benchmarks/moe_peers.py [OUT_DIR] [--quick] [--cases NAME,...]
