@@ -35,7 +35,9 @@
 // against every candidate and against the wide tile at 128 and 64 columns
 // a CTA and every cluster size; `--wide` the cells where the wide tile is
 // planned, NN and NT, hot and cold, at 128 and 64 columns; `--rule` both
-// tiles around the tile rule's bounds):
+// tiles around the tile rule's bounds; `--xsplit` the table loop's cells
+// with the candidates' split in XLA's shape, the partials added by a
+// second grid, and the partials' grid alone):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/variants.cu -o /tmp/skinny_variants && /tmp/skinny_variants
 #include <cuda_bf16.h>
@@ -159,6 +161,9 @@ __device__ __forceinline__ void Finish(const SkinnyLaunch& L, const Reduce& R,
     put(&mine[row * BN + col], acc[j][0], acc[j][1]);
     if (two_halves) put(&mine[(row + 8) * BN + col], acc[j][2], acc[j][3]);
   }
+  // The two-kernel form (R.counters null, --xsplit): every rank writes
+  // its partial and ends; ReduceSplit, the next grid, adds them.
+  if (split > 1 && R.counters == nullptr) return;
   if (split > 1) {
     __threadfence();
     __syncthreads();
@@ -471,6 +476,69 @@ std::string RunV(const SkinnyLaunch& l) {
   config.attrs = attr;
   config.numAttrs = g_pdl ? 1 : 0;
   const cudaError_t e = cudaLaunchKernelEx(&config, fn, l, g_red, g_pf);
+  return e == cudaSuccess ? "" : cudaGetErrorString(e);
+}
+
+// --xsplit: a candidate's split with XLA's shape of it. The split CTAs
+// write their float32 partials and end (no count, no last CTA), and a
+// second grid adds them in rank order and runs the epilogue, as XLA's
+// Triton GEMM leaves its K split to the fusion after it.  The second grid
+// launches as a programmatic dependent of the first (g_xpdl), so its
+// launch overlaps the first one's tail; it waits for the first grid's end
+// (griddepcontrol.wait) before reading a partial.  One thread per 8
+// output columns of a row.
+template <int BN>
+__global__ void __launch_bounds__(256)
+    ReduceSplit(const SkinnyLaunch L, const float* partials) {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  constexpr int kM = 16;
+  const int q = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const int chunks = (L.n + 7) / 8, row = q / chunks, col = (q % chunks) * 8;
+  if (row >= L.m) return;
+  const int tile = col / BN, split = L.split_k;
+  const float* all = partials + size_t(tile) * split * kM * BN;
+  float v[8] = {};
+#pragma unroll 4
+  for (int r = 0; r < split; ++r) {
+    const float* p = all + (size_t(r) * kM + row) * BN + col % BN;
+    const float4 x0 = __ldcg(reinterpret_cast<const float4*>(p));
+    const float4 x1 = __ldcg(reinterpret_cast<const float4*>(p + 4));
+    v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
+    v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
+  }
+  T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate()));
+  float c[8] = {};
+  if (L.beta != 0.f)
+    sk::LoadChunk(reinterpret_cast<const T*>(L.c.Locate()) + row * L.c.ld +
+                      col, 8, c);
+  float o[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) o[e] = L.alpha * v[e] + L.beta * c[e];
+  sk::StoreChunk(D + row * L.d.ld + col, 8, o);
+}
+bool g_xpdl = true;      // ReduceSplit as a programmatic dependent
+bool g_xreduce = true;   // false: the partials' grid alone (its own time)
+template <bool TB, int BN, int BK, int ST>
+std::string RunX(const SkinnyLaunch& l) {
+  if (l.split_k < 2) return "the two-kernel form needs a split";
+  const Reduce saved = g_red;
+  g_red.counters = nullptr;  // the candidate writes partials and ends
+  std::string r = RunV<TB, BN, BK, ST>(l);
+  g_red = saved;
+  if (!r.empty() || !g_xreduce) return r;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  const int threads = l.m * ((l.n + 7) / 8);
+  config.gridDim = dim3((threads + 255) / 256);
+  config.blockDim = dim3(256);
+  config.stream = l.stream;
+  config.attrs = attr;
+  config.numAttrs = g_xpdl ? 1 : 0;
+  const float* partials = g_red.partials;
+  const cudaError_t e =
+      cudaLaunchKernelEx(&config, &ReduceSplit<BN>, l, partials);
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
 
@@ -967,6 +1035,66 @@ void RuleCells() {
           }
 }
 
+// --xsplit: the table loop's cells (B one weight, hot in L2, NN) where
+// XLA's Triton GEMM takes about half the skinny kernels' time on an H200
+// (benchmarks/results/2026-12-06-h200-6c35c90/timeline_table_body.txt:
+// 2.26-6.25 us against 4.92-11.11).  XLA splits K 8 ways into float32
+// partials and adds them in the next fusion.  Each candidate at each split
+// three ways: its one-launch form (the last CTA adds the partials), the
+// two-kernel form (RunX), and the partials' grid alone ("part", which
+// leaves D unwritten: its own time, beside XLA's GEMM kernel).  Each
+// figure, as everywhere here, is a GEMM and the loop's counter kernel, 32
+// in a graph; the counter alone is printed first.
+struct XCand {
+  const char* name;
+  RunFn one, two;
+  int bn, bk;
+};
+#define XCAND(BN, BK, ST) \
+  {"v" #BN "x" #BK "s" #ST, &RunV<false, BN, BK, ST>, &RunX<false, BN, BK, ST>, BN, BK}
+const XCand kXCands[] = {XCAND(128, 64, 3), XCAND(128, 64, 4),
+                         XCAND(128, 32, 4), XCAND(64, 64, 3),
+                         XCAND(64, 64, 4),  XCAND(64, 32, 4)};
+void XSplitCells() {
+  Floor("counter alone", [&](cudaStream_t, int) {}, true);
+  const int shapes[][3] = {{8, 2048, 2048}, {16, 1024, 2048}, {16, 4096, 4096},
+                           {16, 512, 1536}, {8, 4096, 1024},  {16, 2048, 2048}};
+  for (auto& sh : shapes) {
+    const int m = sh[0], n = sh[1], k = sh[2], s0 = SkinnySplit(n, k, sms);
+    const double narrow = Time(&RunNarrowNN, m, n, k, 1, false, true);
+    const double wide = Time(&RunShippedNN, m, n, k, s0, false, true);
+    std::printf("XSPLIT m=%d n=%d k=%d: narrow %.2f us, wide c%d %.2f us\n", m,
+                n, k, narrow, s0, wide);
+    double best = 1e30;
+    char best_name[64] = "";
+    for (const XCand& c : kXCands) {
+      const int tiles = (n + c.bn - 1) / c.bn, ktiles = (k + c.bk - 1) / c.bk;
+      for (int split : {4, 8, 16}) {
+        if (split > ktiles || tiles * split > 8 * sms) continue;
+        const double one = Time(c.one, m, n, k, split, false, true);
+        const double two = Time(c.two, m, n, k, split, false, true);
+        g_xpdl = false;
+        const double two_plain = Time(c.two, m, n, k, split, false, true);
+        g_xpdl = true;
+        g_xreduce = false;
+        const double part = Time(c.two, m, n, k, split, false, true);
+        g_xreduce = true;
+        std::printf("  %-10s s%-2d (%4d CTAs): one launch %6.2f, two %6.2f "
+                    "(no PDL %6.2f), part %6.2f\n",
+                    c.name, split, tiles * split, one, two, two_plain, part);
+        if (two > 0 && two < best) {
+          best = two;
+          std::snprintf(best_name, sizeof best_name, "%s s%d", c.name, split);
+        }
+      }
+    }
+    std::printf("XSPLIT m=%d n=%d k=%d: best two-kernel %s %.2f us against "
+                "narrow %.2f, wide %.2f\n", m, n, k, best_name, best, narrow,
+                wide);
+    std::fflush(stdout);
+  }
+}
+
 int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CK(cudaMalloc(&g_red.partials, kPartialFloats * 4));
@@ -1018,6 +1146,19 @@ int main(int argc, char** argv) {
     std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
     if (!ok) return 1;
     RuleCells();
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--xsplit") == 0) {
+    AllocBufs(size_t(16) * 4096, size_t(4096) * 4096, 4096);
+    bool ok = true;
+    for (const XCand& c : kXCands)
+      for (int split : {4, 8, 16}) {
+        ok &= Check(c.two, c.name, 13, 1000, 1000, split, 1.5f, false);
+        ok &= Check(c.two, c.name, 8, 2048, 2048, split, 0.f, false);
+      }
+    std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
+    if (!ok) return 1;
+    XSplitCells();
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--floors") == 0) {
