@@ -21,7 +21,14 @@ program) and random, never zeros:
             W[layer] into cache[layer, pos[s // 8] : + m, :]
   backward  jax.grad wrt x and W of a loss over L = 8 windowed (m x k)
             slices of x at `table[i] * m`, each times W, against a fixed
-            cotangent (forward, dX and dW GEMMs per slice)
+            cotangent (dX and dW per slice; the loss is linear, so the
+            forward's value goes unused.  With W a whole array both
+            products are XLA's dots under the default
+            KernelOptions.xla_cotangent_dot, so ours runs no jax_dynoff
+            kernel there)
+
+and, by name only (`--patterns table_nt`), table_nt: the table loop with
+the weight stored (n, k), x @ W^T, the skinny path with B transposed.
 
 at XLA's default flags ("default") and with each loop body one CUDA graph
 ("body": graphs.BODY_GRAPHS, what `cuda_graph_flags()` sets), both in one
@@ -162,24 +169,27 @@ def _rand(key, shape, dtype, scale=1.0):
   return bench._rand(key, shape, dtype, scale)  # pylint: disable=protected-access
 
 
-def table_pattern(m, n, k, dtype, quick=False, opts=None) -> Pattern:
+def table_pattern(m, n, k, dtype, quick=False, opts=None,
+                  transpose_b=False) -> Pattern:
+  """transpose_b: the weight stored (n, k), x @ W^T (table_nt)."""
   L = 4 if quick else 48
   kx, kw, kb = jax.random.split(jax.random.key(m * 31 + n + k), 3)
   x = _rand(kx, (L * m, k), dtype)
-  w = _rand(kw, (k, n), dtype, math.sqrt(3.0 / k))
+  w = _rand(kw, (n, k) if transpose_b else (k, n), dtype, math.sqrt(3.0 / k))
   buf = _rand(kb, (L * m, n), dtype)
   table = jnp.asarray(np.random.default_rng(m).permutation(L), jnp.int32)
 
   def ours(j, buf, x, w, table):
     def body(i, buf):
       return dyn.gemm(dyn.window(x, (table[i] * m, 0), (m, k)), w,
-                      out=dyn.window(buf, (i * m, 0), (m, n)), opts=opts)
+                      out=dyn.window(buf, (i * m, 0), (m, n)),
+                      transpose_b=transpose_b, opts=opts)
     return lax.fori_loop(0, L, body, buf)
 
   def xla(j, buf, x, w, table):
     def body(i, buf):
       xi = lax.dynamic_slice(x, (table[i] * m, 0), (m, k))
-      y = jnp.dot(xi, w, preferred_element_type=dtype)
+      y = jnp.dot(xi, w.T if transpose_b else w, preferred_element_type=dtype)
       return lax.dynamic_update_slice(buf, y, (i * m, 0))
     return lax.fori_loop(0, L, body, buf)
 
@@ -297,13 +307,23 @@ def backward_pattern(m, n, k, dtype, quick=False) -> Pattern:
                  float((2 * L * m * k + 2 * k * n + L * m * n) * e))
 
 
+def table_nt_pattern(m, n, k, dtype, quick=False, opts=None) -> Pattern:
+  """The table loop with the weight stored (n, k) (a PyTorch-style
+  Linear's layout), x @ W^T: the skinny path with B transposed, which no
+  pattern of the default five runs (the backward's gradient products are
+  XLA's dots, KernelOptions.xla_cotangent_dot).  Not in PATTERNS: asked
+  for by name (--patterns table_nt)."""
+  return table_pattern(m, n, k, dtype, quick, opts, transpose_b=True)
+
+
 # Patterns whose builder takes `opts` (KernelOptions for ours' calls:
 # benchmarks/skinny_tiles.py forces the skinny tile through it).
-OPTS_PATTERNS = ("table", "stacked", "kv")
+OPTS_PATTERNS = ("table", "stacked", "kv", "table_nt")
 
 BUILDERS: dict[str, Callable[..., Pattern]] = {
     "table": table_pattern, "stacked": stacked_pattern, "cond": cond_pattern,
-    "kv": kv_pattern, "backward": backward_pattern}
+    "kv": kv_pattern, "backward": backward_pattern,
+    "table_nt": table_nt_pattern}
 
 
 def _trace(f, args) -> tuple[Optional[int], Optional[float], Optional[int]]:
@@ -553,7 +573,7 @@ def main(argv=None) -> int:
   patterns = a.patterns.split(",")
   for p in patterns:
     if p not in BUILDERS:
-      ap.error(f"unknown pattern {p!r}; known: {', '.join(PATTERNS)}")
+      ap.error(f"unknown pattern {p!r}; known: {', '.join(BUILDERS)}")
   settings = a.settings.split(",")
   for s in settings:
     if s not in SETTINGS:

@@ -221,6 +221,33 @@ def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
     mod.main([str(out), "--m", "32"])
 
 
+def test_skinny_tiles_times_the_transposed_weight(sweep, tmp_path):
+  """table_nt (the weight stored (n, k), x @ W^T) in skinny_tiles.py: the
+  forced tiles run B transposed, match XLA's x @ W.T, and the planner's
+  tile follows the NT bound (narrow up to SKINNY_NARROW_NT_MAX_K)."""
+  path = _PATH.parent / "skinny_tiles.py"
+  spec = importlib.util.spec_from_file_location("skinny_tiles", path)
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  from jax_dynoff import plan as plan_lib
+  kmax = plan_lib.SKINNY_NARROW_NT_MAX_K
+  out = tmp_path / "tiles_nt.json"
+  assert mod.main([str(out), "--quick", "--m", "8", "--n", "64", "--k",
+                   f"128,{kmax + 64}", "--patterns", "table_nt",
+                   "--settings", "default", "--repeats", "1"]) == 0
+  cells = json.loads(out.read_text())["cells"]
+  assert {(c["pattern"], c["k"]) for c in cells} == {
+      ("table_nt", 128), ("table_nt", kmax + 64)}
+  for c in cells:
+    assert c["ok"], c
+    assert c["planned"] == ["narrow" if c["k"] <= kmax else "wide"], c
+  # The transposed call is what runs: its spec has B transposed.
+  p = sweep.table_nt_pattern(8, 64, 128, jax.numpy.bfloat16, quick=True)
+  specs = plan_lib.traced_specs(lambda *a: p.ours.body(0, *a), p.ours.carry,
+                                *p.ours.consts)
+  assert [s.trans_b for s in specs] == [True]
+
+
 @pytest.mark.skipif(
     not (__import__("shutil").which("c++") or __import__("shutil").which("g++")),
     reason="no C++ compiler for the probe's no-op handler")
