@@ -18,8 +18,9 @@ sweep's wall times.
     python benchmarks/cell_timeline.py PATTERN SETTING MxNxK [MxNxK ...]
         [--dtype bfloat16] [--iters N] [--warmup S] [--quick]
 
-PATTERN is one of sweep.PATTERNS, SETTING one of sweep.SETTINGS (default:
-XLA's flags; body: each loop body one CUDA graph).  --iters: outer
+PATTERN is one of sweep.BUILDERS (table_nt too), SETTING one of
+sweep.SETTINGS (default: XLA's flags; body: each loop body one CUDA
+graph).  --iters: outer
 iterations in the traced call (default 4); --warmup: seconds of calls
 before each trace (default 0.5 on a GPU).
 """
@@ -71,7 +72,7 @@ def profile_cell(pattern: str, setting: str, dtype: str, shape, iters: int,
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("pattern", choices=sweep.PATTERNS)
+  ap.add_argument("pattern", choices=tuple(sweep.BUILDERS))
   ap.add_argument("setting", choices=tuple(sweep.SETTINGS))
   ap.add_argument("shapes", nargs="+", type=parse_shape, metavar="MxNxK")
   ap.add_argument("--dtype", default="bfloat16", choices=sweep.DTYPES)
