@@ -11,10 +11,19 @@ installed with --no-deps: tokamax, einshape, pydantic with its matching
 pydantic-core, annotated-types, typing-inspection, typing-extensions,
 qwix, immutabledict, jaxtyping, wadler-lindig, tqdm, tensorboardx,
 protobuf, absl-py, and for its top-level import xprof with fire,
-termcolor and gviz-api (xprof's manylinux wheel with `xprof.cli`: 2.24.2
-has it, the `none-any` wheel pip picks for 2.22.1 does not); qwix imports flax and six, which the H200 image
-has.  (So installed, tokamax 0.0.17 ran on the H200:
-benchmarks/results/2026-12-05-h200-efa90f3.)  Usage:
+termcolor and gviz-api; qwix imports flax and six, which the H200 image
+has.  xprof must be a manylinux wheel with `xprof.cli` (2.24.2 has it;
+for 2.22.1 pip picks a `none-any` wheel without it, and tokamax's import
+fails).  Fetched for a Python 3.12 device on a machine with network:
+  pip download --no-deps -d .tkw --python-version 3.12 --only-binary=:all: \
+    --platform manylinux2014_x86_64 --platform manylinux_2_27_x86_64 \
+    tokamax==0.0.17 xprof==2.24.2 einshape pydantic pydantic-core \
+    annotated-types typing-inspection typing-extensions qwix immutabledict \
+    jaxtyping wadler-lindig tqdm tensorboardx protobuf absl-py fire \
+    termcolor gviz-api
+(pydantic-core must be the version that pydantic pins).  So installed,
+tokamax 0.0.17 ran on the H200: benchmarks/results/2026-12-05-h200-efa90f3.
+Usage:
   python benchmarks/moe_peers.py [OUT_DIR] [--quick] [--cases NAME,...]
 writes OUT_DIR/moe_peers.json and prints one line per case and setting.
 DeepSeek-V3's layers (15-GB weight stacks, and the same again for their
