@@ -26,7 +26,8 @@
 // reading a new layer of B (cold, as in a stacked-weights loop).  Build and
 // run (offline, sm_90a, no CUTLASS; `--floors` instead times what a call
 // costs before its first byte: the counter alone, empty launches with and
-// without a cluster and shared memory, one dependent read, plain streams,
+// without a cluster and shared memory (clusters of 1-16 on the grids a K
+// split runs), one dependent read, plain streams,
 // the shipped kernel on almost no bytes, and a candidate launched as a
 // programmatic dependent (PDL) after the counter and after itself, and the
 // candidate asking L2 for the next layer's weights while it streams its
@@ -767,6 +768,44 @@ void Floors() {
   Floor("empty 128x128 cluster 1 attr", [&](cudaStream_t st, int) {
     LaunchEx(reinterpret_cast<const void*>(&Empty), 128, 128, 0, 1, st,
              nullptr); });
+  // What a cluster of each size costs an empty launch of the grids a K
+  // split runs (the wide tile's 64 threads and 46 KiB, 2 CTAs an SM, and
+  // 128 threads), against no cluster: the floor under any cluster
+  // exchange of partials.  16 is a non-portable size.
+  CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&Empty),
+                          cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  for (int ctas : {256, 512})
+    for (int threads : {64, 128})
+      for (int cluster : {1, 2, 4, 8, 16}) {
+        char label[64];
+        std::snprintf(label, sizeof label, "empty %dx%d 46K cluster %d", ctas,
+                      threads, cluster);
+        // One launch first, outside a graph: a size the device cannot
+        // schedule is reported, not fatal.
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = cluster;
+        attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t c = {};
+        c.gridDim = dim3(ctas);
+        c.blockDim = dim3(threads);
+        c.dynamicSmemBytes = 46 * 1024;
+        c.attrs = attr;
+        c.numAttrs = 1;
+        cudaError_t e = cudaLaunchKernelExC(
+            &c, reinterpret_cast<const void*>(&Empty), nullptr);
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();
+        if (e != cudaSuccess) {
+          std::printf("FLOOR %-44s unavailable: %s\n", label,
+                      cudaGetErrorString(e));
+          cudaGetLastError();
+          continue;
+        }
+        Floor(label, [&](cudaStream_t st, int) {
+          LaunchEx(reinterpret_cast<const void*>(&Empty), ctas, threads,
+                   46 * 1024, cluster, st, nullptr);
+        });
+      }
   Floor("read one value 128x128", [&](cudaStream_t st, int i) {
     ReadOne<<<128, 128, 0, st>>>(g_buf.ctr, reinterpret_cast<int32_t*>(so)); });
   for (size_t bytes : {size_t(512) << 10, size_t(2) << 20, size_t(8) << 20}) {
