@@ -123,6 +123,23 @@ __device__ __forceinline__ Share ShareOf(const SkinnyLaunch& L) {
   return w;
 }
 
+// Adds the `split` ranks' float32 partials of 8 columns (row, col of a
+// 16 x BN tile; `all` the tile's first rank) to v, in rank order: the same
+// sums in the last CTA (Finish) and in the second grid (ReduceSplit).
+template <int BN>
+__device__ __forceinline__ void SumRanks(const float* all, int split, int row,
+                                         int col, float (&v)[8]) {
+  constexpr int kM = 16;
+#pragma unroll 4
+  for (int r = 0; r < split; ++r) {
+    const float* p = all + (size_t(r) * kM + row) * BN + col;
+    const float4 x0 = __ldcg(reinterpret_cast<const float4*>(p));
+    const float4 x1 = __ldcg(reinterpret_cast<const float4*>(p + 4));
+    v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
+    v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
+  }
+}
+
 // The candidates' end: the float32 partial tile, then (split > 1) the
 // last CTA of a column tile to arrive adds the partials in rank order and
 // runs the epilogue; split 1 stages its tile in shared memory (`smem`, no
@@ -189,14 +206,7 @@ __device__ __forceinline__ void Finish(const SkinnyLaunch& L, const Reduce& R,
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = p[e];
     } else {
-#pragma unroll 4
-      for (int r = 0; r < split; ++r) {
-        const float* p = all + (size_t(r) * kM + row) * BN + col;
-        const float4 x0 = __ldcg(reinterpret_cast<const float4*>(p));
-        const float4 x1 = __ldcg(reinterpret_cast<const float4*>(p + 4));
-        v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
-        v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
-      }
+      SumRanks<BN>(all, split, row, col, v);
     }
     epilogue(row, col, v);
   }
@@ -499,14 +509,7 @@ __global__ void __launch_bounds__(256)
   const int tile = col / BN, split = L.split_k;
   const float* all = partials + size_t(tile) * split * kM * BN;
   float v[8] = {};
-#pragma unroll 4
-  for (int r = 0; r < split; ++r) {
-    const float* p = all + (size_t(r) * kM + row) * BN + col % BN;
-    const float4 x0 = __ldcg(reinterpret_cast<const float4*>(p));
-    const float4 x1 = __ldcg(reinterpret_cast<const float4*>(p + 4));
-    v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
-    v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
-  }
+  SumRanks<BN>(all, split, row, col % BN, v);
   T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate()));
   float c[8] = {};
   if (L.beta != 0.f)
@@ -723,8 +726,10 @@ double Floor(const char* label, Launch launch, bool counter = true) {
   cudaStreamDestroy(st);
   return us;
 }
-void LaunchEx(const void* fn, int grid, int threads, int smem, int cluster,
-              cudaStream_t st, void** args) {
+// A launch of `fn` in clusters of `cluster` CTAs along x; its error, not
+// checked (LaunchEx checks it).
+cudaError_t TryLaunchEx(const void* fn, int grid, int threads, int smem,
+                        int cluster, cudaStream_t st, void** args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = cluster;
@@ -736,7 +741,11 @@ void LaunchEx(const void* fn, int grid, int threads, int smem, int cluster,
   c.stream = st;
   c.attrs = attr;
   c.numAttrs = 1;
-  CK(cudaLaunchKernelExC(&c, fn, args));
+  return cudaLaunchKernelExC(&c, fn, args);
+}
+void LaunchEx(const void* fn, int grid, int threads, int smem, int cluster,
+              cudaStream_t st, void** args) {
+  CK(TryLaunchEx(fn, grid, threads, smem, cluster, st, args));
 }
 void Floors() {
   const size_t big = size_t(8) << 20;  // bytes per layer
@@ -782,18 +791,9 @@ void Floors() {
                       threads, cluster);
         // One launch first, outside a graph: a size the device cannot
         // schedule is reported, not fatal.
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = cluster;
-        attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-        cudaLaunchConfig_t c = {};
-        c.gridDim = dim3(ctas);
-        c.blockDim = dim3(threads);
-        c.dynamicSmemBytes = 46 * 1024;
-        c.attrs = attr;
-        c.numAttrs = 1;
-        cudaError_t e = cudaLaunchKernelExC(
-            &c, reinterpret_cast<const void*>(&Empty), nullptr);
+        cudaError_t e = TryLaunchEx(reinterpret_cast<const void*>(&Empty),
+                                    ctas, threads, 46 * 1024, cluster,
+                                    nullptr, nullptr);
         if (e == cudaSuccess) e = cudaDeviceSynchronize();
         if (e != cudaSuccess) {
           std::printf("FLOOR %-44s unavailable: %s\n", label,
