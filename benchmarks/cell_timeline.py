@@ -20,9 +20,8 @@ sweep's wall times.
 
 PATTERN is one of sweep.BUILDERS (table_nt too), SETTING one of
 sweep.SETTINGS (default: XLA's flags; body: each loop body one CUDA
-graph).  --iters: outer
-iterations in the traced call (default 4); --warmup: seconds of calls
-before each trace (default 0.5 on a GPU).
+graph).  --iters: outer iterations in the traced call (default 4);
+--warmup: seconds of calls before each trace (default 0.5 on a GPU).
 """
 
 from __future__ import annotations

@@ -27,6 +27,16 @@ def sweep():
   return mod
 
 
+@pytest.fixture(scope="module")
+def skinny_tiles(sweep):
+  """benchmarks/skinny_tiles.py, which imports the sweep module above."""
+  path = _PATH.parent / "skinny_tiles.py"
+  spec = importlib.util.spec_from_file_location("skinny_tiles", path)
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
 @pytest.mark.parametrize("named", [True, False])
 def test_sample_covers_every_value_and_balances_m(sweep, named):
   ms, nk = sweep.M_VALUES, sweep.NK_VALUES
@@ -178,15 +188,11 @@ def test_graph_launches_are_the_command_buffer_thunks_events():
     assert not bench.is_graph_launch(name), name
 
 
-def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
+def test_skinny_tiles_times_both_tiles_and_the_rule(skinny_tiles, tmp_path):
   """benchmarks/skinny_tiles.py on a tiny grid (CPU: one call a side):
   each cell runs both forced tiles, the skinny path off and XLA's loop,
   checked; it records the planner's tile of every GEMM of the body
   (stacked: K = k, then K = n), and sums up per K."""
-  path = _PATH.parent / "skinny_tiles.py"
-  spec = importlib.util.spec_from_file_location("skinny_tiles", path)
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
   out = tmp_path / "tiles.json"
   from jax_dynoff import plan as plan_lib
   # n = 64: the narrow tile up to the longer of its two K bounds.
@@ -194,7 +200,7 @@ def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
   args = [str(out), "--quick", "--m", "8", "--n", "64", "--k",
           f"128,{kmax + 64}", "--patterns", "table,stacked,kv", "--settings",
           "default", "--repeats", "1"]
-  assert mod.main(args) == 0
+  assert skinny_tiles.main(args) == 0
   data = json.loads(out.read_text())
   cells = data["cells"]
   assert {(c["pattern"], c["k"]) for c in cells} == {
@@ -203,7 +209,7 @@ def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
     assert c["ok"], c
     assert c["faster"] == ("narrow" if c["narrow_us"] < c["wide_us"]
                            else "wide")
-    times = {t: c[f"{t}_us"] for t in mod.CHOICES}
+    times = {t: c[f"{t}_us"] for t in skinny_tiles.CHOICES}
     assert set(times) == {"wide", "narrow", "off"}
     assert c["fastest"] == min(times, key=times.get)
     assert c["off_over_tile"] == pytest.approx(
@@ -218,21 +224,18 @@ def test_skinny_tiles_times_both_tiles_and_the_rule(sweep, tmp_path):
   for r in data["summary"]:
     assert 0 <= r["off_wins"] <= r["cells"] and r["off_over_tile_geomean"] > 0
   with pytest.raises(SystemExit):
-    mod.main([str(out), "--m", "32"])
+    skinny_tiles.main([str(out), "--m", "32"])
 
 
-def test_skinny_tiles_times_the_transposed_weight(sweep, tmp_path):
+def test_skinny_tiles_times_the_transposed_weight(sweep, skinny_tiles,
+                                                  tmp_path):
   """table_nt (the weight stored (n, k), x @ W^T) in skinny_tiles.py: the
   forced tiles run B transposed, match XLA's x @ W.T, and the planner's
   tile follows the NT bound (narrow up to SKINNY_NARROW_NT_MAX_K)."""
-  path = _PATH.parent / "skinny_tiles.py"
-  spec = importlib.util.spec_from_file_location("skinny_tiles", path)
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
   from jax_dynoff import plan as plan_lib
   kmax = plan_lib.SKINNY_NARROW_NT_MAX_K
   out = tmp_path / "tiles_nt.json"
-  assert mod.main([str(out), "--quick", "--m", "8", "--n", "64", "--k",
+  assert skinny_tiles.main([str(out), "--quick", "--m", "8", "--n", "64", "--k",
                    f"128,{kmax + 64}", "--patterns", "table_nt",
                    "--settings", "default", "--repeats", "1"]) == 0
   cells = json.loads(out.read_text())["cells"]
