@@ -26,6 +26,7 @@ PROBES = [
     "benchmarks/skinny/probe.cu",        # the skinny kernel alone
     "benchmarks/skinny/variants.cu",     # skinny tile shapes without a cluster
     "benchmarks/skinny/phases.cu",       # the skinny kernel phase by phase
+    "benchmarks/skinny/stream.cu",       # a column tile of B by TMA, no math
     "benchmarks/small_k_grad/probe.cu",  # a small-group weight gradient
     "benchmarks/small_groups_fwd/probe.cu",  # a small-group forward
 ]
