@@ -38,9 +38,13 @@
 // planned, NN and NT, hot and cold, at 128 and 64 columns; `--rule` both
 // tiles around the tile rule's bounds; `--xsplit` the table loop's cells
 // with the candidates' split in XLA's shape, the partials added by a
-// second grid, and the partials' grid alone):
+// second grid, and the partials' grid alone; `--deep` 64-column tiles over
+// all of K with no split, B's 128-byte rows by deep TMA pipelines, in the
+// table loop's and the stacked loop's cells):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/variants.cu -o /tmp/skinny_variants && /tmp/skinny_variants
+#include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -573,6 +577,11 @@ std::string RunShippedNT(const SkinnyLaunch& l) {
 
 int sms = 0;
 
+// Where the buffer that B's windows lie in ends: the --deep candidates'
+// tensor map covers B's rows from a window's base to there.
+const char* g_b_end = nullptr;
+const char* g_buf_end = nullptr;  // g_buf.b's end (Time's windows)
+
 bool Check(RunFn run, const char* name, int m, int n, int k, int split,
            float beta, bool tb) {
   const int pad = 8, rows_d = m + 3, ldd = n + 2 * pad, lda = k + pad,
@@ -582,6 +591,7 @@ bool Check(RunFn run, const char* name, int m, int n, int k, int split,
   int32_t* layer;
   CK(cudaMalloc(&a, size_t(m + 1) * lda * 2));
   CK(cudaMalloc(&b, size_t(3) * kb_rows * ldb * 2));
+  g_b_end = reinterpret_cast<const char*>(b) + size_t(3) * kb_rows * ldb * 2;
   CK(cudaMalloc(&c, size_t(rows_d) * ldd * 2));
   CK(cudaMalloc(&d, size_t(rows_d) * ldd * 2));
   CK(cudaMalloc(&ref, size_t(m) * n * 4));
@@ -680,6 +690,7 @@ double Time(RunFn run, int m, int n, int k, int split, bool tb,
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   SkinnyLaunch l = BufLaunch(m, n, k, split);
   l.stream = st;
+  g_b_end = g_buf_end;
   bool failed = false;
   const double us = GraphUsPerLaunch(st, kLayers, 20, [&](int i) {
     SkinnyLaunch li = l;
@@ -994,6 +1005,7 @@ void Hot() {
 void AllocBufs(size_t a_elems, size_t b_elems, size_t max_n) {
   CK(cudaMalloc(&g_buf.a, a_elems * 2));
   CK(cudaMalloc(&g_buf.b, b_elems * 2));
+  g_buf_end = reinterpret_cast<const char*>(g_buf.b) + b_elems * 2;
   CK(cudaMalloc(&g_buf.d, size_t(16) * max_n * 2));
   CK(cudaMalloc(&g_buf.ctr, 4));
   Fill<<<1024, 256>>>(g_buf.a, a_elems, 5);
@@ -1134,6 +1146,238 @@ void XSplitCells() {
   }
 }
 
+// --deep: 64 columns a CTA over ALL of K, no split, so no reduction across
+// CTAs (no cluster, no last CTA, no second grid): B's NN rows are 128
+// bytes (one L2 line, where the narrow tile asks for 32-byte sectors) and
+// its stages arrive by TMA boxes of BK rows x 64 columns in the 128-byte
+// swizzle, ST of them in flight (up to ~200 KiB a CTA, where the
+// cp.async candidates keep 32 KiB), one thread issuing them; A's stages by
+// cp.async.  The W warps share each stage's K and add their partials in
+// shared memory at the end.  At n = 2048 that is 32 CTAs, each streaming
+// its whole 256 KiB slab: benchmarks/skinny/stream.cu times the same loads
+// without the math.  NN only; m <= 16.
+struct TParams {
+  CUtensorMap b_map;  // B's buffer from the window's base, 64 x BK boxes
+  SkinnyLaunch l;
+};
+
+template <int BK, int ST, int W>
+struct TCfg {
+  static constexpr int kBN = 64, kM = 16, kThreads = 32 * W;
+  static constexpr int kBStage = BK * kBN * 2, kAStage = kM * BK * 2;
+  static constexpr int kPipe = ST * (kBStage + kAStage);
+  static constexpr int kRed = W * kM * kBN * 4;  // each warp's partials
+  static constexpr int kBarsAt = kPipe > kRed ? kPipe : kRed;
+  // +1024: the stages start 1024-byte aligned (the swizzle's period).
+  static constexpr int kSmem = kBarsAt + ST * 8 + 1024;
+  static_assert(BK % 16 == 0 && BK <= 256, "a TMA box is at most 256 rows");
+};
+
+__device__ __forceinline__ void TmaBox(uint32_t dst, const CUtensorMap* map,
+                                       int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+template <int BK, int ST, int W>
+__global__ void __launch_bounds__(32 * W, 1)
+    SkinnyT(const __grid_constant__ TParams P) {
+  using C = TCfg<BK, ST, W>;
+  constexpr int kBN = C::kBN, kM = C::kM, kThreads = C::kThreads;
+  constexpr int kAChunks = BK / 8;  // 16-byte chunks of an A stage row
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw =
+      static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  auto b_stage = [&](int s) { return base + s * C::kBStage; };
+  auto a_stage = [&](int s) {
+    return base + ST * C::kBStage + s * C::kAStage;
+  };
+  auto full = [&](int s) { return base + C::kBarsAt + 8 * s; };
+  const SkinnyLaunch& L = P.l;
+  const int n0 = static_cast<int>(blockIdx.x) * kBN;
+  const T* A = reinterpret_cast<const T*>(L.a.Locate());
+  const int64_t lda = L.a.ld;
+  const int tiles = (L.k + BK - 1) / BK;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
+            lane = tid & 31;
+  // The window's first row and column in the map (thread 0 issues the
+  // boxes): the map starts at B's base, its rows L.b.ld elements apart.
+  int b_row = 0, b_col = 0;
+  if (tid == 0) {
+    const int64_t off = L.b.Locate() - L.b.base, pitch = L.b.ld * 2;
+    b_row = static_cast<int>(off / pitch);
+    b_col = static_cast<int>(off % pitch / 2);
+    for (int s = 0; s < ST; ++s) MbarInit(full(s));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  auto load = [&](int t, int s) {
+    const int k0 = t * BK;
+    for (int q = tid; q < kM * kAChunks; q += kThreads) {
+      const int row = q / kAChunks, c = q % kAChunks, kk = k0 + c * 8;
+      const bool ok = row < L.m && kk < L.k;
+      sk::CpAsync16(a_stage(s) + SwzC<kAChunks>(row, c),
+                    ok ? A + row * lda + kk : A, ok);
+    }
+    if (tid == 0) {  // the whole box counts, rows past the map zero-filled
+      MbarExpectTx(full(s), C::kBStage);
+      TmaBox(b_stage(s), &P.b_map, b_col + n0, b_row + k0, full(s));
+    }
+  };
+  float acc[8][4] = {};
+#pragma unroll
+  for (int i = 0; i < ST - 1; ++i) {
+    if (i < tiles) load(i, i);
+    sk::CpAsyncCommit();
+  }
+  const int mrow = ((lane >> 3) & 1) * 8 + (lane & 7), half = lane >> 4;
+  for (int i = 0; i < tiles; ++i) {
+    const int s = i % ST;
+    sk::CpAsyncWait<ST - 2>();
+    MbarWait(full(s), (i / ST) & 1);
+    // The last stage's rows past K: zeros, not the buffer's next rows (A
+    // is zero there, but 0 * inf is NaN).  Whole 128-byte rows: the
+    // swizzle moves chunks within a row only.
+    const int valid = L.k - i * BK;
+    for (int q = tid; q < (BK - valid) * 8; q += kThreads)
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(
+                       b_stage(s) + valid * 128 + q * 16),
+                   "r"(0)
+                   : "memory");
+    __syncthreads();  // stage s landed; everyone is done with stage s - 1
+    if (i + ST - 1 < tiles) load(i + ST - 1, (i + ST - 1) % ST);
+    sk::CpAsyncCommit();
+#pragma unroll 2
+    for (int kk = warp; kk < BK / 16; kk += W) {
+      uint32_t af[4];
+      sk::Ldsm4(a_stage(s) + SwzC<kAChunks>(mrow, kk * 2 + half), af);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        uint32_t bf[4];
+        sk::Ldsm4T(b_stage(s) + SwzC<8>(kk * 16 + mrow, j * 2 + half), bf);
+        sk::Mma<T>(acc[2 * j], af, bf[0], bf[1]);
+        sk::Mma<T>(acc[2 * j + 1], af, bf[2], bf[3]);
+      }
+    }
+  }
+  sk::CpAsyncWait<0>();
+  __syncthreads();  // every warp is done with the stages: partials there
+  float* red = reinterpret_cast<float*>(smem_raw + (base - raw));
+  const bool two_halves = L.m > 8;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int row = lane >> 2, col = j * 8 + (lane & 3) * 2;
+    *reinterpret_cast<float2*>(&red[(warp * kM + row) * kBN + col]) =
+        make_float2(acc[j][0], acc[j][1]);
+    if (two_halves)
+      *reinterpret_cast<float2*>(&red[(warp * kM + row + 8) * kBN + col]) =
+          make_float2(acc[j][2], acc[j][3]);
+  }
+  __syncthreads();
+  T* D = reinterpret_cast<T*>(const_cast<char*>(L.d.Locate()));
+  const T* Cm = L.beta != 0.f ? reinterpret_cast<const T*>(L.c.Locate())
+                              : nullptr;
+  for (int q = tid; q < kM * (kBN / 8); q += kThreads) {
+    const int row = q / (kBN / 8), col = (q % (kBN / 8)) * 8;
+    if (row >= L.m || n0 + col >= L.n) continue;
+    float v[8] = {};
+#pragma unroll
+    for (int w = 0; w < W; ++w) sk::AddChunk(&red[(w * kM + row) * kBN + col], v);
+    float c[8] = {};
+    if (Cm != nullptr) sk::LoadChunk(Cm + row * L.c.ld + n0 + col, 8, c);
+    float o[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = L.alpha * v[e] + L.beta * c[e];
+    sk::StoreChunk(D + row * L.d.ld + n0 + col, L.n - (n0 + col), o);
+  }
+}
+
+template <int BK, int ST, int W>
+std::string RunT(const SkinnyLaunch& l) {
+  using C = TCfg<BK, ST, W>;
+  if (l.m > 16) return "m past 16";
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                         cudaEnableDefault, &q) != cudaSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (encode == nullptr) return "no cuTensorMapEncodeTiled";
+  const int64_t pitch = l.b.ld * 2;
+  if (pitch % 16 || reinterpret_cast<uintptr_t>(l.b.base) % 16)
+    return "B's base or rows not 16-byte aligned";
+  TParams p;
+  p.l = l;
+  p.l.split_k = 1;
+  cuuint64_t dims[2] = {static_cast<cuuint64_t>(l.b.ld),
+                        static_cast<cuuint64_t>((g_b_end - l.b.base) / pitch)};
+  cuuint64_t strides[1] = {static_cast<cuuint64_t>(pitch)};
+  cuuint32_t box[2] = {64, BK}, elem[2] = {1, 1};
+  const CUresult r = encode(
+      &p.b_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+      const_cast<char*>(l.b.base), dims, strides, box, elem,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return "cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")";
+  auto* fn = &SkinnyT<BK, ST, W>;
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      reinterpret_cast<const void*>(fn),
+      cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  if (attr != cudaSuccess) return cudaGetErrorString(attr);
+  fn<<<(l.n + 63) / 64, C::kThreads, C::kSmem, l.stream>>>(p);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : cudaGetErrorString(e);
+}
+
+struct Deep {
+  RunFn run;
+  const char* name;
+};
+const Deep kDeeps[] = {{&RunT<128, 8, 4>, "t64x128s8w4"},
+                       {&RunT<128, 8, 8>, "t64x128s8w8"},
+                       {&RunT<256, 5, 8>, "t64x256s5w8"},
+                       {&RunT<64, 12, 4>, "t64x64s12w4"}};
+
+// The table loop's cells (B hot) and the stacked loop's (B cold, a new
+// layer each call), m <= 16: the deep candidates beside the library's
+// narrow tile and its wide tile at the planner's split.
+void DeepCells() {
+  const int shapes[][3] = {{8, 2048, 2048},  {16, 2048, 2048},
+                           {16, 4096, 4096}, {8, 4096, 4096},
+                           {16, 512, 1536},  {8, 1536, 1536},
+                           {16, 4096, 1536}, {1, 2048, 2048},
+                           {16, 2048, 4096}, {8, 4096, 2048}};
+  for (auto& s : shapes) {
+    const int m = s[0], n = s[1], k = s[2], s0 = SkinnySplit(n, k, sms);
+    for (bool hot : {true, false}) {
+      const double narrow = Time(&RunNarrowNN, m, n, k, 1, false, hot);
+      const double wide = Time(&RunShippedNN, m, n, k, s0, false, hot);
+      char line[512];
+      int len = std::snprintf(line, sizeof line,
+                              "DEEP %s m=%d n=%d k=%d: narrow %.2f wide c%d "
+                              "%.2f |", hot ? "hot " : "cold", m, n, k,
+                              narrow, s0, wide);
+      double best = 1e30;
+      for (const Deep& d : kDeeps) {
+        const double us = Time(d.run, m, n, k, 1, false, hot);
+        if (us > 0) best = std::min(best, us);
+        len += std::snprintf(line + len, sizeof line - len, " %s %.2f", d.name,
+                             us);
+      }
+      std::printf("%s | best/min(narrow,wide) %.2f\n", line,
+                  best / std::min(narrow, wide));
+      std::fflush(stdout);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CK(cudaMalloc(&g_red.partials, kPartialFloats * 4));
@@ -1185,6 +1429,21 @@ int main(int argc, char** argv) {
     std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
     if (!ok) return 1;
     RuleCells();
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--deep") == 0) {
+    AllocBufs(size_t(16) * 4096, size_t(4096) * 4096 * kLayers, 4096);
+    bool ok = true;
+    for (const Deep& d : kDeeps) {
+      ok &= Check(d.run, d.name, 13, 1000, 1000, 1, 1.5f, false);
+      ok &= Check(d.run, d.name, 8, 2048, 2048, 1, 0.f, false);
+      ok &= Check(d.run, d.name, 16, 4096, 4096, 1, 1.f, false);
+      ok &= Check(d.run, d.name, 1, 72, 40, 1, 0.f, false);
+      ok &= Check(d.run, d.name, 5, 136, 2056, 1, 1.f, false);
+    }
+    std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
+    if (!ok) return 1;
+    DeepCells();
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--xsplit") == 0) {
