@@ -316,3 +316,24 @@ def test_xla_gemm_config_reads_the_fusion_and_its_split(sweep, tmp_path):
   (cell,) = json.loads(out.read_text())["cells"]
   assert (cell["m"], cell["n"], cell["k"]) == (8, 256, 512)
   assert cell["dots"], cell
+
+
+def test_loop_bodies_lists_each_sides_loop_bodies(sweep, capsys):
+  """benchmarks/loop_bodies.py on a tiny stacked cell (any backend): each
+  side's while body with its top-level instructions; ours holds the
+  layer's two gemm calls, XLA's its two dots, and neither lists the
+  instructions that launch nothing."""
+  path = _PATH.parent / "loop_bodies.py"
+  spec = importlib.util.spec_from_file_location("loop_bodies", path)
+  lb = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(lb)
+  assert lb.main(["stacked", "8", "64", "128", "--quick"]) == 0
+  out = capsys.readouterr().out
+  ours, xla = out.split("== xla")
+  assert "loop body" in ours and "loop body" in xla
+  assert ours.count("custom-call jax_dynoff_gemm") == 2, ours
+  # (a dot on a CPU; a Triton GEMM fusion or a cuBLAS call on a GPU)
+  import re
+  assert len(re.findall(r"^ {4}.*(dot|gemm|cublas)", xla, re.M)) >= 2, xla
+  for free in ("get-tuple-element", "parameter", "    tuple"):
+    assert free not in out
