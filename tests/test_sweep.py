@@ -318,22 +318,55 @@ def test_xla_gemm_config_reads_the_fusion_and_its_split(sweep, tmp_path):
   assert cell["dots"], cell
 
 
-def test_loop_bodies_lists_each_sides_loop_bodies(sweep, capsys):
-  """benchmarks/loop_bodies.py on a tiny stacked cell (any backend): each
-  side's while body with its top-level instructions; ours holds the
-  layer's two gemm calls, XLA's its two dots, and neither lists the
-  instructions that launch nothing."""
+def _loop_bodies_module():
   path = _PATH.parent / "loop_bodies.py"
   spec = importlib.util.spec_from_file_location("loop_bodies", path)
   lb = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(lb)
+  return lb
+
+
+def test_loop_bodies_lists_each_sides_loop_bodies(sweep, capsys):
+  """benchmarks/loop_bodies.py on a tiny stacked cell (any backend): each
+  side's while body with its top-level instructions; ours holds the
+  layer's two gemm calls, and neither side lists the instructions that
+  launch nothing.  (How XLA's own body is fused varies by backend and
+  version: only its presence is checked.)"""
+  lb = _loop_bodies_module()
   assert lb.main(["stacked", "8", "64", "128", "--quick"]) == 0
   out = capsys.readouterr().out
   ours, xla = out.split("== xla")
   assert "loop body" in ours and "loop body" in xla
   assert ours.count("custom-call jax_dynoff_gemm") == 2, ours
-  # (a dot on a CPU; a Triton GEMM fusion or a cuBLAS call on a GPU)
-  import re
-  assert len(re.findall(r"^ {4}.*(dot|gemm|cublas)", xla, re.M)) >= 2, xla
+  assert "jax_dynoff" not in xla, xla
   for free in ("get-tuple-element", "parameter", "    tuple"):
     assert free not in out
+
+
+def test_loop_bodies_reads_a_command_buffer_body(sweep):
+  """loop_bodies() on GPU-shaped HLO text: a body whose thunks XLA put in
+  a command buffer lists the call to it, with the thunks outside it."""
+  lb = _loop_bodies_module()
+  hlo = """HloModule m
+
+%command_buffer (p0: s32[]) -> s32[] {
+  %p0 = s32[] parameter(0)
+  ROOT %f = s32[] fusion(%p0), kind=kLoop, calls=%add
+}
+
+%body (t: (s32[], bf16[8,64])) -> (s32[], bf16[8,64]) {
+  %t = (s32[], bf16[8,64]{1,0}) parameter(0)
+  %i = s32[] get-tuple-element(%t), index=0
+  %x = bf16[8,64]{1,0} get-tuple-element(%t), index=1
+  %g = bf16[8,64]{1,0} custom-call(%x, %i), custom_call_target="jax_dynoff_gemm"
+  %c = s32[] call(%i), to_apply=%command_buffer
+  ROOT %r = (s32[], bf16[8,64]{1,0}) tuple(%c, %g)
+}
+
+ENTRY %main (a: (s32[], bf16[8,64])) -> (s32[], bf16[8,64]) {
+  %a = (s32[], bf16[8,64]{1,0}) parameter(0)
+  ROOT %w = (s32[], bf16[8,64]{1,0}) while(%a), condition=%cond, body=%body
+}
+"""
+  assert lb.loop_bodies(hlo) == [
+      ("body", ["custom-call jax_dynoff_gemm", "call command_buffer"])]
