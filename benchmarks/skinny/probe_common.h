@@ -4,6 +4,7 @@
 // timing of launches captured in a CUDA graph.  Not part of the library
 // build.
 #pragma once
+#include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -16,6 +17,39 @@
 #include "kernels/sm90_skinny.h"
 
 using T = __nv_bfloat16;
+
+// mbarriers and TMA boxes for the candidates that move stages by the copy
+// engines (variants.cu's bulk and deep candidates, stream.cu): a barrier
+// of one arrival, its expected bytes, a wait on its phase, and one box of
+// a 2-D tensor map at (column c0, row c1), its bytes counted on `bar`.
+__device__ __forceinline__ void MbarInit(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar));
+}
+__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+      "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@p bra DONE;\n"
+      "bra WAIT;\n"
+      "DONE:\n"
+      "}\n" ::"r"(bar),
+      "r"(parity) : "memory");
+}
+__device__ __forceinline__ void TmaBox(uint32_t dst, const CUtensorMap* map,
+                                       int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
 
 // A one-thread kernel between the GEMMs: the loop counter of XLA's body.
 __global__ void Counter(int32_t* i) { *i += 1; }

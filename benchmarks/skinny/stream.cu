@@ -24,7 +24,7 @@
 // launch floor beside it.
 //
 // Build and run (offline, sm_90a, no CUTLASS):
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //       benchmarks/skinny/stream.cu -o /tmp/stream && /tmp/stream
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
@@ -35,44 +35,12 @@
 #include <cstdio>
 #include <vector>
 
-#include "../cuda_check.h"
+#include "probe_common.h"  // CK, Counter, GraphUsPerLaunch, mbarriers, TMA
 
 namespace {
 
 __device__ __forceinline__ uint32_t Smem(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
-               "r"(count));
-}
-
-__device__ __forceinline__ void MbarExpect(uint32_t bar, uint32_t bytes) {
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-      "r"(bytes)
-      : "memory");
-}
-
-__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra W;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-
-// One box of B (kRows rows from row `row`, kCols columns from `col`) into
-// shared memory at `dst`, its bytes counted on `bar`.
-__device__ __forceinline__ void TmaLoad(const CUtensorMap* map, uint32_t dst,
-                                        uint32_t bar, int col, int row) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
-      "complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(dst),
-      "l"(map), "r"(bar), "r"(col), "r"(row)
-      : "memory");
 }
 
 template <int kCols, int kRows, int kStages>
@@ -92,12 +60,12 @@ __global__ void __launch_bounds__(128)
   const int col = blockIdx.x * kCols, k0 = blockIdx.y * k_per_cta;
   const int tiles = k_per_cta / kRows;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) MbarInit(bars + 8 * s, 1);
+    for (int s = 0; s < kStages; ++s) MbarInit(bars + 8 * s);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     for (int s = 0; s < kStages && s < tiles; ++s) {
-      MbarExpect(bars + 8 * s, C::kStageBytes);
-      TmaLoad(&map, base + s * C::kStageBytes, bars + 8 * s, col,
-              k0 + s * kRows);
+      MbarExpectTx(bars + 8 * s, C::kStageBytes);
+      TmaBox(base + s * C::kStageBytes, &map, col, k0 + s * kRows,
+             bars + 8 * s);
     }
   }
   __syncthreads();
@@ -109,9 +77,9 @@ __global__ void __launch_bounds__(128)
         [threadIdx.x * 4 % (C::kStageBytes / 4)];
     __syncthreads();  // every thread is done with stage s
     if (threadIdx.x == 0 && i + kStages < tiles) {
-      MbarExpect(bars + 8 * s, C::kStageBytes);
-      TmaLoad(&map, base + s * C::kStageBytes, bars + 8 * s, col,
-              k0 + (i + kStages) * kRows);
+      MbarExpectTx(bars + 8 * s, C::kStageBytes);
+      TmaBox(base + s * C::kStageBytes, &map, col, k0 + (i + kStages) * kRows,
+             bars + 8 * s);
     }
   }
   if (acc == 1234.5f) sink[threadIdx.x] = acc;  // keeps the reads
@@ -120,8 +88,6 @@ __global__ void __launch_bounds__(128)
 __global__ void Empty(float* sink) {
   if (sink == nullptr) sink[0] = 0.f;
 }
-
-__global__ void Counter(int* c) { ++*c; }
 
 CUtensorMap Map(const void* b, int k, int n, int cols, int rows) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
@@ -153,38 +119,14 @@ CUtensorMap Map(const void* b, int k, int n, int cols, int rows) {
 
 constexpr int kGraphLaunches = 32;
 
-// us per launch (plus the counter) of `launch(i)` for i < kGraphLaunches in
-// one graph, the best of `reps` replays.
+// us per launch (plus the loop's counter) of `launch(i)` for i <
+// kGraphLaunches in one graph (probe_common.h GraphUsPerLaunch).
 template <class F>
-float TimeGraph(F launch, int* counter, cudaStream_t st, int reps = 15) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < kGraphLaunches; ++i) {
+double TimeGraph(F launch, int32_t* counter, cudaStream_t st) {
+  return GraphUsPerLaunch(st, kGraphLaunches, 20, [&](int i) {
     launch(i);
     Counter<<<1, 1, 0, st>>>(counter);
-  }
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  float best = 1e30f;
-  for (int r = 0; r < reps; ++r) {
-    CK(cudaGraphLaunch(ge, st));  // warm
-    CK(cudaEventRecord(e0, st));
-    CK(cudaGraphLaunch(ge, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    best = std::min(best, ms * 1000.f / kGraphLaunches);
-  }
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  return best;
+  });
 }
 
 struct Bufs {
@@ -194,7 +136,7 @@ struct Bufs {
 
 template <int kCols, int kRows, int kStages>
 void Case(const char* name, const Bufs& hot, const Bufs& cold, int k, int n,
-          int split, float* sink, int* counter, cudaStream_t st) {
+          int split, float* sink, int32_t* counter, cudaStream_t st) {
   using C = Cfg<kCols, kRows, kStages>;
   if (n % kCols || k % (split * kRows)) return;
   auto kern = Stream<kCols, kRows, kStages>;
@@ -202,7 +144,7 @@ void Case(const char* name, const Bufs& hot, const Bufs& cold, int k, int n,
                           C::kSmem));
   const dim3 grid(n / kCols, split);
   const int kpc = k / split;
-  float t[2];
+  double t[2];
   for (int which = 0; which < 2; ++which) {
     const Bufs& bufs = which ? cold : hot;
     // Every k x n slab of the buffers, so that a cold rotation spans them.
@@ -218,7 +160,7 @@ void Case(const char* name, const Bufs& hot, const Bufs& cold, int k, int n,
         counter, st);
     CK(cudaGetLastError());
   }
-  const float empty = TimeGraph(
+  const double empty = TimeGraph(
       [&](int) { Empty<<<grid, 128, C::kSmem, st>>>(sink); }, counter, st);
   const double mb = 2.0 * k * n / 1e6;
   std::printf(
@@ -239,7 +181,7 @@ int main() {
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   float* sink;
-  int* counter;
+  int32_t* counter;
   CK(cudaMalloc(&sink, 4096));
   CK(cudaMalloc(&counter, 4));
   CK(cudaFuncSetAttribute(Empty, cudaFuncAttributeMaxDynamicSharedMemorySize,

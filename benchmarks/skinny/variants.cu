@@ -107,6 +107,22 @@ __device__ __forceinline__ uint32_t SwzC(int row, int chunk) {
   return static_cast<uint32_t>(row * kChunks * 16 + p * 16);
 }
 
+// A's stage for the cp.async and deep candidates: 16 rows x BK of K from
+// k0, 16-byte chunks swizzled for ldmatrix (SwzC); rows past m and K past
+// k_hi are zero-filled.
+template <int BK, int kThreads>
+__device__ __forceinline__ void LoadAStage(uint32_t dst, const T* A,
+                                           int64_t lda, int m, int k_hi,
+                                           int k0, int tid) {
+  constexpr int kM = 16, kAChunks = BK / 8;
+  for (int q = tid; q < kM * kAChunks; q += kThreads) {
+    const int row = q / kAChunks, c = q % kAChunks, kk = k0 + c * 8;
+    const bool ok = row < m && kk < k_hi;
+    sk::CpAsync16(dst + SwzC<kAChunks>(row, c), ok ? A + row * lda + kk : A,
+                  ok);
+  }
+}
+
 // A candidate CTA's share of a GEMM: its column tile (n0 its first
 // column) and, of that tile's `split` CTAs, its rank's K tiles [t_begin,
 // t_end) of BK rows (k_hi: where its K ends), as Finish adds the ranks.
@@ -240,12 +256,7 @@ __global__ void __launch_bounds__(BN, 1)
   auto b_stage = [&](int s) { return base + ST * kAStage + s * kBStage; };
   auto load = [&](int t, int s) {
     const int k0 = t * BK;
-    for (int q = tid; q < kM * kAChunks; q += kThreads) {
-      const int row = q / kAChunks, c = q % kAChunks, kk = k0 + c * 8;
-      const bool ok = row < L.m && kk < w.k_hi;
-      sk::CpAsync16(a_stage(s) + SwzC<kAChunks>(row, c),
-                    ok ? A + row * lda + kk : A, ok);
-    }
+    LoadAStage<BK, kThreads>(a_stage(s), A, lda, L.m, w.k_hi, k0, tid);
 #pragma unroll
     for (int i = 0; i < BK * BN / 8 / kThreads; ++i) {
       const int q = tid + i * kThreads;
@@ -316,26 +327,6 @@ __global__ void __launch_bounds__(BN, 1)
 // A's columns and B's rows are zeroed in shared memory (A's zero columns
 // would meet stale B rows otherwise).  Needs k and n multiples of 8 and
 // 16-byte aligned rows (every probe case has them).
-__device__ __forceinline__ void MbarInit(uint32_t bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar));
-}
-__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-      "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@p bra DONE;\n"
-      "bra WAIT;\n"
-      "DONE:\n"
-      "}\n" ::"r"(bar),
-      "r"(parity) : "memory");
-}
 __device__ __forceinline__ void BulkCopy(uint32_t dst, const void* src,
                                          uint32_t bytes, uint32_t bar) {
   asm volatile(
@@ -1173,15 +1164,6 @@ struct TCfg {
   static_assert(BK % 16 == 0 && BK <= 256, "a TMA box is at most 256 rows");
 };
 
-__device__ __forceinline__ void TmaBox(uint32_t dst, const CUtensorMap* map,
-                                       int c0, int c1, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
-      "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-
 template <int BK, int ST, int W>
 __global__ void __launch_bounds__(32 * W, 1)
     SkinnyT(const __grid_constant__ TParams P) {
@@ -1217,12 +1199,7 @@ __global__ void __launch_bounds__(32 * W, 1)
   __syncthreads();
   auto load = [&](int t, int s) {
     const int k0 = t * BK;
-    for (int q = tid; q < kM * kAChunks; q += kThreads) {
-      const int row = q / kAChunks, c = q % kAChunks, kk = k0 + c * 8;
-      const bool ok = row < L.m && kk < L.k;
-      sk::CpAsync16(a_stage(s) + SwzC<kAChunks>(row, c),
-                    ok ? A + row * lda + kk : A, ok);
-    }
+    LoadAStage<BK, kThreads>(a_stage(s), A, lda, L.m, L.k, k0, tid);
     if (tid == 0) {  // the whole box counts, rows past the map zero-filled
       MbarExpectTx(full(s), C::kBStage);
       TmaBox(b_stage(s), &P.b_map, b_col + n0, b_row + k0, full(s));
