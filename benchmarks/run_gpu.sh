@@ -22,7 +22,9 @@
 # weight-gradient kernels checked against float32 and timed against their
 # floors (benchmarks/small_groups_fwd, small_k_grad), what a skinny call
 # costs before its first byte and what an L2 prefetch of the next layer
-# buys (benchmarks/skinny/variants.cu --floors), where the shipped skinny
+# buys (benchmarks/skinny/variants.cu --floors), the no-split 64-column
+# tile by TMA against the library's skinny tiles (variants --deep) and its
+# loads alone (benchmarks/skinny/stream.cu), where the shipped skinny
 # kernel's time goes phase by phase (benchmarks/skinny/phases.cu), each
 # logged to probe_<dir>_<file>.txt, and the grouped tiles on
 # MoE layers (the sm90_tiles grouped sweep: candidates matching PROBE_TILES,
@@ -129,13 +131,23 @@ fi
 if [ -n "${PROBES:-}" ]; then
   step "probes"
   pflags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi"
-  for p in small_groups_fwd/probe small_k_grad/probe skinny/variants \
-           skinny/phases; do
-    name=${p//\//_}
-    exe=/tmp/probe_$name
-    args=""; [ "$p" = skinny/variants ] && args=--floors
-    if nvcc $pflags "benchmarks/$p.cu" -o "$exe" > "$res/probe_$name.txt" 2>&1; then
-      "$exe" $args >> "$res/probe_$name.txt" 2>&1 || status=1
+  # Each: the probe's source under benchmarks/, then its arguments (a
+  # source is built once a run, here, for every run of it).
+  declare -A built=()
+  for run in "small_groups_fwd/probe" "small_k_grad/probe" \
+             "skinny/variants --floors" "skinny/variants --deep" \
+             "skinny/stream" "skinny/phases"; do
+    set -- $run
+    p=$1; shift
+    name=${p//\//_}${1:+_${1#--}}
+    exe=/tmp/probe_${p//\//_}
+    if [ -z "${built[$p]:-}" ]; then
+      rm -f "$exe"
+      nvcc $pflags "benchmarks/$p.cu" -o "$exe" > "$res/probe_$name.txt" 2>&1
+      built[$p]=1
+    fi
+    if [ -x "$exe" ]; then
+      "$exe" "$@" >> "$res/probe_$name.txt" 2>&1 || status=1
     else
       status=1
     fi
