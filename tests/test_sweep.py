@@ -27,14 +27,26 @@ def sweep():
   return mod
 
 
-@pytest.fixture(scope="module")
-def skinny_tiles(sweep):
-  """benchmarks/skinny_tiles.py, which imports the sweep module above."""
-  path = _PATH.parent / "skinny_tiles.py"
-  spec = importlib.util.spec_from_file_location("skinny_tiles", path)
+def _benchmark(name):
+  """benchmarks/NAME.py beside sweep.py, loaded as a module (the callers'
+  fixtures load the sweep module first, which it imports)."""
+  spec = importlib.util.spec_from_file_location(name,
+                                                _PATH.parent / f"{name}.py")
   mod = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(mod)
   return mod
+
+
+@pytest.fixture(scope="module")
+def skinny_tiles(sweep):
+  """benchmarks/skinny_tiles.py, which imports the sweep module above."""
+  return _benchmark("skinny_tiles")
+
+
+@pytest.fixture(scope="module")
+def loop_bodies(sweep):
+  """benchmarks/loop_bodies.py, which imports the sweep module above."""
+  return _benchmark("loop_bodies")
 
 
 @pytest.mark.parametrize("named", [True, False])
@@ -318,22 +330,13 @@ def test_xla_gemm_config_reads_the_fusion_and_its_split(sweep, tmp_path):
   assert cell["dots"], cell
 
 
-def _loop_bodies_module():
-  path = _PATH.parent / "loop_bodies.py"
-  spec = importlib.util.spec_from_file_location("loop_bodies", path)
-  lb = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(lb)
-  return lb
-
-
-def test_loop_bodies_lists_each_sides_loop_bodies(sweep, capsys):
+def test_loop_bodies_lists_each_sides_loop_bodies(loop_bodies, capsys):
   """benchmarks/loop_bodies.py on a tiny stacked cell (any backend): each
   side's while body with its top-level instructions; ours holds the
   layer's two gemm calls, and neither side lists the instructions that
   launch nothing.  (How XLA's own body is fused varies by backend and
   version: only its presence is checked.)"""
-  lb = _loop_bodies_module()
-  assert lb.main(["stacked", "8", "64", "128", "--quick"]) == 0
+  assert loop_bodies.main(["stacked", "8", "64", "128", "--quick"]) == 0
   out = capsys.readouterr().out
   ours, xla = out.split("== xla")
   assert "loop body" in ours and "loop body" in xla
@@ -343,10 +346,9 @@ def test_loop_bodies_lists_each_sides_loop_bodies(sweep, capsys):
     assert free not in out
 
 
-def test_loop_bodies_reads_a_command_buffer_body(sweep):
+def test_loop_bodies_reads_a_command_buffer_body(loop_bodies):
   """loop_bodies() on GPU-shaped HLO text: a body whose thunks XLA put in
   a command buffer lists the call to it, with the thunks outside it."""
-  lb = _loop_bodies_module()
   hlo = """HloModule m
 
 %command_buffer (p0: s32[]) -> s32[] {
@@ -368,5 +370,5 @@ ENTRY %main (a: (s32[], bf16[8,64])) -> (s32[], bf16[8,64]) {
   ROOT %w = (s32[], bf16[8,64]{1,0}) while(%a), condition=%cond, body=%body
 }
 """
-  assert lb.loop_bodies(hlo) == [
+  assert loop_bodies.loop_bodies(hlo) == [
       ("body", ["custom-call jax_dynoff_gemm", "call command_buffer"])]

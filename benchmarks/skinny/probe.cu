@@ -380,13 +380,7 @@ __global__ void __launch_bounds__(128, 1)
     const int row = q / (kTileN / 8), col = (q % (kTileN / 8)) * 8;
     if (row >= L.m || n0 + col >= L.n) continue;
     float v[8] = {};
-    for (int r = 0; r < split; ++r) {
-      const float* p = all + (size_t(r) * kM + row) * kTileN + col;
-      const float4 x0 = __ldcg(reinterpret_cast<const float4*>(p));
-      const float4 x1 = __ldcg(reinterpret_cast<const float4*>(p + 4));
-      v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
-      v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
-    }
+    SumRanks<kTileN>(all, split, row, col, v);
     alignas(16) T out[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {

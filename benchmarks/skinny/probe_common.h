@@ -51,6 +51,24 @@ __device__ __forceinline__ void TmaBox(uint32_t dst, const CUtensorMap* map,
       : "memory");
 }
 
+// Adds the `split` ranks' float32 partials of 8 columns (row, col of a
+// 16 x BN tile; `all` the tile's first rank) to v, in rank order: the same
+// sums wherever a probe adds a K split's partials through global memory
+// (variants.cu's last CTA and second grid, probe.cu's last CTA).
+template <int BN>
+__device__ __forceinline__ void SumRanks(const float* all, int split, int row,
+                                         int col, float (&v)[8]) {
+  constexpr int kM = 16;
+#pragma unroll 4
+  for (int r = 0; r < split; ++r) {
+    const float* p = all + (size_t(r) * kM + row) * BN + col;
+    const float4 x0 = __ldcg(reinterpret_cast<const float4*>(p));
+    const float4 x1 = __ldcg(reinterpret_cast<const float4*>(p + 4));
+    v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
+    v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
+  }
+}
+
 // A one-thread kernel between the GEMMs: the loop counter of XLA's body.
 __global__ void Counter(int32_t* i) { *i += 1; }
 

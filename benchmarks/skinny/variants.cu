@@ -143,23 +143,6 @@ __device__ __forceinline__ Share ShareOf(const SkinnyLaunch& L) {
   return w;
 }
 
-// Adds the `split` ranks' float32 partials of 8 columns (row, col of a
-// 16 x BN tile; `all` the tile's first rank) to v, in rank order: the same
-// sums in the last CTA (Finish) and in the second grid (ReduceSplit).
-template <int BN>
-__device__ __forceinline__ void SumRanks(const float* all, int split, int row,
-                                         int col, float (&v)[8]) {
-  constexpr int kM = 16;
-#pragma unroll 4
-  for (int r = 0; r < split; ++r) {
-    const float* p = all + (size_t(r) * kM + row) * BN + col;
-    const float4 x0 = __ldcg(reinterpret_cast<const float4*>(p));
-    const float4 x1 = __ldcg(reinterpret_cast<const float4*>(p + 4));
-    v[0] += x0.x; v[1] += x0.y; v[2] += x0.z; v[3] += x0.w;
-    v[4] += x1.x; v[5] += x1.y; v[6] += x1.z; v[7] += x1.w;
-  }
-}
-
 // The candidates' end: the float32 partial tile, then (split > 1) the
 // last CTA of a column tile to arrive adds the partials in rank order and
 // runs the epilogue; split 1 stages its tile in shared memory (`smem`, no
