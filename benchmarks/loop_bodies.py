@@ -19,6 +19,7 @@ table_nt).  --dump DIR writes each side's whole optimized HLO there.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from typing import Optional
@@ -85,6 +86,8 @@ def main(argv=None) -> int:
   ap.add_argument("--dump", help="directory for each side's optimized HLO")
   a = ap.parse_args(argv)
   p = sweep.BUILDERS[a.pattern](a.m, a.n, a.k, jnp.bfloat16, a.quick)
+  if a.dump:
+    os.makedirs(a.dump, exist_ok=True)
   for side, loop in (("ours", p.ours), ("xla", p.xla)):
     compiled, _ = bench.compile_loop(loop, 1)
     text = compiled.as_text()

@@ -330,13 +330,19 @@ def test_xla_gemm_config_reads_the_fusion_and_its_split(sweep, tmp_path):
   assert cell["dots"], cell
 
 
-def test_loop_bodies_lists_each_sides_loop_bodies(loop_bodies, capsys):
+def test_loop_bodies_lists_each_sides_loop_bodies(loop_bodies, capsys,
+                                                  tmp_path):
   """benchmarks/loop_bodies.py on a tiny stacked cell (any backend): each
   side's while body with its top-level instructions; ours holds the
   layer's two gemm calls, and neither side lists the instructions that
   launch nothing.  (How XLA's own body is fused varies by backend and
-  version: only its presence is checked.)"""
-  assert loop_bodies.main(["stacked", "8", "64", "128", "--quick"]) == 0
+  version: only its presence is checked.)  --dump makes its folder and
+  writes each side's optimized HLO there."""
+  dump = tmp_path / "hlo"
+  assert loop_bodies.main(["stacked", "8", "64", "128", "--quick",
+                           "--dump", str(dump)]) == 0
+  for side in ("ours", "xla"):
+    assert "while(" in (dump / f"stacked_8x64x128_{side}.hlo.txt").read_text()
   out = capsys.readouterr().out
   ours, xla = out.split("== xla")
   assert "loop body" in ours and "loop body" in xla
