@@ -40,7 +40,10 @@
 // with the candidates' split in XLA's shape, the partials added by a
 // second grid, and the partials' grid alone; `--deep` 64-column tiles over
 // all of K with no split, B's 128-byte rows by deep TMA pipelines, in the
-// table loop's and the stacked loop's cells):
+// table loop's and the stacked loop's cells; `--ncu M N K` launches the
+// narrow tile, the wide tile at the planner's split and the deep
+// candidates three times each on one shape, B hot, outside any graph, for
+// `ncu --cache-control none -k regex:"Skinny|Narrow"`):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi \
 //     benchmarks/skinny/variants.cu -o /tmp/skinny_variants && /tmp/skinny_variants
 #include <cuda.h>
@@ -48,6 +51,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <utility>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1404,6 +1409,32 @@ int main(int argc, char** argv) {
     std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
     if (!ok) return 1;
     DeepCells();
+    return 0;
+  }
+  if (argc > 4 && std::strcmp(argv[1], "--ncu") == 0) {
+    // One shape (m n k), B hot: the narrow tile, the wide tile at the
+    // planner's split and the deep candidates, three launches each with
+    // the loop's counter after each, stream-ordered, no graph: for ncu
+    // (--cache-control none keeps B in L2 as the table loop has it).
+    const int m = std::atoi(argv[2]), n = std::atoi(argv[3]),
+              k = std::atoi(argv[4]), s0 = SkinnySplit(n, k, sms);
+    AllocBufs(size_t(16) * k, size_t(k) * n, n);
+    g_b_end = g_buf_end;
+    SkinnyLaunch l = BufLaunch(m, n, k, 1);
+    l.b = Op(g_buf.b, n);
+    std::vector<std::pair<RunFn, int>> runs = {{&RunNarrowNN, 1},
+                                               {&RunShippedNN, s0}};
+    for (const Deep& d : kDeeps) runs.push_back({d.run, 1});
+    for (auto& r : runs)
+      for (int i = 0; i < 3; ++i) {
+        SkinnyLaunch li = l;
+        li.split_k = r.second;
+        const std::string e = r.first(li);
+        if (!e.empty()) std::printf("launch failed: %s\n", e.c_str());
+        Counter<<<1, 1>>>(g_buf.ctr);
+      }
+    CK(cudaDeviceSynchronize());
+    std::printf("ncu mode done: m=%d n=%d k=%d wide split %d\n", m, n, k, s0);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--xsplit") == 0) {
