@@ -63,3 +63,15 @@ def test_grouped_sweep_cases_of_the_peer_layers(capsys):
   assert len(capsys.readouterr().out.splitlines()) == 2 * len(moe_peers.CASES)
   with pytest.raises(SystemExit, match="unknown case 'nope'"):
     gc.main(["--peers", "nope"])
+
+
+def test_ragged_once_runs_a_tiny_layer(capsys):
+  """benchmarks/ragged_once.py (a layer's forward for a profiler): each
+  setting's group sizes printed, as moe_peers draws them, and the calls
+  run."""
+  import ragged_once  # pylint: disable=g-import-not-at-top
+  assert ragged_once.main(["4", "64", "32", "48", "--repeats", "1"]) == 0
+  lines = capsys.readouterr().out.splitlines()
+  assert [l.split()[0] for l in lines] == ["uniform", "skewed"]
+  skewed = json.loads(lines[1].split(" ", 1)[1])
+  assert skewed == moe_peers.group_sizes("skewed", 4, 64).tolist()
