@@ -22,11 +22,11 @@
 # weight-gradient kernels checked against float32 and timed against their
 # floors (benchmarks/small_groups_fwd, small_k_grad), what a skinny call
 # costs before its first byte and what an L2 prefetch of the next layer
-# buys (benchmarks/skinny/variants.cu --floors), the no-split 64-column
-# tile by TMA against the library's skinny tiles (variants --deep) and its
-# loads alone (benchmarks/skinny/stream.cu), where the shipped skinny
+# buys (benchmarks/skinny/variants.cu --floors), where the shipped skinny
 # kernel's time goes phase by phase (benchmarks/skinny/phases.cu), each
-# logged to probe_<dir>_<file>.txt, and the grouped tiles on
+# logged to probe_<dir>_<file>[_<arg>].txt (PROBE_RUNS, ;-separated
+# "source args" entries, replaces that list: e.g. "skinny/variants --deep"
+# or "skinny/stream"), and the grouped tiles on
 # MoE layers (the sm90_tiles grouped sweep: candidates matching PROBE_TILES,
 # default "lib_|_2x1", on grouped_cases.py --peers PROBE_PEERS, default
 # qwen3_30b_down,qwen3_30b_up,mixtral_up).
@@ -134,9 +134,11 @@ if [ -n "${PROBES:-}" ]; then
   # Each: the probe's source under benchmarks/, then its arguments (a
   # source is built once a run, here, for every run of it).
   declare -A built=()
-  for run in "small_groups_fwd/probe" "small_k_grad/probe" \
-             "skinny/variants --floors" "skinny/variants --deep" \
-             "skinny/stream" "skinny/phases"; do
+  # PROBE_RUNS (;-separated) replaces the default list, e.g.
+  # "skinny/variants --deep;skinny/stream": the no-split tile and its loads,
+  # answered on an H100 (benchmarks/results/2026-12-07-h100-d66a018).
+  IFS=';' read -r -a runs <<< "${PROBE_RUNS:-small_groups_fwd/probe;small_k_grad/probe;skinny/variants --floors;skinny/phases}"
+  for run in "${runs[@]}"; do
     set -- $run
     p=$1; shift
     name=${p//\//_}${1:+_${1#--}}
