@@ -132,17 +132,18 @@ if [ -n "${PROBES:-}" ]; then
   step "probes"
   pflags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I ffi"
   # Each: the probe's source under benchmarks/, then its arguments (a
-  # source is built once a run, here, for every run of it).
-  declare -A built=()
-  # PROBE_RUNS (;-separated) replaces the default list, e.g.
+  # source is built once a run, here, for every run of it).  PROBE_RUNS
+  # (;-separated) replaces the default list, e.g.
   # "skinny/variants --deep;skinny/stream": the no-split tile and its loads,
   # answered on an H100 (benchmarks/results/2026-12-07-h100-d66a018).
+  declare -A built=()
   IFS=';' read -r -a runs <<< "${PROBE_RUNS:-small_groups_fwd/probe;small_k_grad/probe;skinny/variants --floors;skinny/phases}"
   for run in "${runs[@]}"; do
     set -- $run
     p=$1; shift
-    name=${p//\//_}${1:+_${1#--}}
-    exe=/tmp/probe_${p//\//_}
+    src=${p//\//_}
+    name=$src${1:+_${1#--}}
+    exe=/tmp/probe_$src
     if [ -z "${built[$p]:-}" ]; then
       rm -f "$exe"
       nvcc $pflags "benchmarks/$p.cu" -o "$exe" > "$res/probe_$name.txt" 2>&1
