@@ -8,7 +8,7 @@ that `jax.profiler` writes is read back with `jax.profiler.ProfileData`.
 
     python benchmarks/timeline.py [--iters N] [--warmup S] [--host] [--rounds R]
                                   [plain M N K | loop | cond | stacked L M N |
-                                   moe E T D F] ...
+                                   moe E T D F [uniform|skewed]] ...
     XLA_FLAGS="$(python -c 'import jax_dynoff as d; print(d.cuda_graph_flags(whole_loops=True))')" \\
         python benchmarks/timeline.py plain 2048 2048 2048
 
@@ -205,17 +205,17 @@ def cond(L=16, m=512, n=4096, iters=2):
           iters * L)
 
 
-def moe(experts, tokens, d, f, iters=5):
-  """ragged_dot over `experts` uniform groups of (tokens, d) @ (d, f) (the
-  forward loop of benchmarks/moe_peers.py: the call and everything it
-  brings with it, the zeroed out included), beside one dense jnp.dot of
-  the same FLOPs."""
+def moe(experts, tokens, d, f, iters=5, kind="uniform"):
+  """ragged_dot over `experts` groups of (tokens, d) @ (d, f) (the forward
+  loop of benchmarks/moe_peers.py: the call and everything it brings with
+  it, the zeroed out included), beside one dense jnp.dot of the same
+  FLOPs.  `kind`: moe_peers' group sizes, "uniform" or "skewed"."""
   import moe_peers  # pylint: disable=g-import-not-at-top
   import jax_dynoff as dyn  # pylint: disable=g-import-not-at-top
   kx, kw = jax.random.split(jax.random.key(0))
   x = bench._rand(kx, (tokens, d), jnp.bfloat16)  # pylint: disable=protected-access
   w = bench._rand(kw, (experts, d, f), jnp.bfloat16, d ** -0.5)  # pylint: disable=protected-access
-  g = jnp.asarray(moe_peers.group_sizes("uniform", experts, tokens))
+  g = jnp.asarray(moe_peers.group_sizes(kind, experts, tokens))
   loops = {"ours": moe_peers._fwd_loop(  # pylint: disable=protected-access
       lambda x, w, g: dyn.ragged_dot(x, w, g), x, w, g),
            "dense": bench.Loop(bench.moe_dense_body,
@@ -246,7 +246,11 @@ def main(argv):
       cases.append(("cond L16 512x4096x4096", cond()))
     elif name == "moe":
       e, t, d, f = (int(argv.pop(0)) for _ in range(4))
-      cases.append((f"moe E{e} {t}x{d}->{f}", moe(e, t, d, f)))
+      kind = "uniform"
+      if argv and argv[0] in ("uniform", "skewed"):
+        kind = argv.pop(0)
+      cases.append((f"moe E{e} {t}x{d}->{f} {kind}",
+                    moe(e, t, d, f, kind=kind)))
     elif name == "stacked":
       L, m, n = (int(argv.pop(0)) for _ in range(3))
       cases.append((f"stacked L{L} {m}x{n}x{n}", stacked(L, m, n)))

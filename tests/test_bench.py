@@ -149,12 +149,14 @@ def test_loop_floor_times_every_variant_and_reads_its_trace(capsys):
              for ev, count, _ in rows), rows
 
 
-def test_timeline_moe_case_runs_both_sides():
+@pytest.mark.parametrize("kind", ["uniform", "skewed"])
+def test_timeline_moe_case_runs_both_sides(kind):
   """benchmarks/timeline.py's moe case at a tiny shape: ragged_dot's loop
   and the dense one compile and run, each to a (tokens, f) result, and the
-  ragged side's equals lax.ragged_dot on the same operands."""
+  ragged side's equals lax.ragged_dot on the same operands, with uniform
+  and skewed group sizes."""
   tl = _timeline()
-  sides, iters = tl.moe(4, 64, 32, 16, iters=1)
+  sides, iters = tl.moe(4, 64, 32, 16, iters=1, kind=kind)
   assert set(sides) == {"ours", "dense"} and iters == 1
   for side, (f, args) in sides.items():
     y = np.asarray(jax.block_until_ready(f(*args)), np.float32)
