@@ -90,6 +90,31 @@ Items MakeItems(const Args& a, int experts) {
   return UploadItems(shapes, ptrs, strides);
 }
 
+namespace fwd = jax_dynoff::kernels::small_group_fwd;
+
+// The kernel's configurations (fwd::FwdConfig: features a CTA, stages),
+// the shipped one first; g_cfg picks the one Run launches (--configs
+// checks and times every one).
+struct ConfigName {
+  const char* name;
+  int tile_f, stages;
+};
+constexpr ConfigName kConfigs[] = {
+    {"f128s4", fwd::Shipped::kTileF, fwd::Shipped::kStages},
+    {"f128s3", 128, 3},
+    {"f64s4", 64, 4},
+    {"f64s6", 64, 6},
+    {"f64s3", 64, 3}};
+int g_cfg = 0;
+
+template <typename Cfg>
+std::string RunWith(const Args& a,
+                    const jax_dynoff::kernels::GroupedLaunch& l) {
+  return a.swiglu    ? fwd::Run<T, T, false, true, Cfg>(l)
+         : a.trans_b ? fwd::Run<T, T, true, false, Cfg>(l)
+                     : fwd::Run<T, T, false, false, Cfg>(l);
+}
+
 // K and N multiples of 8: every 16-byte chunk of a row lies inside it
 // (the library's grouped path proves the same of its operands).  `m`: the
 // bound on the rows the grid is sized by (the call's m; smaller, the grid
@@ -99,10 +124,13 @@ cudaError_t Run(const Args& a, const Items& it, int experts, int m,
   if (a.k % 8 != 0 || a.n % 8 != 0) return cudaErrorInvalidValue;
   const jax_dynoff::kernels::GroupedLaunch l =
       LaunchOn(it, experts, m, a.n, stream);
-  namespace fwd = jax_dynoff::kernels::small_group_fwd;
-  const std::string r = a.swiglu    ? fwd::Run<T, T, false, true>(l)
-                        : a.trans_b ? fwd::Run<T, T, true>(l)
-                                    : fwd::Run<T, T, false>(l);
+  static_assert(sizeof(kConfigs) / sizeof(kConfigs[0]) == 5, "the switch");
+  const std::string r =
+      g_cfg == 0   ? RunWith<fwd::Shipped>(a, l)
+      : g_cfg == 1 ? RunWith<fwd::FwdConfig<128, 3>>(a, l)
+      : g_cfg == 2 ? RunWith<fwd::FwdConfig<64, 4>>(a, l)
+      : g_cfg == 3 ? RunWith<fwd::FwdConfig<64, 6>>(a, l)
+                   : RunWith<fwd::FwdConfig<64, 3>>(a, l);
   if (!r.empty()) {
     std::fprintf(stderr, "%s\n", r.c_str());
     return cudaErrorLaunchFailure;
@@ -193,10 +221,10 @@ std::vector<int> Sizes(const char* kind, int experts, int m, uint32_t seed) {
 enum Mode { kNN, kNT, kSwiglu };
 
 bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
-          Mode mode, bool check, bool tight = false) {
+          Mode mode, bool check, bool tight = false, uint32_t seed = 7) {
   const bool trans_b = mode == kNT, swiglu = mode == kSwiglu;
   const int out_n = swiglu ? n / 2 : n;
-  const std::vector<int> sizes = Sizes(kind, experts, m, 7);
+  const std::vector<int> sizes = Sizes(kind, experts, m, seed);
   std::vector<int> offsets(experts);
   int64_t rows_computed = 0, rows_wanted = 0, used = 0, empty = 0, most = 0;
   for (int e = 0, o = 0; e < experts; ++e) {
@@ -257,10 +285,11 @@ bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
       scale = std::max(scale, double(std::fabs(hr[i])));
     }
     ok = touched == 0 && bad == 0 && err <= 1e-2 * scale + 1e-2;
-    std::printf("CHECK %-12s %s %-7s E %d m %d K %d N %d%s: max err %.3g (max "
-                "|ref| %.3g), %lld unwritten or not finite, %lld changed "
+    std::printf("CHECK %s %-12s %s %-7s E %d m %d K %d N %d%s: max err %.3g "
+                "(max |ref| %.3g), %lld unwritten or not finite, %lld changed "
                 "outside the groups: %s\n",
-                name, layout, kind, experts, m, k, n,
+                small_fwd::kConfigs[small_fwd::g_cfg].name, name, layout, kind,
+                experts, m, k, n,
                 tight ? " (tight grid)" : "", err, scale,
                 static_cast<long long>(bad), static_cast<long long>(touched),
                 ok ? "ok" : "FAIL");
@@ -294,10 +323,11 @@ bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
                                     int64_t(k) * n / 8, experts, sink);
     });
     const double bytes = double(used) * k * n * 2;
-    std::printf("TIME  %-12s %s %-7s E %d m %d K %d N %d (empty %lld, most "
-                "rows %lld, padding %.1f%%): %.3f ms (%.2f TB/s of weights), "
-                "read-only %.3f ms (%.2f TB/s): %.2f of the floor\n",
-                name, layout, kind, experts, m, k, n,
+    std::printf("TIME  %s %-12s %s %-7s/%u E %d m %d K %d N %d (empty %lld, "
+                "most rows %lld, padding %.1f%%): %.3f ms (%.2f TB/s of "
+                "weights), read-only %.3f ms (%.2f TB/s): %.2f of the floor\n",
+                small_fwd::kConfigs[small_fwd::g_cfg].name, name, layout, kind,
+                seed, experts, m, k, n,
                 static_cast<long long>(empty), static_cast<long long>(most),
                 rows_computed > 0
                     ? 100.0 * (rows_computed - rows_wanted) / rows_computed
@@ -312,7 +342,8 @@ bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
   return ok;
 }
 
-int main() {
+// Every check case of main, for the configuration in g_cfg.
+bool CheckAll() {
   bool ok = true;
   for (const Mode mode : {kNN, kNT, kSwiglu}) {
     for (const char* kind : {"uniform", "skewed", "half"}) {
@@ -331,6 +362,46 @@ int main() {
     ok &= Case("tight_grid", "skewed", 16, 2000, 136, 264, mode, true,
                true);
   }
+  return ok;
+}
+
+// --configs: every configuration checked, then timed on the decode layers
+// of benchmarks/moe_peers.py (NN forward, NT input gradient), uniform and
+// skewed (three draws), each case's configurations back to back.
+int Configs() {
+  constexpr int kCount = sizeof(small_fwd::kConfigs) / sizeof(small_fwd::kConfigs[0]);
+  bool ok = true;
+  for (int c = 0; c < kCount; ++c) {
+    small_fwd::g_cfg = c;
+    ok &= CheckAll();
+  }
+  if (!ok) {
+    std::printf("SOME CHECKS FAILED\n");
+    return 1;
+  }
+  struct Layer { const char* name; int experts, m, k, n; };
+  const Layer layers[] = {{"decode_e64", 64, 512, 4096, 4096},
+                          {"decode_e128", 128, 1024, 2048, 1536},
+                          {"decode_e256", 256, 256, 7168, 2048},
+                          {"e64_m128", 64, 128, 4096, 4096}};
+  for (const Mode mode : {kNN, kNT})
+    for (const Layer& L : layers)
+      for (const char* kind : {"uniform", "skewed"})
+        for (uint32_t seed : {7u, 8u, 9u}) {
+          if (std::strcmp(kind, "uniform") == 0 && seed != 7) continue;
+          for (int c = 0; c < kCount; ++c) {
+            small_fwd::g_cfg = c;
+            Case(L.name, kind, L.experts, L.m, L.k, L.n, mode, false, false,
+                 seed);
+          }
+        }
+  std::printf("ALL_OK\n");
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--configs") == 0) return Configs();
+  const bool ok = CheckAll();
   if (!ok) {
     std::printf("SOME CHECKS FAILED\n");
     return 1;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "cuda/prep.h"
+#include "kernels/pdl.h"
 #include "plan.h"  // RoundUp
 
 namespace jax_dynoff {
@@ -145,26 +146,22 @@ __device__ void ZeroSpan(char* lo, char* hi, int elt, int lane, int width) {
 // A fresh D (PlannedKernel::fresh_out: the call has no `out`, ret 0 is
 // uninitialised): its rows that no item's window covers, zeroed.  The
 // windows are full-width row ranges of one 2-D D (FreshOutReasons), in any
-// order, overlapping or not.  The first kMaxZeroBlocks blocks of the grid
-// (flattened) split D's rows into equal spans; each block marks, a bit a
-// row, the rows of its span that some item's valid rows cover (every item
-// read once, a thread an item: the items' extents and starts are on the
-// device, so a graph replays this with new group sizes), then zeroes the
-// unmarked rows, a row a warp, in spans of kMarkRows.  Stores only where
-// rows are uncovered: groups that cover every row cost the marking alone.
-// Disjoint from every window, so the order against the item zeros above
-// and the GEMM does not matter.
+// order, overlapping or not.  The grid's `blocks` zero blocks (block is
+// this one's index among them) split D's rows into equal spans; each
+// block marks, a bit a row, the rows of its span that some item's valid
+// rows cover (every item read once, a thread an item: the items' extents
+// and starts are on the device, so a graph replays this with new group
+// sizes), then zeroes the unmarked rows, a row a warp, in spans of
+// kMarkRows.  Stores only where rows are uncovered: groups that cover
+// every row cost the marking alone.  Disjoint from every window, so the
+// order against the item zeros and the GEMM does not matter.
 constexpr int kMarkRows = 32 * kThreads;  // one bit a row: 1 KiB of marks
-constexpr int64_t kMaxZeroBlocks = 1024;  // each reads every item
 
-__device__ void ZeroUncoveredRows(const PrepParams& P) {
+__device__ void ZeroUncoveredRows(const PrepParams& P, int64_t block,
+                                  int64_t blocks) {
   __shared__ uint32_t marks[kMarkRows / 32];
   const GemmProblem& p = P.p;
   const OperandDesc& D = p.op[kD];
-  const int64_t grid = int64_t{gridDim.x} * gridDim.y;
-  const int64_t blocks = grid < kMaxZeroBlocks ? grid : kMaxZeroBlocks;
-  const int64_t block = int64_t{blockIdx.y} * gridDim.x + blockIdx.x;
-  if (block >= blocks) return;  // uniform across the block
   const int64_t rows = D.dims[0];
   const int64_t per_block = (rows + blocks - 1) / blocks;
   const int64_t lo = block * per_block;
@@ -209,10 +206,25 @@ __device__ void ZeroUncoveredRows(const PrepParams& P) {
   }
 }
 
-__global__ void GroupedPointerKernel(const __grid_constant__ PrepParams P) {
+// grid.y: `item_rows` rows of item blocks (grid.x a row's blocks), then,
+// for a fresh D, rows of zero blocks (ZeroUncoveredRows).  Each block has
+// one role, so its chain of dependent reads (the items' extents, then the
+// rows' marks) is one of the two, not both.
+__global__ void GroupedPointerKernel(const __grid_constant__ PrepParams P,
+                                     int item_rows) {
+  // The small-group kernels after it are programmatic dependents: they may
+  // launch now and wait for this grid to finish (kernels/pdl.h).
+  kernels::LetDependentsLaunch();
   const GemmProblem& p = P.p;
+  if (static_cast<int>(blockIdx.y) >= item_rows) {  // a zero block
+    const int64_t block =
+        (int64_t{blockIdx.y} - item_rows) * gridDim.x + blockIdx.x;
+    ZeroUncoveredRows(P, block,
+                      (int64_t{gridDim.y} - item_rows) * gridDim.x);
+    return;
+  }
   const int64_t batch = p.batch;
-  for (int64_t t = blockIdx.y; t < batch; t += gridDim.y) {
+  for (int64_t t = blockIdx.y; t < batch; t += item_rows) {
     const GroupedItem g = GroupedItemOf(p, t, P.slots);
     char* d = const_cast<char*>(P.base[kD]) +
               Offset(P, kD, t) * P.elt[kD];
@@ -244,7 +256,6 @@ __global__ void GroupedPointerKernel(const __grid_constant__ PrepParams P) {
                lane, 32);
     }
   }
-  if (p.planned.fresh_out) ZeroUncoveredRows(P);
 }
 
 template <typename T>
@@ -400,19 +411,30 @@ cudaError_t LaunchPointers(const PrepParams& P, bool split,
 }
 
 cudaError_t LaunchGroupedPointers(const PrepParams& P, cudaStream_t stream) {
-  // About 1,024 blocks over all items, 8 of 256 threads an SM of an H200's
-  // 132: one wave.  An item's zeros, where it has any, are spread over its
-  // grid.x blocks' warps a row each; every item may be all zeros (a weight
-  // gradient's experts without rows), and where none has any a block
-  // reads its item's extents and ends.  A fresh D (PlannedKernel::
-  // fresh_out) has its uncovered rows zeroed by the first blocks of the
-  // same grid (ZeroUncoveredRows): no launch of its own.
-  const int64_t items = std::min<int64_t>(P.p.batch, 65535);
-  const int64_t per_item = std::max<int64_t>(
-      1, std::min<int64_t>(1024, (1024 + items - 1) / items));
+  // One wave up to 264 items: about kItemBlocks blocks over all items (at
+  // least one an item) and, for a fresh D (PlannedKernel::fresh_out),
+  // about kZeroBlocks more that zero its uncovered rows (ZeroUncoveredRows):
+  // no launch of its own.  The kernel's 56 registers a thread leave room
+  // for 4 blocks of 256 threads an SM, 528 on an H100 or H200; its time is
+  // its blocks' chains of dependent reads (the generic problem's constants
+  // and the items' extents), so a second wave doubles it: with 1,024
+  // blocks over 64 items, each block both kinds, it took 13 us in two
+  // waves (ncu, H100).  An item's zeros, where it has any, are spread over
+  // its grid.x blocks' warps a row each; every item may be all zeros (a
+  // weight gradient's experts without rows, on the CUTLASS kernels), and
+  // where none has any a block reads its item's extents and ends.
+  constexpr int64_t kItemBlocks = 264, kZeroBlocks = 132;
+  const int64_t batch = std::max<int64_t>(P.p.batch, 1);
+  const int64_t per_item =
+      std::max<int64_t>(1, (kItemBlocks + batch - 1) / batch);
+  const int64_t zero_rows =
+      P.p.planned.fresh_out ? (kZeroBlocks + per_item - 1) / per_item : 0;
+  // grid.y's rows of item blocks (the blocks stride over more items).
+  const int64_t item_rows = std::min<int64_t>(batch, 65535 - zero_rows);
   GroupedPointerKernel<<<dim3(static_cast<unsigned>(per_item),
-                              static_cast<unsigned>(items)),
-                         kThreads, 0, stream>>>(P);
+                              static_cast<unsigned>(item_rows + zero_rows)),
+                         kThreads, 0, stream>>>(P,
+                                                static_cast<int>(item_rows));
   return cudaGetLastError();
 }
 

@@ -186,6 +186,14 @@ struct PreparedLaunch {
   const void* fn = nullptr;
   dim3 grid, block, cluster;
   unsigned smem = 0;
+  // A programmatic dependent launch (PDL): the kernel may start while the
+  // kernel before it on the stream finishes, because it runs
+  // griddepcontrol.wait before its first global memory access.  The
+  // small-group kernels set it: the grouped pointer kernel before them
+  // lets them launch as soon as all its blocks have started
+  // (griddepcontrol.launch_dependents), so their launch and prologue
+  // overlap its tail.
+  bool programmatic = false;
   size_t param_bytes = 0;
   alignas(64) unsigned char params[kMaxParamBytes];
 };
@@ -200,18 +208,27 @@ struct PreparedLaunch {
 // --launchform, H100, benchmarks/results/2026-12-06-h100-f38a9e2/).
 inline std::string LaunchPrepared(const PreparedLaunch& l,
                                   cudaStream_t stream) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = l.cluster.x;
-  attr[0].val.clusterDim.y = l.cluster.y;
-  attr[0].val.clusterDim.z = l.cluster.z;
+  cudaLaunchAttribute attr[2];
+  unsigned attrs = 0;
+  if (l.cluster.x * l.cluster.y * l.cluster.z > 1) {
+    attr[attrs].id = cudaLaunchAttributeClusterDimension;
+    attr[attrs].val.clusterDim.x = l.cluster.x;
+    attr[attrs].val.clusterDim.y = l.cluster.y;
+    attr[attrs].val.clusterDim.z = l.cluster.z;
+    ++attrs;
+  }
+  if (l.programmatic) {
+    attr[attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[attrs].val.programmaticStreamSerializationAllowed = 1;
+    ++attrs;
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = l.grid;
   config.blockDim = l.block;
   config.dynamicSmemBytes = l.smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = l.cluster.x * l.cluster.y * l.cluster.z > 1 ? 1 : 0;
+  config.numAttrs = attrs;
   void* params[] = {const_cast<unsigned char*>(l.params)};
   const cudaError_t e = cudaLaunchKernelExC(&config, l.fn, params);
   return e == cudaSuccess ? "" : std::string("launch: ") + cudaGetErrorString(e);

@@ -81,6 +81,7 @@
 #include <type_traits>
 
 #include "kernels/launch.h"
+#include "kernels/pdl.h"
 #include "kernels/sm90_skinny.h"  // the cp.async, ldmatrix and mma helpers
 #include "plan.h"                 // kSmallGroupFwdTileN, kSmallGroupFwdChunk
 
@@ -88,30 +89,49 @@ namespace jax_dynoff {
 namespace kernels {
 namespace small_group_fwd {
 
-constexpr int kTileF = kSmallGroupFwdTileN;  // features (D's columns) a CTA
-constexpr int kTok = kSmallGroupFwdChunk;    // rows (tokens) a work item
-constexpr int kBK = 64;                      // K a stage
-constexpr int kStages = 4;
-constexpr int kThreads = 128;  // 4 warps x 32 features
-static_assert(kTileF == 4 * 32, "4 warps of 32 features");
+constexpr int kTok = kSmallGroupFwdChunk;  // rows (tokens) a work item
+constexpr int kBK = 64;                    // K a stage
 static_assert(kTok % 16 == 0 && kTok <= 64, "x4 ldmatrix pairs of n8");
-constexpr int kWStage = kBK * kTileF * 2;   // 16 KiB
-constexpr int kXStage = kTok * kBK * 2;     // 8 KiB: kTok rows of 128 B
-constexpr int kStageBytes = kWStage + kXStage;
-constexpr int kPipeBytes = kStages * kStageBytes;
 
-// The staged output tile's row (kTok rows of kTileF features), in
-// elements: 16 bytes of padding for a 16-bit D, 16 for float32 too (4
-// floats): the 8 rows one warp's scalar stores reach (2 apart) then fall
-// on distinct banks, and rows stay 16-byte aligned for the reads.  TStage:
-// D's element, or float32 for the swiglu epilogue (h's tile).
-template <typename TStage>
-constexpr int kOutLd = kTileF + 16 / static_cast<int>(sizeof(TStage));
-template <typename TStage>
-constexpr int kSmemBytes =
-    kTok * kOutLd<TStage> * static_cast<int>(sizeof(TStage)) > kPipeBytes
-        ? kTok * kOutLd<TStage> * static_cast<int>(sizeof(TStage))
-        : kPipeBytes;
+// A configuration: the features (D's columns) a CTA, one warp per 32 of
+// them, and the pipeline's stages.  The shipped one (Shipped below) is
+// 128 features, 4 stages: stages of 16 KiB of W and 8 KiB of tokens, two
+// CTAs an SM.  `probe.cu --configs` times others on the decode layers: on
+// an H100, 128 features at 3 stages (three CTAs an SM) was 0.4-5.6%
+// faster by geometric mean, from 5% slower to 16% faster case by case;
+// 64 features (smaller work items, so a skewed call's last wave is
+// fuller) at 3, 4 or 6 stages was 1-13% slower on skewed groups.  Not
+// enough, from one run, to change the shipped one
+// (H100, 2026-12-07).
+template <int kTileF_, int kStages_>
+struct FwdConfig {
+  static constexpr int kTileF = kTileF_, kStages = kStages_;
+  static constexpr int kThreads = kTileF;  // a warp per 32 features
+  static_assert(kTileF % 32 == 0 && kTileF / 8 <= 16,
+                "whole warps, rows of at most 16 chunks (NN's swizzle)");
+  static constexpr int kWStage = kBK * kTileF * 2;  // 16 KiB at 128
+  static constexpr int kXStage = kTok * kBK * 2;    // 8 KiB: kTok rows of 128 B
+  static constexpr int kStageBytes = kWStage + kXStage;
+  static constexpr int kPipeBytes = kStages * kStageBytes;
+  static_assert(kBK * kTileF / 8 % kThreads == 0 &&
+                    kTok * kBK / 8 % kThreads == 0,
+                "every thread loads as many chunks of a stage");
+
+  // The staged output tile's row (kTok rows of kTileF features), in
+  // elements: 16 bytes of padding for a 16-bit D, 16 for float32 too (4
+  // floats): the 8 rows one warp's scalar stores reach (2 apart) then fall
+  // on distinct banks, and rows stay 16-byte aligned for the reads.
+  // TStage: D's element, or float32 for the swiglu epilogue (h's tile).
+  template <typename TStage>
+  static constexpr int kOutLd = kTileF + 16 / static_cast<int>(sizeof(TStage));
+  template <typename TStage>
+  static constexpr int kSmemBytes =
+      kTok * kOutLd<TStage> * static_cast<int>(sizeof(TStage)) > kPipeBytes
+          ? kTok * kOutLd<TStage> * static_cast<int>(sizeof(TStage))
+          : kPipeBytes;
+};
+using Shipped = FwdConfig<kSmallGroupFwdTileN, 4>;
+
 template <typename TOut, bool kSwiglu>
 using StageOf = std::conditional_t<kSwiglu, float, TOut>;
 
@@ -146,6 +166,7 @@ __device__ __forceinline__ int64_t Chunks(const int32_t* shapes, int t) {
 // prefix sum over the items' chunk counts, kPer items a thread (all of
 // them loaded at once: one L2 round trip a window of 512 items).
 constexpr int kPer = 4;
+template <int kThreads>
 __device__ __forceinline__ void FindWork(const Params& P, int64_t w,
                                          int* item, int* chunk) {
   __shared__ int64_t warp_sum[kThreads / 32];
@@ -195,22 +216,26 @@ __device__ __forceinline__ void FindWork(const Params& P, int64_t w,
 
 // grid: x over the 128-feature blocks of the largest n, y over the work
 // items (item, chunk of kTok rows): a CTA takes y, y + gridDim.y, ...
-template <typename T, typename TOut, bool kTransB, bool kSwiglu>
-__global__ void __launch_bounds__(kThreads)
+template <typename Cfg, typename T, typename TOut, bool kTransB, bool kSwiglu>
+__global__ void __launch_bounds__(Cfg::kThreads)
     SmallGroupFwdKernel(const __grid_constant__ Params P) {
   static_assert(!kSwiglu || (!kTransB && !std::is_same_v<TOut, float>),
                 "the swiglu epilogue: NN, D of the input's dtype");
+  constexpr int kTileF = Cfg::kTileF, kStages = Cfg::kStages,
+                kThreads = Cfg::kThreads, kWStage = Cfg::kWStage,
+                kStageBytes = Cfg::kStageBytes;
   extern __shared__ __align__(128) unsigned char smem[];
   const int f0 = static_cast<int>(blockIdx.x) * kTileF;
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
             lane = tid & 31;
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   auto ws = [&](int s) { return base + s * kStageBytes; };
+  WaitForPriorGrid();  // the pointer kernel's arrays (a programmatic launch)
   auto xs = [&](int s) { return base + s * kStageBytes + kWStage; };
 
   for (int64_t w = blockIdx.y;; w += gridDim.y) {
     int t, chunk;
-    FindWork(P, w, &t, &chunk);
+    FindWork<kThreads>(P, w, &t, &chunk);
     if (t < 0) return;  // past the last work item (CTA-uniform)
     const int m = P.shapes[3 * t], n = P.shapes[3 * t + 1],
               k = P.shapes[3 * t + 2];
@@ -240,8 +265,9 @@ __global__ void __launch_bounds__(kThreads)
           const bool ok = ff < n && kk < k;
           CpAsync16(ws(s) + Swz(r, c, kBK * 2),
                     ok ? B + static_cast<int64_t>(ff) * ldb + kk : B, ok);
-        } else {  // 64 K rows x 16 chunks of features
-          const int r = q >> 4, c = q & 15;
+        } else {  // 64 K rows x kTileF / 8 chunks of features
+          constexpr int kRowChunks = kTileF / 8;
+          const int r = q / kRowChunks, c = q % kRowChunks;
           const int kk = k0 + r, ff = f0 + c * 8;
           const bool ok = kk < k && ff < n;
           CpAsync16(ws(s) + Swz(r, c, kTileF * 2),
@@ -324,7 +350,7 @@ __global__ void __launch_bounds__(kThreads)
     // feature), then 16-byte chunks of D's rows (swiglu: 8-byte ones of 4
     // of D's columns, from 8 features).
     using TStage = StageOf<TOut, kSwiglu>;
-    constexpr int ld = kOutLd<TStage>;
+    constexpr int ld = Cfg::template kOutLd<TStage>;
     TStage* tile = reinterpret_cast<TStage*>(smem);
 #pragma unroll
     for (int mf = 0; mf < 2; ++mf)
@@ -375,14 +401,14 @@ __global__ void __launch_bounds__(kThreads)
 
 // The shared memory above 48 KiB needs opting in, once per device (as for
 // the skinny kernel).
-template <typename T, typename TOut, bool kTransB, bool kSwiglu>
+template <typename Cfg, typename T, typename TOut, bool kTransB, bool kSwiglu>
 cudaError_t PrepareOnce(int device) {
   return OncePerDevice(device, [] {
     const void* fn = reinterpret_cast<const void*>(
-        &SmallGroupFwdKernel<T, TOut, kTransB, kSwiglu>);
+        &SmallGroupFwdKernel<Cfg, T, TOut, kTransB, kSwiglu>);
     cudaError_t e = cudaFuncSetAttribute(
         fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        kSmemBytes<StageOf<TOut, kSwiglu>>);
+        Cfg::template kSmemBytes<StageOf<TOut, kSwiglu>>);
     // The whole carveout as shared memory, so that two CTAs fit an SM (the
     // driver may otherwise size it for one).
     if (e == cudaSuccess)
@@ -405,8 +431,10 @@ inline int64_t WorkBound(int64_t groups, int64_t m) {
 // Makes the launch Run makes, without launching it (kernels/launch.h
 // PreparedLaunch): its parameters hold only the workspace's arrays, so
 // the handler's runner keeps it for every call on the same workspace.
-template <typename T, typename TOut, bool kTransB, bool kSwiglu = false>
+template <typename T, typename TOut, bool kTransB, bool kSwiglu = false,
+          typename Cfg = Shipped>
 std::string Prepare(const GroupedLaunch& l, PreparedLaunch* out) {
+  constexpr int kTileF = Cfg::kTileF;
   static_assert(sizeof(Params) <= kMaxParamBytes,
                 "the kernel's parameter must fit a PreparedLaunch");
   if (l.groups < 1 || l.m < 1 || l.n < 1)
@@ -414,28 +442,30 @@ std::string Prepare(const GroupedLaunch& l, PreparedLaunch* out) {
   const int64_t tiles_f = (int64_t{l.n} + kTileF - 1) / kTileF;
   if (tiles_f > 0x7fffffff)
     return "small-group forward kernel: more than 2^31 - 1 feature blocks";
-  if (cudaError_t e = PrepareOnce<T, TOut, kTransB, kSwiglu>(l.device);
+  if (cudaError_t e = PrepareOnce<Cfg, T, TOut, kTransB, kSwiglu>(l.device);
       e != cudaSuccess)
     return std::string("small-group forward kernel: cudaFuncSetAttribute: ") +
            cudaGetErrorString(e);
   const Params p = GroupedArraysOf(l);
   out->fn = reinterpret_cast<const void*>(
-      &SmallGroupFwdKernel<T, TOut, kTransB, kSwiglu>);
+      &SmallGroupFwdKernel<Cfg, T, TOut, kTransB, kSwiglu>);
   out->grid = dim3(static_cast<unsigned>(tiles_f),
                    static_cast<unsigned>(WorkBound(l.groups, l.m)));
-  out->block = dim3(kThreads);
+  out->block = dim3(Cfg::kThreads);
   out->cluster = dim3(1, 1, 1);
-  out->smem = kSmemBytes<StageOf<TOut, kSwiglu>>;
+  out->smem = Cfg::template kSmemBytes<StageOf<TOut, kSwiglu>>;
+  out->programmatic = true;  // WaitForPriorGrid before any global access
   out->param_bytes = sizeof(Params);
   std::memcpy(out->params, &p, sizeof(Params));
   return "";
 }
 
 // Prepare and launch at once (the probe, and the entry's `run`).
-template <typename T, typename TOut, bool kTransB, bool kSwiglu = false>
+template <typename T, typename TOut, bool kTransB, bool kSwiglu = false,
+          typename Cfg = Shipped>
 std::string Run(const GroupedLaunch& l) {
   PreparedLaunch ready;
-  if (std::string r = Prepare<T, TOut, kTransB, kSwiglu>(l, &ready);
+  if (std::string r = Prepare<T, TOut, kTransB, kSwiglu, Cfg>(l, &ready);
       !r.empty())
     return r;
   const std::string r = LaunchPrepared(ready, l.stream);

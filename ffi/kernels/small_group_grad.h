@@ -44,6 +44,7 @@
 #include <type_traits>
 
 #include "kernels/launch.h"
+#include "kernels/pdl.h"
 #include "kernels/sm90_skinny.h"  // the cp.async, ldmatrix and mma helpers
 #include "plan.h"                 // kSmallGroupTileM, kSmallGroupTileN
 
@@ -111,6 +112,7 @@ __global__ void __launch_bounds__(kThreads)
   const int wm = warp >> 1, wn = warp & 1;  // warp tile: 32 (M) x 64 (N)
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   auto as = [&](int s) { return base + s * kStageBytes; };
+  WaitForPriorGrid();  // the pointer kernel's arrays (a programmatic launch)
   auto bs = [&](int s) { return base + s * kStageBytes + kRows * kTileM * 2; };
 
   for (int t = static_cast<int>(blockIdx.y); t < P.groups;
@@ -246,6 +248,7 @@ std::string Prepare(const GroupedLaunch& l, PreparedLaunch* out) {
   out->block = dim3(kThreads);
   out->cluster = dim3(1, 1, 1);
   out->smem = kSmemBytes<TOut>;
+  out->programmatic = true;  // WaitForPriorGrid before any global access
   out->param_bytes = sizeof(Params);
   std::memcpy(out->params, &p, sizeof(Params));
   return "";
