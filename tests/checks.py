@@ -35,8 +35,12 @@ def bits(x):
 def run_logged(script: str, payload) -> tuple[str, list[str]]:
   """`script` in a fresh process with JAX_DYNOFF_LOG=1 (the kernel log is
   read once per process), `payload` passed as JSON in its argv; returns its
-  stdout and the handler's per-call kernel lines."""
-  e = dict(os.environ, JAX_DYNOFF_LOG="1")
+  stdout and the handler's per-call kernel lines.  The child allocates GPU
+  memory on demand: the pytest process beside it holds XLA's default
+  preallocation (75% of the device), and a second one ran out of memory
+  where the suite ran without a memory fraction."""
+  e = dict(os.environ, JAX_DYNOFF_LOG="1",
+           XLA_PYTHON_CLIENT_PREALLOCATE="false")
   r = subprocess.run([sys.executable, "-c", script, json.dumps(payload)],
                      env=e, capture_output=True, text=True, timeout=600)
   assert r.returncode == 0, r.stdout + r.stderr

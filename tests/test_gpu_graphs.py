@@ -29,7 +29,9 @@ pytestmark = [pytest.mark.gpu,
 
 @pytest.fixture(scope="module")
 def whole_loop_reports():
-  env = dict(os.environ, XLA_FLAGS=dyn.cuda_graph_flags(whole_loops=True))
+  # On demand: the pytest process holds XLA's default preallocation.
+  env = dict(os.environ, XLA_FLAGS=dyn.cuda_graph_flags(whole_loops=True),
+             XLA_PYTHON_CLIENT_PREALLOCATE="false")
   script = os.path.join(os.path.dirname(__file__), "graph_cases.py")
   res = subprocess.run([sys.executable, script], env=env, capture_output=True,
                        text=True, timeout=600)
