@@ -411,7 +411,7 @@ cudaError_t LaunchPointers(const PrepParams& P, bool split,
 }
 
 cudaError_t LaunchGroupedPointers(const PrepParams& P, cudaStream_t stream) {
-  // One wave up to 264 items: about kItemBlocks blocks over all items (at
+  // One wave up to ~400 items: about kItemBlocks blocks over all items (at
   // least one an item) and, for a fresh D (PlannedKernel::fresh_out),
   // about kZeroBlocks more that zero its uncovered rows (ZeroUncoveredRows):
   // no launch of its own.  The kernel's 56 registers a thread leave room

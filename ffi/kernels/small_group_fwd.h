@@ -188,7 +188,7 @@ __device__ __forceinline__ void FindWork(const Params& P, int64_t w,
   __syncthreads();  // all have read found_*: the next search may reset it
 }
 
-// grid: x over the 128-feature blocks of the largest n, y over the work
+// grid: x over the kTileF-feature blocks of the largest n, y over the work
 // items (item, chunk of kTok rows): a CTA takes y, y + gridDim.y, ...
 template <typename Cfg, typename T, typename TOut, bool kTransB, bool kSwiglu>
 __global__ void __launch_bounds__(Cfg::kThreads)
@@ -204,8 +204,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
             lane = tid & 31;
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   auto ws = [&](int s) { return base + s * kStageBytes; };
-  WaitForPriorGrid();  // the pointer kernel's arrays (a programmatic launch)
   auto xs = [&](int s) { return base + s * kStageBytes + kWStage; };
+  WaitForPriorGrid();  // the pointer kernel's arrays (a programmatic launch)
 
   for (int64_t w = blockIdx.y;; w += gridDim.y) {
     int t, chunk;
