@@ -104,6 +104,33 @@ static_assert(kTok % 16 == 0 && kTok <= 64, "x4 ldmatrix pairs of n8");
 // features (smaller work items, so a skewed call's last wave is fuller)
 // at 3, 4 or 6 stages was 1-13% slower with skewed groups on the H100 and
 // 3-33% on the H200.  So the shipped one stays.
+template <int kTileF_, int kStages_>
+struct FwdConfig {
+  static constexpr int kTileF = kTileF_, kStages = kStages_;
+  static constexpr int kThreads = kTileF;  // a warp per 32 features
+  static_assert(kTileF % 32 == 0 && kTileF / 8 <= 16,
+                "whole warps, rows of at most 16 chunks (NN's swizzle)");
+  static constexpr int kWStage = kBK * kTileF * 2;  // 16 KiB at 128
+  static constexpr int kXStage = kTok * kBK * 2;    // 8 KiB: kTok rows of 128 B
+  static constexpr int kStageBytes = kWStage + kXStage;
+  static constexpr int kPipeBytes = kStages * kStageBytes;
+  static_assert(kBK * kTileF / 8 % kThreads == 0 &&
+                    kTok * kBK / 8 % kThreads == 0,
+                "every thread loads as many chunks of a stage");
+
+  // The staged output tile's row (kTok rows of kTileF features), in
+  // elements: 16 bytes of padding for a 16-bit D, 16 for float32 too (4
+  // floats): the 8 rows one warp's scalar stores reach (2 apart) then fall
+  // on distinct banks, and rows stay 16-byte aligned for the reads.
+  // TStage: D's element, or float32 for the swiglu epilogue (h's tile).
+  template <typename TStage>
+  static constexpr int kOutLd = kTileF + 16 / static_cast<int>(sizeof(TStage));
+  template <typename TStage>
+  static constexpr int kSmemBytes =
+      kTok * kOutLd<TStage> * static_cast<int>(sizeof(TStage)) > kPipeBytes
+          ? kTok * kOutLd<TStage> * static_cast<int>(sizeof(TStage))
+          : kPipeBytes;
+};
 using Shipped = FwdConfig<kSmallGroupFwdTileN, 4>;
 
 template <typename TOut, bool kSwiglu>
