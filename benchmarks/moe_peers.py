@@ -257,7 +257,8 @@ def drive(argv, doc, cases, quick, json_name, make_run, line):
   OUT_DIR/json_name after every row (a run cut short keeps its rows).
   `make_run()`, called once the arguments are read, gives run(case, kind,
   repeats) -> row, the header's words after the device, and fields added
-  to every row."""
+  to every row.  Cases run in --cases's order (a run cut short by a time
+  limit keeps the ones named first); an unknown name is an error."""
   ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
   ap.add_argument("out_dir", nargs="?", default=None)
   ap.add_argument("--quick", action="store_true",
@@ -270,13 +271,16 @@ def drive(argv, doc, cases, quick, json_name, make_run, line):
   bench.WINDOW_S = (0.5 if a.quick else 1.0) if gpu else 0.0
   names = (a.cases.split(",") if a.cases else quick if a.quick
            else [c[0] for c in cases])
+  by_name = {c[0]: c for c in cases}
+  unknown = [n for n in names if n not in by_name]
+  if unknown:
+    ap.error(f"unknown case(s) {', '.join(unknown)}; the cases: "
+             f"{', '.join(by_name)}")
   run, header, extra = make_run()
   print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}; "
         f"{header}", flush=True)
   rows = []
-  for c in cases:
-    if c[0] not in names:
-      continue
+  for c in (by_name[n] for n in names):
     for kind in a.groups.split(","):
       t0 = time.time()
       try:

@@ -41,6 +41,19 @@ def test_tiny_case_end_to_end(tmp_path, monkeypatch):
         r["sides"]["lax"]["error"], ours["error"], rtol=0.5, atol=5e-3)
 
 
+def test_cases_run_in_the_order_named(tmp_path, monkeypatch):
+  """--cases's order is the run's (a run cut short keeps the first named),
+  and a name that is no case is an error naming the cases."""
+  monkeypatch.setattr(moe_peers, "CASES", (("tiny_a", 2, 16, 16, 16),
+                                           ("tiny_b", 2, 16, 16, 24)))
+  assert moe_peers.main([str(tmp_path), "--cases", "tiny_b,tiny_a",
+                         "--groups", "uniform", "--repeats", "1"]) == 0
+  rows = json.loads((tmp_path / "moe_peers.json").read_text())["rows"]
+  assert [r["case"] for r in rows] == ["tiny_b", "tiny_a"]
+  with pytest.raises(SystemExit):
+    moe_peers.main(["--cases", "tiny_a,nope"])
+
+
 def test_grouped_sweep_cases_of_the_peer_layers(capsys):
   """benchmarks/sm90_tiles/grouped_cases.py --peers: one line per layer and
   kind (name E T d f, then E sizes summing to T), the names it is given
