@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>  // std::size
 #include <random>
 #include <string>
 #include <vector>
@@ -92,21 +93,6 @@ Items MakeItems(const Args& a, int experts) {
 
 namespace fwd = jax_dynoff::kernels::small_group_fwd;
 
-// The kernel's configurations (fwd::FwdConfig: features a CTA, stages),
-// the shipped one first; g_cfg picks the one Run launches (--configs
-// checks and times every one).
-struct ConfigName {
-  const char* name;
-  int tile_f, stages;
-};
-constexpr ConfigName kConfigs[] = {
-    {"f128s4", fwd::Shipped::kTileF, fwd::Shipped::kStages},
-    {"f128s3", 128, 3},
-    {"f64s4", 64, 4},
-    {"f64s6", 64, 6},
-    {"f64s3", 64, 3}};
-int g_cfg = 0;
-
 template <typename Cfg>
 std::string RunWith(const Args& a,
                     const jax_dynoff::kernels::GroupedLaunch& l) {
@@ -114,6 +100,26 @@ std::string RunWith(const Args& a,
          : a.trans_b ? fwd::Run<T, T, true, false, Cfg>(l)
                      : fwd::Run<T, T, false, false, Cfg>(l);
 }
+
+// The kernel's configurations (fwd::FwdConfig: features a CTA, stages),
+// the shipped one first, each named from its type; g_cfg picks the one
+// Run launches (--configs checks and times every one).
+struct Config {
+  std::string name;
+  std::string (*run)(const Args&, const jax_dynoff::kernels::GroupedLaunch&);
+};
+template <typename Cfg>
+Config ConfigOf() {
+  return {"f" + std::to_string(Cfg::kTileF) + "s" +
+              std::to_string(Cfg::kStages),
+          &RunWith<Cfg>};
+}
+const Config kConfigs[] = {ConfigOf<fwd::Shipped>(),
+                           ConfigOf<fwd::FwdConfig<128, 3>>(),
+                           ConfigOf<fwd::FwdConfig<64, 4>>(),
+                           ConfigOf<fwd::FwdConfig<64, 6>>(),
+                           ConfigOf<fwd::FwdConfig<64, 3>>()};
+int g_cfg = 0;
 
 // K and N multiples of 8: every 16-byte chunk of a row lies inside it
 // (the library's grouped path proves the same of its operands).  `m`: the
@@ -124,13 +130,7 @@ cudaError_t Run(const Args& a, const Items& it, int experts, int m,
   if (a.k % 8 != 0 || a.n % 8 != 0) return cudaErrorInvalidValue;
   const jax_dynoff::kernels::GroupedLaunch l =
       LaunchOn(it, experts, m, a.n, stream);
-  static_assert(sizeof(kConfigs) / sizeof(kConfigs[0]) == 5, "the switch");
-  const std::string r =
-      g_cfg == 0   ? RunWith<fwd::Shipped>(a, l)
-      : g_cfg == 1 ? RunWith<fwd::FwdConfig<128, 3>>(a, l)
-      : g_cfg == 2 ? RunWith<fwd::FwdConfig<64, 4>>(a, l)
-      : g_cfg == 3 ? RunWith<fwd::FwdConfig<64, 6>>(a, l)
-                   : RunWith<fwd::FwdConfig<64, 3>>(a, l);
+  const std::string r = kConfigs[g_cfg].run(a, l);
   if (!r.empty()) {
     std::fprintf(stderr, "%s\n", r.c_str());
     return cudaErrorLaunchFailure;
@@ -288,7 +288,7 @@ bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
     std::printf("CHECK %s %-12s %s %-7s E %d m %d K %d N %d%s: max err %.3g "
                 "(max |ref| %.3g), %lld unwritten or not finite, %lld changed "
                 "outside the groups: %s\n",
-                small_fwd::kConfigs[small_fwd::g_cfg].name, name, layout, kind,
+                small_fwd::kConfigs[small_fwd::g_cfg].name.c_str(), name, layout, kind,
                 experts, m, k, n,
                 tight ? " (tight grid)" : "", err, scale,
                 static_cast<long long>(bad), static_cast<long long>(touched),
@@ -326,7 +326,7 @@ bool Case(const char* name, const char* kind, int experts, int m, int k, int n,
     std::printf("TIME  %s %-12s %s %-7s/%u E %d m %d K %d N %d (empty %lld, "
                 "most rows %lld, padding %.1f%%): %.3f ms (%.2f TB/s of "
                 "weights), read-only %.3f ms (%.2f TB/s): %.2f of the floor\n",
-                small_fwd::kConfigs[small_fwd::g_cfg].name, name, layout, kind,
+                small_fwd::kConfigs[small_fwd::g_cfg].name.c_str(), name, layout, kind,
                 seed, experts, m, k, n,
                 static_cast<long long>(empty), static_cast<long long>(most),
                 rows_computed > 0
@@ -369,7 +369,7 @@ bool CheckAll() {
 // of benchmarks/moe_peers.py (NN forward, NT input gradient), uniform and
 // skewed (three draws), each case's configurations back to back.
 int Configs() {
-  constexpr int kCount = sizeof(small_fwd::kConfigs) / sizeof(small_fwd::kConfigs[0]);
+  constexpr int kCount = std::size(small_fwd::kConfigs);
   bool ok = true;
   for (int c = 0; c < kCount; ++c) {
     small_fwd::g_cfg = c;

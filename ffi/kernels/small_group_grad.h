@@ -112,8 +112,8 @@ __global__ void __launch_bounds__(kThreads)
   const int wm = warp >> 1, wn = warp & 1;  // warp tile: 32 (M) x 64 (N)
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   auto as = [&](int s) { return base + s * kStageBytes; };
-  WaitForPriorGrid();  // the pointer kernel's arrays (a programmatic launch)
   auto bs = [&](int s) { return base + s * kStageBytes + kRows * kTileM * 2; };
+  WaitForPriorGrid();  // the pointer kernel's arrays (a programmatic launch)
 
   for (int t = static_cast<int>(blockIdx.y); t < P.groups;
        t += static_cast<int>(gridDim.y)) {
