@@ -245,8 +245,91 @@ __device__ __forceinline__ void StoreChunk(TOut* p, int valid,
 // Shared-memory rows hold 16-byte chunks; chunk c of row r sits at
 // c ^ (r % 8), so the 8 rows one ldmatrix reads (same logical chunk) hit 8
 // different bank groups, and the cp.async writes stay 16-byte aligned.
-__device__ __forceinline__ uint32_t Swz(int row, int chunk, int row_bytes) {
+__host__ __device__ __forceinline__ uint32_t Swz(int row, int chunk,
+                                                 int row_bytes) {
   return static_cast<uint32_t>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
+}
+
+// One of a thread's 16-byte cp.async chunks of a pipeline stage, located
+// once before the main loop, so that a stage adds only its K and its
+// stage's shared address.  (Rebuilt from the thread index every stage --
+// row and chunk, swizzle, a 64-bit row x ld product, the bound checks --
+// they were most of the wide tile's main loop, which is bound by issuing
+// instructions with one warp a scheduler.)  At the stage whose first K is
+// k0 (never negative) the chunk reads the operand's elements from src +
+// k0 (K contiguous) or src + k0 * ld (K down B's rows) on, into dst of
+// the stage; it is loaded where k0 < lim and zero-filled elsewhere.  lim
+// folds both bound checks: 0 for a row or column outside m or n, else the
+// end of K less the chunk's K offset in the stage, so that k0 < lim is
+// exactly "inside m or n, and the chunk's first K below the end".  src is
+// 0 where lim <= 0 (never loaded), so that every address formed lies in
+// the operand.
+struct StageChunk {
+  int64_t src;
+  uint32_t dst;
+  int lim;
+};
+// Chunk c of stage row `row` where a stage's rows run along K, kTileK
+// elements (kTileK / 8 chunks) a row, swizzled (Swz): A's rows, or B's
+// output columns where B is transposed.  Stage row `row` is the operand's
+// row row0 + row, which exists below rows_end; K exists below k_end.
+template <int kTileK>
+__host__ __device__ __forceinline__ StageChunk KRowChunk(int row, int c,
+                                                         int row0,
+                                                         int rows_end,
+                                                         int64_t ld,
+                                                         int k_end) {
+  const int lim = row0 + row < rows_end ? k_end - c * 8 : 0;
+  return {lim > 0 ? (row0 + row) * ld + c * 8 : 0, Swz(row, c, kTileK * 2),
+          lim};
+}
+// Chunk c of stage row `row` where a stage's rows are K (B not
+// transposed): columns col0 + 8c to col0 + 8c + 7 of K k0 + row, at dst
+// (the layout's swizzle).  Columns exist below n, K below k_end.
+__host__ __device__ __forceinline__ StageChunk KColChunk(int row, int c,
+                                                         int col0, int n,
+                                                         int64_t ld,
+                                                         int k_end,
+                                                         uint32_t dst) {
+  const int col = col0 + c * 8;
+  const int lim = col < n ? k_end - row : 0;
+  return {lim > 0 ? row * ld + col : 0, dst, lim};
+}
+// The row and column of chunk i of thread tid, where a stage's rows are
+// kRowChunks chunks and its chunks go to the kThreads threads in turn:
+// chunk q = tid + i * kThreads, in row q / kRowChunks, column
+// q % kRowChunks.  Where kThreads is a multiple of kRowChunks this is
+// written as what it is, one column and rows kThreads / kRowChunks apart,
+// so that the compiler sees it: where that is a multiple of 8 rows, the
+// swizzle repeats and the chunks' shared offsets differ by constants (one
+// register and immediate offsets).
+template <int kThreads, int kRowChunks>
+__host__ __device__ __forceinline__ void ChunkRowCol(int tid, int i, int& row,
+                                                     int& c) {
+  if constexpr (kThreads % kRowChunks == 0) {
+    row = tid / kRowChunks + i * (kThreads / kRowChunks);
+    c = tid % kRowChunks;
+  } else {
+    const int q = tid + i * kThreads;
+    row = q / kRowChunks;
+    c = q % kRowChunks;
+  }
+}
+// A value as computed, its making hidden from the compiler's optimiser by
+// an empty asm (no instruction).  A chunk's address left as a sum would be
+// folded with the stage's K back into the row x ld product (row * ld +
+// k0 * ld = (row + k0) * ld) and rebuilt every stage; a stage's K seen
+// as the loop's induction variable makes the chunks' addresses 64-bit
+// pointer increments, two instructions a chunk where one multiply-add
+// does.
+template <typename V>
+__device__ __forceinline__ V Kept(V v) {
+  static_assert(sizeof(V) == 4 || sizeof(V) == 8, "a 32- or 64-bit value");
+  if constexpr (sizeof(V) == 8)
+    asm("" : "+l"(v));
+  else
+    asm("" : "+r"(v));
+  return v;
 }
 
 // Where a probe can time the kernel's phases (benchmarks/skinny/phases.cu
@@ -303,44 +386,89 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     return base + kStages * Sm::kAStage + s * Sm::kBStage;
   };
 
+  // This thread's chunks of a stage, located once (StageChunk): A's kM
+  // rows x 8 chunks, then B's 64 rows (K) x kTileN / 8 chunks (NN) or
+  // kTileN rows (output columns) x 8 chunks (NT).
+  constexpr int kAChunks = kM * kTileK / 8 / kThreads,
+                kBChunks = kTileK * kTileN / 8 / kThreads;
+  static_assert(kAChunks * kThreads == kM * kTileK / 8 &&
+                    kBChunks * kThreads == kTileK * kTileN / 8,
+                "every thread loads as many chunks of a stage");
+  static_assert(kTileN == 64 || kTileN == 128, "64 or 128 columns a CTA");
+  const T* a_src[kAChunks];
+  uint32_t a_dst[kAChunks];
+  int a_lim[kAChunks];
+#pragma unroll
+  for (int i = 0; i < kAChunks; ++i) {
+    int row, col;
+    ChunkRowCol<kThreads, kTileK / 8>(tid, i, row, col);
+    const StageChunk c = KRowChunk<kTileK>(row, col, 0, L.m, lda, k_hi);
+    a_src[i] = Kept(A + c.src);
+    a_dst[i] = c.dst;
+    a_lim[i] = c.lim;
+  }
+  const T* b_src[kBChunks];
+  uint32_t b_dst[kBChunks];
+  int b_lim[kBChunks];
+#pragma unroll
+  for (int i = 0; i < kBChunks; ++i) {
+    int row, col;
+    StageChunk c;
+    if constexpr (kTransB) {
+      ChunkRowCol<kThreads, kTileK / 8>(tid, i, row, col);
+      c = KRowChunk<kTileK>(row, col, n0, L.n, ldb, k_hi);
+    } else {
+      ChunkRowCol<kThreads, kTileN / 8>(tid, i, row, col);
+      c = KColChunk(row, col, n0, L.n, ldb, k_hi, Swz(row, col, kTileN * 2));
+    }
+    b_src[i] = Kept(B + c.src);
+    b_dst[i] = c.dst;
+    b_lim[i] = c.lim;
+  }
   auto load_a = [&](int t, int s) {
     const int k0 = t * kTileK;
 #pragma unroll
-    for (int i = 0; i < kM * 8 / kThreads; ++i) {  // A: kM rows x 8 chunks
-      const int q = tid + i * kThreads, row = q >> 3, c = q & 7;
-      const int kk = k0 + c * 8;
-      const bool ok = row < L.m && kk < k_hi;
-      CpAsync16(a_stage(s) + Swz(row, c, kTileK * 2),
-                ok ? A + row * lda + kk : A, ok);
+    for (int i = 0; i < kAChunks; ++i) {
+      const bool ok = k0 < a_lim[i];
+      CpAsync16(a_stage(s) + a_dst[i], ok ? a_src[i] + k0 : A, ok);
     }
   };
+  // NN: a stage's K moves down B's rows, k0 * ldb elements.  The loads
+  // come in K order (tiles t_begin, t_begin + 1, ...), so that offset is
+  // kept for the next load and moved by kTileK rows after each, against a
+  // 64-bit product every stage.
+  int64_t b_next = kTransB ? 0 : int64_t{t_begin} * kTileK * ldb;
   auto load_b = [&](int t, int s) {
     const int k0 = t * kTileK;
-    if constexpr (kTransB) {
+    int64_t k_off = k0;  // NT: K runs along a row
+    if constexpr (!kTransB) {
+      k_off = b_next;  // == k0 * ldb
+      b_next += kTileK * ldb;
+    }
 #pragma unroll
-      for (int i = 0; i < kTileN * 8 / kThreads; ++i) {  // B: kTileN x 8 chunks
-        const int q = tid + i * kThreads, row = q >> 3, c = q & 7;
-        const int kk = k0 + c * 8, col = n0 + row;
-        const bool ok = kk < k_hi && col < L.n;
-        CpAsync16(b_stage(s) + Swz(row, c, kTileK * 2),
-                  ok ? B + col * ldb + kk : B, ok);
-      }
-    } else {
-      // A row's 16-byte chunks: 8 shipped (q >> 3, q & 7 below).
-      constexpr int kRowChunks = kTileN / 8,
-                    kRowShift = kRowChunks == 16 ? 4 : kRowChunks == 8 ? 3 : -1;
-      static_assert(kRowShift >= 0, "64 or 128 columns a CTA");
-#pragma unroll
-      for (int i = 0; i < kTileK * kRowChunks / kThreads; ++i) {  // B: 64 rows
-        const int q = tid + i * kThreads, row = q >> kRowShift,
-                  c = q & (kRowChunks - 1);
-        const int kk = k0 + row, col = n0 + c * 8;
-        const bool ok = kk < k_hi && col < L.n;
-        CpAsync16(b_stage(s) + Swz(row, c, kTileN * 2),
-                  ok ? B + kk * ldb + col : B, ok);
-      }
+    for (int i = 0; i < kBChunks; ++i) {
+      const bool ok = k0 < b_lim[i];
+      CpAsync16(b_stage(s) + b_dst[i], ok ? b_src[i] + k_off : B, ok);
     }
   };
+  // And the lanes' ldmatrix addresses in a stage.  ldmatrix: lane l
+  // addresses row l % 8 of 8x8 matrix l / 8.
+  const int mrow = ((lane >> 3) & 1) * 8 + (lane & 7), half = lane >> 4;
+  uint32_t a_ld[kTileK / 16][kMFrags], b_ld[kTileK / 16][2];
+#pragma unroll
+  for (int kk = 0; kk < kTileK / 16; ++kk) {
+#pragma unroll
+    for (int f = 0; f < kMFrags; ++f)
+      a_ld[kk][f] = Swz(f * 16 + mrow, kk * 2 + half, kTileK * 2);
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      // k 0-7 / 8-15 of columns +0..7, then +8..15; NT: lane l reads
+      // column l % 8 (+8 from lane 16 on), K chunk (l / 8) % 2.
+      b_ld[kk][j] =
+          kTransB ? Swz(warp * 32 + j * 16 + half * 8 + (lane & 7),
+                        kk * 2 + ((lane >> 3) & 1), kTileK * 2)
+                  : Swz(kk * 16 + mrow, warp * 4 + j * 2 + half, kTileN * 2);
+  }
 
   float acc[kMFrags][4][4];
 #pragma unroll
@@ -400,26 +528,16 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     const int s = i % kStages;
 #pragma unroll
     for (int kk = 0; kk < kTileK / 16; ++kk) {
-      // ldmatrix: lane l addresses row l % 8 of 8x8 matrix l / 8.
-      const int mrow = ((lane >> 3) & 1) * 8 + (lane & 7);
-      const int half = lane >> 4;
       uint32_t af[kMFrags][4];
 #pragma unroll
-      for (int f = 0; f < kMFrags; ++f)
-        Ldsm4(a_stage(s) + Swz(f * 16 + mrow, kk * 2 + half, kTileK * 2),
-              af[f]);
+      for (int f = 0; f < kMFrags; ++f) Ldsm4(a_stage(s) + a_ld[kk][f], af[f]);
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         uint32_t bf[4];  // k 0-7 / 8-15 of columns +0..7, then +8..15
-        if constexpr (kTransB)  // lane l: column l % 8 (+8 from lane 16 on),
-                                // K chunk (l / 8) % 2
-          Ldsm4(b_stage(s) + Swz(warp * 32 + j * 16 + half * 8 + (lane & 7),
-                                 kk * 2 + ((lane >> 3) & 1), kTileK * 2),
-                bf);
+        if constexpr (kTransB)
+          Ldsm4(b_stage(s) + b_ld[kk][j], bf);
         else
-          Ldsm4T(b_stage(s) + Swz(kk * 16 + mrow, warp * 4 + j * 2 + half,
-                                  kTileN * 2),
-                 bf);
+          Ldsm4T(b_stage(s) + b_ld[kk][j], bf);
 #pragma unroll
         for (int f = 0; f < kMFrags; ++f) {
           Mma<T>(acc[f][2 * j], af[f], bf[0], bf[1]);

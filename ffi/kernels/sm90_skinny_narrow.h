@@ -44,13 +44,18 @@ namespace kernels {
 namespace skinny_narrow {
 
 using skinny::AddChunk;
+using skinny::ChunkRowCol;
 using skinny::CpAsync16;
 using skinny::CpAsyncCommit;
 using skinny::CpAsyncWait;
+using skinny::KColChunk;
+using skinny::Kept;
+using skinny::KRowChunk;
 using skinny::Ldsm4;
 using skinny::Ldsm4T;
 using skinny::LoadChunk;
 using skinny::Mma;
+using skinny::StageChunk;
 using skinny::StoreChunk;
 using skinny::Swz;
 
@@ -97,7 +102,7 @@ static_assert(kSkinnyNarrowCtasPerSm * (ShippedConfig::kBytes + 1024) <=
 // NN's B rows are 32 bytes (16 columns): chunk c (of 2) of row r sits at
 // c ^ ((r / 4) % 2), so the 8 rows one transposing ldmatrix reads (the
 // same logical chunk) fall in 8 different 16-byte bank groups.
-__device__ __forceinline__ uint32_t SwzB(int row, int chunk) {
+__host__ __device__ __forceinline__ uint32_t SwzB(int row, int chunk) {
   return static_cast<uint32_t>(row * kTileN * 2 +
                                ((chunk ^ ((row >> 2) & 1)) << 4));
 }
@@ -121,33 +126,63 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     return base + kStages * Cfg::kAStage + s * Cfg::kBStage;
   };
 
-  auto load = [&](int t, int s) {
-    const int k0 = t * kTileK;
-    constexpr int kChunksA = kM * kTileK / 8;
+  // This thread's chunks of a stage, located once (skinny::StageChunk):
+  // chunk i of thread tid is chunk q = tid + i * kThreads of A's 16 rows x
+  // kTileK / 8 chunks, and of B's kTileK rows (K) x 2 column chunks (NN) or
+  // 16 rows (output columns) x kTileK / 8 chunks (NT).  A stage then adds
+  // only its K and its stage's shared address.
+  constexpr int kAChunks = kM * kTileK / 8 / kThreads,
+                kBChunks = kTileK * kTileN / 8 / kThreads;
+  const T* a_src[kAChunks];
+  uint32_t a_dst[kAChunks];
+  int a_lim[kAChunks];
 #pragma unroll
-    for (int i = 0; i < kChunksA / kThreads; ++i) {
-      const int q = tid + i * kThreads, row = q / (kTileK / 8),
-                c = q % (kTileK / 8), kk = k0 + c * 8;
-      const bool ok = row < L.m && kk < L.k;
-      CpAsync16(a_stage(s) + Swz(row, c, kTileK * 2),
-                ok ? A + row * lda + kk : A, ok);
+  for (int i = 0; i < kAChunks; ++i) {
+    int row, col;
+    ChunkRowCol<kThreads, kTileK / 8>(tid, i, row, col);
+    const StageChunk c = KRowChunk<kTileK>(row, col, 0, L.m, lda, L.k);
+    a_src[i] = Kept(A + c.src);
+    a_dst[i] = c.dst;
+    a_lim[i] = c.lim;
+  }
+  const T* b_src[kBChunks];
+  uint32_t b_dst[kBChunks];
+  int b_lim[kBChunks];
+#pragma unroll
+  for (int i = 0; i < kBChunks; ++i) {
+    int row, col;
+    StageChunk c;
+    if constexpr (kTransB) {  // 16 rows (columns of D) x kTileK / 8 K chunks
+      ChunkRowCol<kThreads, kTileK / 8>(tid, i, row, col);
+      c = KRowChunk<kTileK>(row, col, n0, L.n, ldb, L.k);
+    } else {  // kTileK rows (K) x 2 column chunks
+      ChunkRowCol<kThreads, 2>(tid, i, row, col);
+      c = KColChunk(row, col, n0, L.n, ldb, L.k, SwzB(row, col));
     }
-    constexpr int kChunksB = kTileK * kTileN / 8;
+    b_src[i] = Kept(B + c.src);
+    b_dst[i] = c.dst;
+    b_lim[i] = c.lim;
+  }
+  // NN: a stage's K moves down B's rows, k0 * ldb elements; the loads come
+  // in K order (tiles 0, 1, ...), so that offset is kept for the next load
+  // and moved by kTileK rows after each.
+  int64_t b_next = 0;
+  auto load = [&](int t, int s) {
+    const int k0 = Kept(t * kTileK);
 #pragma unroll
-    for (int i = 0; i < kChunksB / kThreads; ++i) {
-      const int q = tid + i * kThreads;
-      if constexpr (kTransB) {  // 16 rows (columns of D) x 32 K chunks
-        const int row = q / (kTileK / 8), c = q % (kTileK / 8);
-        const int kk = k0 + c * 8, col = n0 + row;
-        const bool ok = kk < L.k && col < L.n;
-        CpAsync16(b_stage(s) + Swz(row, c, kTileK * 2),
-                  ok ? B + col * ldb + kk : B, ok);
-      } else {  // kTileK rows (K) x 2 column chunks
-        const int row = q >> 1, c = q & 1;
-        const int kk = k0 + row, col = n0 + c * 8;
-        const bool ok = kk < L.k && col < L.n;
-        CpAsync16(b_stage(s) + SwzB(row, c), ok ? B + kk * ldb + col : B, ok);
-      }
+    for (int i = 0; i < kAChunks; ++i) {
+      const bool ok = k0 < a_lim[i];
+      CpAsync16(a_stage(s) + a_dst[i], ok ? a_src[i] + k0 : A, ok);
+    }
+    int64_t k_off = k0;  // NT: K runs along a row
+    if constexpr (!kTransB) {
+      k_off = b_next;  // == k0 * ldb
+      b_next += kTileK * ldb;
+    }
+#pragma unroll
+    for (int i = 0; i < kBChunks; ++i) {
+      const bool ok = k0 < b_lim[i];
+      CpAsync16(b_stage(s) + b_dst[i], ok ? b_src[i] + k_off : B, ok);
     }
   };
 
@@ -162,29 +197,44 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     if (i < tiles) load(i, i);
     CpAsyncCommit();
   }
+  // The lanes' ldmatrix addresses in a stage, located once as well.  A
+  // warp takes the stage's k16 steps kk = warp, warp + kWarps, ...:
+  // kSteps of them (warp < kWarps: the launch's block is kThreads).
   // ldmatrix: lane l addresses row l % 8 of 8x8 matrix l / 8.
+  constexpr int kSteps = kTileK / 16 / kWarps;
   const int mrow = ((lane >> 3) & 1) * 8 + (lane & 7), half = lane >> 4;
+  uint32_t a_ld[kSteps], b_ld[kSteps];
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const int kk = warp + j * kWarps;
+    a_ld[j] = Swz(mrow, kk * 2 + half, kTileK * 2);
+    b_ld[j] = kTransB ? Swz(half * 8 + (lane & 7), kk * 2 + ((lane >> 3) & 1),
+                            kTileK * 2)
+                      : SwzB(kk * 16 + mrow, half);
+  }
+  // Tile i sits in stage s = i % kStages, and tile i + kStages - 1 goes
+  // to the stage tile i - 1 left, (i - 1) % kStages: both kept as they
+  // move, not divided out every stage.
+  int s = 0, s_free = kStages - 1;
   for (int i = 0; i < tiles; ++i) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();  // tile i landed; everyone is done with tile i - 1
-    if (i + kStages - 1 < tiles)
-      load(i + kStages - 1, (i + kStages - 1) % kStages);
+    if (i + kStages - 1 < tiles) load(i + kStages - 1, s_free);
     CpAsyncCommit();
-    const int s = i % kStages;
 #pragma unroll
-    for (int kk = warp; kk < kTileK / 16; kk += kWarps) {
+    for (int j = 0; j < kSteps; ++j) {
       uint32_t af[4];
-      Ldsm4(a_stage(s) + Swz(mrow, kk * 2 + half, kTileK * 2), af);
+      Ldsm4(a_stage(s) + a_ld[j], af);
       uint32_t bf[4];  // k 0-7 / 8-15 of columns 0..7, then 8..15
       if constexpr (kTransB)
-        Ldsm4(b_stage(s) + Swz(half * 8 + (lane & 7),
-                               kk * 2 + ((lane >> 3) & 1), kTileK * 2),
-              bf);
+        Ldsm4(b_stage(s) + b_ld[j], bf);
       else
-        Ldsm4T(b_stage(s) + SwzB(kk * 16 + mrow, half), bf);
+        Ldsm4T(b_stage(s) + b_ld[j], bf);
       Mma<T>(acc[0], af, bf[0], bf[1]);
       Mma<T>(acc[1], af, bf[2], bf[3]);
     }
+    s_free = s;
+    s = s + 1 == kStages ? 0 : s + 1;
   }
   CpAsyncWait<0>();
   __syncthreads();  // every warp is done with the stages: the partials go there
