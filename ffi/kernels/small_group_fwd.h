@@ -38,7 +38,7 @@
 // where the probe's version re-read them a pass of 32 tokens at a time.
 // kTok = 64: 64 float32 accumulators a thread (2 m16 x 8 n8 fragments of
 // a warp's 32 features), well inside the 255 registers a 128-thread CTA
-// may use (ptxas, nvcc 13.0: 127 registers NN, 162 NT, no spills); 64
+// may use (ptxas, nvcc 13.0: 115 registers NN, 120 NT, no spills); 64
 // halves the L2 re-reads of a tall expert's weights against 32 and
 // doubles the MMAs per weight fragment, while an expert of <= 8 rows
 // still runs one n8 fragment.  Shared memory: 4 stages of 24 KiB, two
@@ -215,6 +215,15 @@ __device__ __forceinline__ void FindWork(const Params& P, int64_t w,
   __syncthreads();  // all have read found_*: the next search may reset it
 }
 
+// v, held in a register from here on: NVVM sinks a value computed from
+// the thread's index into every block that uses it (the main loop's
+// predicated loads and fragment pairs), where it is rebuilt each stage;
+// the empty asm's result is a definition it cannot rebuild.
+__device__ __forceinline__ uint32_t Held(uint32_t v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+
 // grid: x over the kTileF-feature blocks of the largest n, y over the work
 // items (item, chunk of kTok rows): a CTA takes y, y + gridDim.y, ...
 template <typename Cfg, typename T, typename TOut, bool kTransB, bool kSwiglu>
@@ -234,6 +243,55 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   auto xs = [&](int s) { return base + s * kStageBytes + kWStage; };
   WaitForPriorGrid();  // the pointer kernel's arrays (a programmatic launch)
 
+  // Where a thread's chunks lie, located once rather than rebuilt from
+  // the thread's index every stage (that integer math was nearly half of
+  // the main loop's instructions).  A stage is row-major 16-byte chunks (W's: NN 64
+  // K rows of kTileF / 8 chunks of features, NT kTileF feature rows of 8
+  // chunks of K; the rows': kTok rows of 8 chunks of K), of which thread
+  // tid copies chunks tid + i kThreads: the same column for every i, and
+  // rows a row step apart, a multiple of 8, so the same swizzle (Swz: the
+  // row's low 3 bits) and shared offsets a row step's bytes apart.  Here,
+  // the shared offsets (the thread's alone); per work item, chunk 0's
+  // global address and the bounds that do not move with K; a stage adds
+  // its K and checks K's bound.
+  constexpr int kWRowChunks = kTransB ? kBK / 8 : kTileF / 8;
+  constexpr int kWRowBytes = kWRowChunks * 16;
+  constexpr int kWChunks = kBK * kTileF / 8 / kThreads;  // a thread's, a stage
+  constexpr int kWRowStep = kThreads / kWRowChunks;      // rows
+  constexpr int kXChunks = kTok * kBK / 8 / kThreads;
+  constexpr int kXRowStep = kThreads / 8;
+  static_assert(kThreads % kWRowChunks == 0 && kWRowStep % 8 == 0 &&
+                    kXRowStep % 8 == 0,
+                "a thread's chunks of a stage: one column, rows 8 k apart");
+  const int w_row = tid / kWRowChunks, w_col = tid % kWRowChunks;
+  const int x_row = tid >> 3, x_col = tid & 7;
+  const uint32_t w_dst = Held(Swz(w_row, w_col, kWRowBytes));
+  const uint32_t x_dst = Held(Swz(x_row, x_col, kBK * 2));
+  // The ldmatrix offsets (lane: row j of matrix q).  Every row one reads is
+  // j mod 8, so 16 rows on is 16 rows' bytes on under the same swizzle:
+  // the offsets hold what moves the column (the rows' stage and NT's W:
+  // the K step kk; NN's W: the m16 fragment mf), the loop adds the rest
+  // (np, or mf for NT's W, or kk for NN's, times 16 rows).
+  uint32_t x_ld[kBK / 16];                // by kk
+  uint32_t w_ld[kTransB ? kBK / 16 : 2];  // NT: by kk, NN: by mf
+  {
+    const int q = lane >> 3, j = lane & 7;
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk)
+      x_ld[kk] = Held(Swz((q >> 1) * 8 + j, kk * 2 + (q & 1), kBK * 2));
+    if constexpr (kTransB) {  // stage rows are features, K contiguous
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk)
+        w_ld[kk] = Held(
+            Swz(warp * 32 + (q & 1) * 8 + j, kk * 2 + (q >> 1), kBK * 2));
+    } else {  // stage rows are K: transposed by ldmatrix
+#pragma unroll
+      for (int mf = 0; mf < 2; ++mf)
+        w_ld[mf] = Held(Swz((q >> 1) * 8 + j, warp * 4 + mf * 2 + (q & 1),
+                            kTileF * 2));
+    }
+  }
+
   for (int64_t w = blockIdx.y;; w += gridDim.y) {
     int t, chunk;
     FindWork<kThreads>(P, w, &t, &chunk);
@@ -252,37 +310,46 @@ __global__ void __launch_bounds__(Cfg::kThreads)
                   ldd = P.stride_d[t];
     const int k_tiles = (k + kBK - 1) / kBK;
 
+    // The thread's chunk 0 of K tile 0 (chunk i is i row steps on), and
+    // its bounds as what is left past chunk 0's row or column: chunk i of
+    // K tile kt (k0 = kt kBK) is inside k, n or the chunk's rows where
+    // its offset from chunk 0, i row steps along the rows or k0 along K,
+    // is below what is left.  NN: W's rows run along K, its column is 8
+    // features; NT: W's rows are features, its column 8 K.
+    const T* const w_src =
+        kTransB ? B + static_cast<int64_t>(f0 + w_row) * ldb + w_col * 8
+                : B + static_cast<int64_t>(w_row) * ldb + f0 + w_col * 8;
+    const int64_t w_step = kWRowStep * ldb;
+    const int w_k_left = kTransB ? k - w_col * 8 : k - w_row;
+    const int w_n_left = kTransB ? n - f0 - w_row : n - f0 - w_col * 8;
+    const T* const x_src = A + static_cast<int64_t>(x_row) * lda + x_col * 8;
+    const int64_t x_step = kXRowStep * lda;
+    const int x_k_left = k - x_col * 8;
+    const int x_rows_left = toks - x_row, x_read_left = rows_read - x_row;
+
     // Stage s of K tile kt: W's 64 K x 128 features (8 chunks of 16 bytes
     // a thread), the chunk's rows x 64 K (up to 4 a thread: the rows the
     // ldmatrix pairs reach, zeros past the chunk's rows).
     auto load = [&](int kt, int s) {
       const int k0 = kt * kBK;
+      const int k_left = w_k_left - k0;
+      const T* src = kTransB ? w_src + k0
+                             : w_src + static_cast<int64_t>(k0) * ldb;
 #pragma unroll
-      for (int i = 0; i < kBK * kTileF / 8 / kThreads; ++i) {
-        const int q = tid + i * kThreads;
-        if constexpr (kTransB) {  // 128 feature rows x 8 chunks of K
-          const int r = q >> 3, c = q & 7;
-          const int ff = f0 + r, kk = k0 + c * 8;
-          const bool ok = ff < n && kk < k;
-          CpAsync16(ws(s) + Swz(r, c, kBK * 2),
-                    ok ? B + static_cast<int64_t>(ff) * ldb + kk : B, ok);
-        } else {  // 64 K rows x kTileF / 8 chunks of features
-          constexpr int kRowChunks = kTileF / 8;
-          const int r = q / kRowChunks, c = q % kRowChunks;
-          const int kk = k0 + r, ff = f0 + c * 8;
-          const bool ok = kk < k && ff < n;
-          CpAsync16(ws(s) + Swz(r, c, kTileF * 2),
-                    ok ? B + static_cast<int64_t>(kk) * ldb + ff : B, ok);
-        }
+      for (int i = 0; i < kWChunks; ++i, src += w_step) {
+        const bool ok = kTransB
+                            ? i * kWRowStep < w_n_left && 0 < k_left
+                            : i * kWRowStep < k_left && 0 < w_n_left;
+        CpAsync16(ws(s) + w_dst + i * kWRowStep * kWRowBytes, ok ? src : B,
+                  ok);
       }
+      src = x_src + k0;
 #pragma unroll
-      for (int i = 0; i < kTok * kBK / 8 / kThreads; ++i) {
-        const int q = tid + i * kThreads, r = q >> 3, c = q & 7;
-        if (r >= rows_read) continue;  // a pair of fragments no row reaches
-        const int kk = k0 + c * 8;
-        const bool ok = r < toks && kk < k;
-        CpAsync16(xs(s) + Swz(r, c, kBK * 2),
-                  ok ? A + static_cast<int64_t>(r) * lda + kk : A, ok);
+      for (int i = 0; i < kXChunks; ++i, src += x_step) {
+        if (i * kXRowStep >= x_read_left) continue;  // a pair no row reaches
+        const bool ok = i * kXRowStep < x_rows_left && k0 < x_k_left;
+        CpAsync16(xs(s) + x_dst + i * kXRowStep * (kBK * 2), ok ? src : A,
+                  ok);
       }
     };
 
@@ -305,7 +372,6 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         load(kt + kStages - 1, (kt + kStages - 1) % kStages);
       CpAsyncCommit();
       const int s = kt % kStages;
-      const int q = lane >> 3, j = lane & 7;  // lane: row j of matrix q
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk) {
         // The mma's A (16 features x 16 K, row-major) of the warp's two
@@ -314,15 +380,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         uint32_t af[2][4];
 #pragma unroll
         for (int mf = 0; mf < 2; ++mf) {
-          const int fw = warp * 32 + mf * 16;
           if constexpr (kTransB)  // stage rows are features, K contiguous
-            Ldsm4(ws(s) + Swz(fw + (q & 1) * 8 + j, kk * 2 + (q >> 1),
-                              kBK * 2),
-                  af[mf]);
+            Ldsm4(ws(s) + w_ld[kk] + mf * 16 * (kBK * 2), af[mf]);
           else  // stage rows are K: transposed by ldmatrix
-            Ldsm4T(ws(s) + Swz(kk * 16 + (q >> 1) * 8 + j,
-                               (fw >> 3) + (q & 1), kTileF * 2),
-                   af[mf]);
+            Ldsm4T(ws(s) + w_ld[mf] + kk * 16 * (kTileF * 2), af[mf]);
         }
         // The mma's B (16 K x 8 rows, column-major) from the rows' stage
         // (rows, K): matrix q is rows np 16 + (q / 2) 8, K + (q % 2) 8:
@@ -331,9 +392,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         for (int np = 0; np < kTok / 16; ++np) {
           if (2 * np >= frags) break;  // CTA-uniform
           uint32_t bf[4];
-          Ldsm4(xs(s) + Swz(np * 16 + (q >> 1) * 8 + j, kk * 2 + (q & 1),
-                            kBK * 2),
-                bf);
+          Ldsm4(xs(s) + x_ld[kk] + np * 16 * (kBK * 2), bf);
 #pragma unroll
           for (int mf = 0; mf < 2; ++mf) {
             Mma<T>(acc[mf][2 * np], af[mf], bf[0], bf[1]);
