@@ -21,7 +21,12 @@ fails).  Fetched for a Python 3.12 device on a machine with network:
     annotated-types typing-inspection typing-extensions qwix immutabledict \
     jaxtyping wadler-lindig tqdm tensorboardx protobuf absl-py fire \
     termcolor gviz-api
-(pydantic-core must be the version that pydantic pins).  So installed,
+(pydantic-core must be the version that pydantic pins), and installed
+into the interpreter that runs this script (a bare `pip` may belong to
+another; the bench then reports tokamax as not importable):
+  python3 -m pip install --no-index --no-deps .tkw/*.whl
+  python3 -c "import tokamax"
+So installed,
 tokamax 0.0.17 ran on the H200: benchmarks/results/2026-12-05-h200-efa90f3.
 Usage:
   python benchmarks/moe_peers.py [OUT_DIR] [--quick] [--cases NAME,...]

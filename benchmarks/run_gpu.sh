@@ -12,6 +12,8 @@
 # pytest run; default: the whole suite in 8 parallel shards on the one GPU,
 # which mostly overlaps XLA compile time); PYTEST_ARGS (extra pytest args);
 # SKIP_TESTS, SKIP_BENCH, SKIP_BENCH_TESTS (the bench's own tests); BENCH_ARGS (e.g. "--scenarios plain,stacked");
+# PACK=1 ends by packing every file in RESULTS_DIR into RESULTS_DIR/results.tgz
+# (and removing them), for a machine that returns only a few files;
 # DIAG=1 adds the kernel-level diagnostics after the benchmark: the profiler
 # timeline (benchmarks/timeline.py, whole-loop graphs), the ptr-array vs regular
 # CUTLASS comparison (benchmarks/sm90_tiles/vs_regular, built alongside the
@@ -191,5 +193,9 @@ if [ -n "${DIAG:-}" ]; then
   else
     tail -20 "$res/vs_regular_build.log"; status=1
   fi
+fi
+if [ -n "${PACK:-}" ]; then
+  (cd "$res" && files=$(find . -type f ! -name results.tgz) &&
+   [ -n "$files" ] && tar czf results.tgz $files && rm -f $files) || status=1
 fi
 exit $status
