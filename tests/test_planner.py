@@ -538,3 +538,45 @@ def test_f32_lowered_attributes_pass_the_handler_check():
   odd_d = WinSpec((1024, 1027), (1024, 1024), (0, 3))
   s = _f32(d=odd_d)
   assert "d: " in _check(s, "sm90_large")
+
+
+def _rule_data():
+  """The newest committed `variants.cu --rule` runs (both skinny tiles as
+  the handler launches them, B hot and streamed): every
+  benchmarks/results/<date>-*/variants_rule.txt of the latest date."""
+  import pathlib
+  import re
+  results = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+  files = sorted(results.glob("*/variants_rule.txt"))
+  assert files, "no committed variants_rule.txt"
+  newest = max(f.parent.name[:10] for f in files)
+  line = re.compile(r"RULE (NN|NT) (hot|cold)\s+m=(\d+) n=(\d+) k=(\d+): "
+                    r"narrow ([0-9.]+) wide c\d+ ([0-9.]+) us")
+  rows = []
+  for f in files:
+    if f.parent.name[:10] != newest:
+      continue
+    for text in f.read_text().splitlines():
+      if (g := line.match(text)):
+        rows.append((f.parent.name, g[1] == "NT", g[2], int(g[3]), int(g[4]),
+                     int(g[5]), float(g[6]), float(g[7])))
+  return rows
+
+
+def test_skinny_tile_rule_fits_its_committed_data():
+  """The tile rule (plan.h SkinnyTileChoice) against the data behind it:
+  over the newest committed rule runs, the planned tile costs at most 10%
+  more than the faster one in any case and 1% by geometric mean.  A rule
+  retaken from new data (new kernels) is committed with that data, and
+  this holds for it, so the rule and its data cannot drift apart."""
+  rows = _rule_data()
+  assert len(rows) >= 100, len(rows)
+  costs = []
+  for folder, tb, where, m, n, k, narrow, wide in rows:
+    planned = plan_lib.skinny_tile(_spec(m=m, n=n, k=k, tb=tb))
+    t = narrow if planned == "narrow" else wide
+    costs.append((t / min(narrow, wide), folder, tb, where, m, n, k, planned))
+  worst = max(costs)
+  geomean = float(np.exp(np.mean([np.log(c[0]) for c in costs])))
+  assert worst[0] <= 1.10, worst
+  assert geomean <= 1.01, geomean
