@@ -97,12 +97,20 @@ inline constexpr int SkinnySplit(int64_t n, int64_t k, int sms) {
 //   kSkinnyNarrowCtasPerSm an SM (96 KiB of stages a CTA).  At n = 8192
 //   (512 CTAs, two waves on 132 SMs) the wide tile was faster in all 24
 //   cases with K <= 1536, where the narrow one was planned: 7-55%.
+// Retaken after each thread's chunks were located once a kernel (the
+// wide tile 17% faster with B hot, the narrow one 5%; H100,
+// benchmarks/results/2026-12-07-h100-b408ce1/variants_rule.txt):
+// - NN: at K = 1536 with n = 3072 and 4096 the wide tile is now faster,
+//   by 10-18% with B hot (within 4% either way streamed), so the NN bound
+//   is K <= 1024 (kSkinnyNarrowMaxK), or K <= 2048 where n <= 2048.  The
+//   worst case the rule misplaces: 16x3072x1024, 7% (B hot).
+// - NT and the wave: the bounds stand.
 // tests/test_planner.py holds the rule to the newest committed --rule
 // data (the planned tile at most 10% slower than the faster one, 1% by
 // geometric mean): new rule data is committed with the rule it asks for.
 inline constexpr int kSkinnyNarrowTileN = 16;
 inline constexpr int kSkinnyNarrowCtasPerSm = 2;
-inline constexpr int64_t kSkinnyNarrowMaxK = 1536;
+inline constexpr int64_t kSkinnyNarrowMaxK = 1024;
 inline constexpr int64_t kSkinnyNarrowLongMaxK = 2048;
 inline constexpr int64_t kSkinnyNarrowLongMaxN = 2048;
 inline constexpr int64_t kSkinnyNarrowNtMaxK = 3072;

@@ -148,14 +148,15 @@ def test_skinny_tile_rule():
                   plan_lib.SKINNY_NARROW_LONG_MAX_N)
   knt, per_sm = (plan_lib.SKINNY_NARROW_NT_MAX_K,
                  plan_lib.SKINNY_NARROW_CTAS_PER_SM)
-  assert (kmax, klong, nlong, knt, per_sm) == (1536, 2048, 2048, 3072, 2)
+  assert (kmax, klong, nlong, knt, per_sm) == (1024, 2048, 2048, 3072, 2)
   assert plan_lib.SKINNY_TILES == options.SKINNY_TILES
   # On 132 SMs (plan's device where none is visible): one wave is n <= 16
   # * 2 * 132 = 4224.
   wave_n = 16 * per_sm * 132
   for m, n, k, tb, want in [
       (1, 512, 1024, False, "narrow"), (8, 4096, 512, False, "narrow"),
-      (16, 4096, kmax, False, "narrow"),
+      (16, 4096, kmax, False, "narrow"), (16, 4096, kmax + 8, False, "wide"),
+      (16, nlong, kmax + 8, False, "narrow"),
       (16, nlong + 8, kmax + 8, False, "wide"),
       (16, nlong, klong, False, "narrow"),
       (1, 512, klong + 8, False, "wide"),

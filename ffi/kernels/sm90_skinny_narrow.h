@@ -13,7 +13,9 @@
 // (benchmarks/results/2026-12-06-h100-eecdbf4/narrow.txt, probe.cu
 // --narrow).  In the table loop with body graphs it is faster at every K
 // up to 1536, and up to 2048 where n <= 2048, by 4-19%
-// (benchmarks/skinny_tiles.py; 2026-12-06-h100-ff27639 and -2be2540).
+// (benchmarks/skinny_tiles.py; 2026-12-06-h100-ff27639 and -2be2540);
+// since both tiles locate their chunks once, the wide one is faster at K
+// = 1536 with n >= 3072 (2026-12-07-h100-b408ce1).
 // Where K is longer the wide tile wins: 16 columns a CTA stream B too
 // slowly.  plan.h SkinnyTileChoice holds the rule.
 //
