@@ -332,6 +332,35 @@ __device__ __forceinline__ V Kept(V v) {
   return v;
 }
 
+// One operand's chunks of a stage as one thread holds them, located once
+// (StageChunk each), for both skinny tiles.
+template <typename T, int kN>
+struct ThreadChunks {
+  const T* src[kN];
+  uint32_t dst[kN];
+  int lim[kN];
+  __device__ __forceinline__ void Set(int i, const T* base, StageChunk c) {
+    src[i] = Kept(base + c.src);
+    dst[i] = c.dst;
+    lim[i] = c.lim;
+  }
+};
+// The chunks of an operand whose stage rows run along K (KRowChunk: A's
+// rows, or B's output columns where B is transposed): stage rows row0 on,
+// below rows_end, of kTileK / 8 chunks each.
+template <int kThreads, int kTileK, typename T, int kN>
+__device__ __forceinline__ void LocateKRowChunks(ThreadChunks<T, kN>& ch,
+                                                 const T* base, int tid,
+                                                 int row0, int rows_end,
+                                                 int64_t ld, int k_end) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    int row, col;
+    ChunkRowCol<kThreads, kTileK / 8>(tid, i, row, col);
+    ch.Set(i, base, KRowChunk<kTileK>(row, col, row0, rows_end, ld, k_end));
+  }
+}
+
 // Where a probe can time the kernel's phases (benchmarks/skinny/phases.cu
 // passes a Marks type that reads the clocks).  The library's kernels take
 // NoMarks, which compiles to nothing.  `dep`, where given, is a value the
@@ -395,42 +424,27 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
                     kBChunks * kThreads == kTileK * kTileN / 8,
                 "every thread loads as many chunks of a stage");
   static_assert(kTileN == 64 || kTileN == 128, "64 or 128 columns a CTA");
-  const T* a_src[kAChunks];
-  uint32_t a_dst[kAChunks];
-  int a_lim[kAChunks];
+  ThreadChunks<T, kAChunks> a_ch;
+  LocateKRowChunks<kThreads, kTileK>(a_ch, A, tid, 0, L.m, lda, k_hi);
+  ThreadChunks<T, kBChunks> b_ch;
+  if constexpr (kTransB) {
+    LocateKRowChunks<kThreads, kTileK>(b_ch, B, tid, n0, L.n, ldb, k_hi);
+  } else {
 #pragma unroll
-  for (int i = 0; i < kAChunks; ++i) {
-    int row, col;
-    ChunkRowCol<kThreads, kTileK / 8>(tid, i, row, col);
-    const StageChunk c = KRowChunk<kTileK>(row, col, 0, L.m, lda, k_hi);
-    a_src[i] = Kept(A + c.src);
-    a_dst[i] = c.dst;
-    a_lim[i] = c.lim;
-  }
-  const T* b_src[kBChunks];
-  uint32_t b_dst[kBChunks];
-  int b_lim[kBChunks];
-#pragma unroll
-  for (int i = 0; i < kBChunks; ++i) {
-    int row, col;
-    StageChunk c;
-    if constexpr (kTransB) {
-      ChunkRowCol<kThreads, kTileK / 8>(tid, i, row, col);
-      c = KRowChunk<kTileK>(row, col, n0, L.n, ldb, k_hi);
-    } else {
+    for (int i = 0; i < kBChunks; ++i) {
+      int row, col;
       ChunkRowCol<kThreads, kTileN / 8>(tid, i, row, col);
-      c = KColChunk(row, col, n0, L.n, ldb, k_hi, Swz(row, col, kTileN * 2));
+      b_ch.Set(i, B,
+               KColChunk(row, col, n0, L.n, ldb, k_hi,
+                         Swz(row, col, kTileN * 2)));
     }
-    b_src[i] = Kept(B + c.src);
-    b_dst[i] = c.dst;
-    b_lim[i] = c.lim;
   }
   auto load_a = [&](int t, int s) {
     const int k0 = t * kTileK;
 #pragma unroll
     for (int i = 0; i < kAChunks; ++i) {
-      const bool ok = k0 < a_lim[i];
-      CpAsync16(a_stage(s) + a_dst[i], ok ? a_src[i] + k0 : A, ok);
+      const bool ok = k0 < a_ch.lim[i];
+      CpAsync16(a_stage(s) + a_ch.dst[i], ok ? a_ch.src[i] + k0 : A, ok);
     }
   };
   // NN: a stage's K moves down B's rows, k0 * ldb elements.  The loads
@@ -447,8 +461,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     }
 #pragma unroll
     for (int i = 0; i < kBChunks; ++i) {
-      const bool ok = k0 < b_lim[i];
-      CpAsync16(b_stage(s) + b_dst[i], ok ? b_src[i] + k_off : B, ok);
+      const bool ok = k0 < b_ch.lim[i];
+      CpAsync16(b_stage(s) + b_ch.dst[i], ok ? b_ch.src[i] + k_off : B, ok);
     }
   };
   // And the lanes' ldmatrix addresses in a stage.  ldmatrix: lane l

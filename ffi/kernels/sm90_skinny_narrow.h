@@ -52,14 +52,14 @@ using skinny::CpAsyncCommit;
 using skinny::CpAsyncWait;
 using skinny::KColChunk;
 using skinny::Kept;
-using skinny::KRowChunk;
 using skinny::Ldsm4;
 using skinny::Ldsm4T;
 using skinny::LoadChunk;
+using skinny::LocateKRowChunks;
 using skinny::Mma;
-using skinny::StageChunk;
 using skinny::StoreChunk;
 using skinny::Swz;
+using skinny::ThreadChunks;
 
 constexpr int kTileN = kSkinnyNarrowTileN;  // output columns a CTA
 constexpr int kM = 16;                      // one m16 fragment
@@ -135,35 +135,18 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // only its K and its stage's shared address.
   constexpr int kAChunks = kM * kTileK / 8 / kThreads,
                 kBChunks = kTileK * kTileN / 8 / kThreads;
-  const T* a_src[kAChunks];
-  uint32_t a_dst[kAChunks];
-  int a_lim[kAChunks];
+  ThreadChunks<T, kAChunks> a_ch;
+  LocateKRowChunks<kThreads, kTileK>(a_ch, A, tid, 0, L.m, lda, L.k);
+  ThreadChunks<T, kBChunks> b_ch;
+  if constexpr (kTransB) {  // 16 rows (columns of D) x kTileK / 8 K chunks
+    LocateKRowChunks<kThreads, kTileK>(b_ch, B, tid, n0, L.n, ldb, L.k);
+  } else {  // kTileK rows (K) x 2 column chunks
 #pragma unroll
-  for (int i = 0; i < kAChunks; ++i) {
-    int row, col;
-    ChunkRowCol<kThreads, kTileK / 8>(tid, i, row, col);
-    const StageChunk c = KRowChunk<kTileK>(row, col, 0, L.m, lda, L.k);
-    a_src[i] = Kept(A + c.src);
-    a_dst[i] = c.dst;
-    a_lim[i] = c.lim;
-  }
-  const T* b_src[kBChunks];
-  uint32_t b_dst[kBChunks];
-  int b_lim[kBChunks];
-#pragma unroll
-  for (int i = 0; i < kBChunks; ++i) {
-    int row, col;
-    StageChunk c;
-    if constexpr (kTransB) {  // 16 rows (columns of D) x kTileK / 8 K chunks
-      ChunkRowCol<kThreads, kTileK / 8>(tid, i, row, col);
-      c = KRowChunk<kTileK>(row, col, n0, L.n, ldb, L.k);
-    } else {  // kTileK rows (K) x 2 column chunks
+    for (int i = 0; i < kBChunks; ++i) {
+      int row, col;
       ChunkRowCol<kThreads, 2>(tid, i, row, col);
-      c = KColChunk(row, col, n0, L.n, ldb, L.k, SwzB(row, col));
+      b_ch.Set(i, B, KColChunk(row, col, n0, L.n, ldb, L.k, SwzB(row, col)));
     }
-    b_src[i] = Kept(B + c.src);
-    b_dst[i] = c.dst;
-    b_lim[i] = c.lim;
   }
   // NN: a stage's K moves down B's rows, k0 * ldb elements; the loads come
   // in K order (tiles 0, 1, ...), so that offset is kept for the next load
@@ -173,8 +156,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     const int k0 = Kept(t * kTileK);
 #pragma unroll
     for (int i = 0; i < kAChunks; ++i) {
-      const bool ok = k0 < a_lim[i];
-      CpAsync16(a_stage(s) + a_dst[i], ok ? a_src[i] + k0 : A, ok);
+      const bool ok = k0 < a_ch.lim[i];
+      CpAsync16(a_stage(s) + a_ch.dst[i], ok ? a_ch.src[i] + k0 : A, ok);
     }
     int64_t k_off = k0;  // NT: K runs along a row
     if constexpr (!kTransB) {
@@ -183,8 +166,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     }
 #pragma unroll
     for (int i = 0; i < kBChunks; ++i) {
-      const bool ok = k0 < b_lim[i];
-      CpAsync16(b_stage(s) + b_dst[i], ok ? b_src[i] + k_off : B, ok);
+      const bool ok = k0 < b_ch.lim[i];
+      CpAsync16(b_stage(s) + b_ch.dst[i], ok ? b_ch.src[i] + k_off : B, ok);
     }
   };
 
