@@ -40,7 +40,9 @@
 // with the candidates' split in XLA's shape, the partials added by a
 // second grid, and the partials' grid alone; `--deep` 64-column tiles over
 // all of K with no split, B's 128-byte rows by deep TMA pipelines, in the
-// table loop's and the stacked loop's cells; `--ncu M N K` launches the
+// table loop's and the stacked loop's cells; `--kwarps` candidates with
+// warps along K (SkinnyV's KW) beside the library's tiles, NN and NT, hot
+// and cold; `--ncu M N K` launches the
 // narrow tile, the wide tile at the planner's split and the deep
 // candidates three times each on one shape, B hot, outside any graph, for
 // `ncu --cache-control none -k regex:"Skinny|Narrow"`):
@@ -152,11 +154,11 @@ __device__ __forceinline__ Share ShareOf(const SkinnyLaunch& L) {
 // last CTA of a column tile to arrive adds the partials in rank order and
 // runs the epilogue; split 1 stages its tile in shared memory (`smem`, no
 // longer read by the main loop) and stores it.
-template <int BN>
+template <int BN, int kThreads = BN>
 __device__ __forceinline__ void Finish(const SkinnyLaunch& L, const Reduce& R,
                                        const float (&acc)[4][4],
                                        const Share& w, unsigned char* smem) {
-  constexpr int kThreads = BN, kM = 16;
+  constexpr int kM = 16;
   const int tile = w.tile, rank = w.rank, n0 = w.n0;
   __shared__ unsigned s_last;
   const int split = L.split_k;
@@ -181,11 +183,14 @@ __device__ __forceinline__ void Finish(const SkinnyLaunch& L, const Reduce& R,
     if (split > 1) __stcg(reinterpret_cast<float2*>(p), make_float2(x, y));
     else *reinterpret_cast<float2*>(p) = make_float2(x, y);
   };
+  // (With warps along K, the first BN / 32 warps hold the CTA's sums.)
+  if (kThreads == BN || warp < BN / 32) {
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int row = lane >> 2, col = warp * 32 + j * 8 + (lane & 3) * 2;
-    put(&mine[row * BN + col], acc[j][0], acc[j][1]);
-    if (two_halves) put(&mine[(row + 8) * BN + col], acc[j][2], acc[j][3]);
+    for (int j = 0; j < 4; ++j) {
+      const int row = lane >> 2, col = warp * 32 + j * 8 + (lane & 3) * 2;
+      put(&mine[row * BN + col], acc[j][0], acc[j][1]);
+      if (two_halves) put(&mine[(row + 8) * BN + col], acc[j][2], acc[j][3]);
+    }
   }
   // The two-kernel form (R.counters null, --xsplit): every rank writes
   // its partial and ends; ReduceSplit, the next grid, adds them.
@@ -220,10 +225,17 @@ __device__ __forceinline__ void Finish(const SkinnyLaunch& L, const Reduce& R,
   }
 }
 
-template <bool TB, int BN, int BK, int ST>
-__global__ void __launch_bounds__(BN, 1)
+// KW: warps along K.  The CTA's BN / 32 column warps are repeated KW
+// times, warp w taking k16 step kk of a stage where kk % KW == w / (BN /
+// 32); after the main loop the CTA adds its KW partials in shared memory
+// (in order: deterministic), then finishes as with KW = 1.  More warps a
+// scheduler for the same 128-byte rows of B (BN = 64), where the library's
+// wide tile runs one warp a scheduler (ncu, 2026-12-07-h100-d66a018).
+template <bool TB, int BN, int BK, int ST, int KW = 1>
+__global__ void __launch_bounds__(BN * KW, 1)
     SkinnyV(const SkinnyLaunch L, const Reduce R, const Prefetch PF) {
-  constexpr int kThreads = BN, kM = 16;
+  constexpr int kThreads = BN * KW, kM = 16;
+  static_assert(BK / 16 % KW == 0, "every K warp as many k16 steps");
   // Launched as a programmatic dependent (g_pdl), this grid may start while
   // the kernel before it still runs: nothing of global memory is read
   // before that kernel has finished.  A no-op in a plain launch.
@@ -237,11 +249,14 @@ __global__ void __launch_bounds__(BN, 1)
   const T* A = reinterpret_cast<const T*>(L.a.Locate());
   const T* B = reinterpret_cast<const T*>(L.b.Locate());
   const int64_t lda = L.a.ld, ldb = L.b.ld;
-  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5,
-            lane = tid & 31;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  // The warp's columns (wn) and its K steps (wk; 0 where KW is 1).
+  const int wn = KW == 1 ? tid >> 5 : (tid >> 5) % (BN / 32),
+            wk = KW == 1 ? 0 : (tid >> 5) / (BN / 32);
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   auto a_stage = [&](int s) { return base + s * kAStage; };
   auto b_stage = [&](int s) { return base + ST * kAStage + s * kBStage; };
+  static_assert(BK * BN / 8 % kThreads == 0, "B's chunks shared evenly");
   auto load = [&](int t, int s) {
     const int k0 = t * BK;
     LoadAStage<BK, kThreads>(a_stage(s), A, lda, L.m, w.k_hi, k0, tid);
@@ -276,7 +291,8 @@ __global__ void __launch_bounds__(BN, 1)
     sk::CpAsyncCommit();
     const int s = i % ST;
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
+    for (int q = 0; q < BK / 16 / KW; ++q) {
+      const int kk = q * KW + wk;
       const int mrow = ((lane >> 3) & 1) * 8 + (lane & 7), half = lane >> 4;
       uint32_t af[4];
       sk::Ldsm4(a_stage(s) + SwzC<kAChunks>(mrow, kk * 2 + half), af);
@@ -285,12 +301,12 @@ __global__ void __launch_bounds__(BN, 1)
         uint32_t bf[4];
         if constexpr (TB)
           sk::Ldsm4(b_stage(s) + SwzC<kBRowChunks>(
-                                     warp * 32 + j * 16 + half * 8 + (lane & 7),
+                                     wn * 32 + j * 16 + half * 8 + (lane & 7),
                                      kk * 2 + ((lane >> 3) & 1)),
                     bf);
         else
           sk::Ldsm4T(b_stage(s) + SwzC<kBRowChunks>(kk * 16 + mrow,
-                                                    warp * 4 + j * 2 + half),
+                                                    wn * 4 + j * 2 + half),
                      bf);
         sk::Mma<T>(acc[2 * j], af, bf[0], bf[1]);
         sk::Mma<T>(acc[2 * j + 1], af, bf[2], bf[3]);
@@ -302,7 +318,28 @@ __global__ void __launch_bounds__(BN, 1)
   // The next grid, if a programmatic dependent, may launch now; it waits
   // for this one's end before it reads anything.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  Finish<BN>(L, R, acc, w, smem);
+  if constexpr (KW > 1) {  // the K warps' partials, added in order
+    float* red = reinterpret_cast<float*>(smem);  // (KW - 1) x BN x 16
+    __syncthreads();  // every warp is done with the stages
+    if (wk > 0) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          red[(((wk - 1) * (BN / 32) + wn) * 16 + j * 4 + e) * 32 + lane] =
+              acc[j][e];
+    }
+    __syncthreads();
+    if (wk == 0) {
+      for (int r = 0; r < KW - 1; ++r)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            acc[j][e] += red[((r * (BN / 32) + wn) * 16 + j * 4 + e) * 32 + lane];
+    }
+  }
+  Finish<BN, kThreads>(L, R, acc, w, smem);
 }
 
 // Bulk-copy candidates (NN): each stage's rows arrive by cp.async.bulk, one
@@ -446,15 +483,17 @@ std::string RunBulk(const SkinnyLaunch& l) {
 
 bool g_pdl = false;  // launch the candidates as programmatic dependents
 
-template <bool TB, int BN, int BK, int ST>
+template <bool TB, int BN, int BK, int ST, int KW = 1>
 std::string RunV(const SkinnyLaunch& l) {
   constexpr int kSmemPipe = ST * (16 * BK * 2 + BK * BN * 2);
-  constexpr int kSmem = kSmemPipe > 16 * BN * 4 ? kSmemPipe : 16 * BN * 4;
+  constexpr int kSmemRed = (KW - 1) * BN * 16 * 4;  // the K warps' partials
+  constexpr int kSmemOut = kSmemRed > 16 * BN * 4 ? kSmemRed : 16 * BN * 4;
+  constexpr int kSmem = kSmemPipe > kSmemOut ? kSmemPipe : kSmemOut;
   const int tiles = (l.n + BN - 1) / BN;
   if (l.m > 16 || tiles > kMaxCounters ||
       size_t(tiles) * l.split_k * 16 * BN > kPartialFloats)
     return "too large for the probe's workspace";
-  auto* fn = &SkinnyV<TB, BN, BK, ST>;
+  auto* fn = &SkinnyV<TB, BN, BK, ST, KW>;
   if (kSmem > 48 * 1024)
     CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
                             cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -464,7 +503,7 @@ std::string RunV(const SkinnyLaunch& l) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(tiles * l.split_k);
-  config.blockDim = dim3(BN);
+  config.blockDim = dim3(BN * KW);
   config.dynamicSmemBytes = kSmem;
   config.stream = l.stream;
   config.attrs = attr;
@@ -540,10 +579,16 @@ struct Candidate {
 // The bulk-copy candidates: NN only (no NT form).
 #define BULK(BN, BK, ST) \
   {"b" #BN "x" #BK "s" #ST, &RunBulk<BN, BK, ST>, nullptr, BN, BK}
+// With warps along K (SkinnyV's KW): "v<BN>x<BK>s<ST>k<KW>".
+#define CANDK(BN, BK, ST, KW)                                            \
+  {"v" #BN "x" #BK "s" #ST "k" #KW, &RunV<false, BN, BK, ST, KW>,        \
+   &RunV<true, BN, BK, ST, KW>, BN, BK}
 const Candidate kCands[] = {
     CAND(128, 64, 4), CAND(128, 64, 2), CAND(128, 32, 2), CAND(128, 32, 4),
     CAND(64, 64, 4),  CAND(64, 64, 2),  CAND(64, 32, 2),  CAND(64, 32, 4),
     CAND(64, 64, 3),  CAND(128, 64, 3),
+    CANDK(64, 64, 3, 2), CANDK(64, 64, 3, 4), CANDK(64, 128, 3, 4),
+    CANDK(64, 128, 2, 4), CANDK(128, 64, 3, 2),
     BULK(128, 64, 4), BULK(128, 64, 6), BULK(128, 32, 8), BULK(256, 64, 4),
     BULK(256, 32, 6),
 };
@@ -1343,6 +1388,62 @@ void DeepCells() {
   }
 }
 
+// --kwarps: SkinnyV with warps along K (KW 2 and 4) beside the library's
+// tiles, NN and NT, B hot (the table loop) and cold (the stacked loop),
+// on the sweep's cells where the table loop with body graphs lost to
+// XLA's loop (2026-12-06-h200-6c35c90) and their neighbours: the narrow
+// tile (where one wave), the wide tile at the planner's split, and each
+// candidate at every split (through the probe's workspace and last-CTA
+// count, not a cluster: whether more warps a scheduler pay, before a
+// cluster form is built).  Ratio: the faster library tile over the best
+// candidate (> 1: a candidate is faster).
+void KWarps() {
+  const int shapes[][3] = {{8, 2048, 2048}, {16, 2048, 2048}, {16, 512, 1536},
+                           {16, 4096, 4096}, {8, 4096, 2048}, {16, 4096, 1536},
+                           {1, 4096, 4096},  {16, 1536, 1536}};
+  const char* names[] = {"v64x64s3",  "v64x64s3k2", "v64x64s3k4",
+                         "v64x128s3k4", "v64x128s2k4", "v128x64s3k2"};
+  for (bool tb : {false, true})
+    for (bool hot : {true, false})
+      for (auto& sh : shapes) {
+        const int m = sh[0], n = sh[1], k = sh[2], s0 = SkinnySplit(n, k, sms);
+        const double narrow =
+            (n + 15) / 16 <= 2 * sms
+                ? Time(tb ? &RunNarrow<true> : &RunNarrow<false>, m, n, k, 1,
+                       tb, hot)
+                : 1e30;
+        const double wide =
+            Time(tb ? &RunShippedNT : &RunShippedNN, m, n, k, s0, tb, hot);
+        Best best;
+        for (const Candidate& c : kCands) {
+          bool wanted = false;
+          for (const char* w : names) wanted |= std::strcmp(w, c.name) == 0;
+          if (!wanted) continue;
+          const int tiles = (n + c.bn - 1) / c.bn, ktiles = (k + c.bk - 1) / c.bk;
+          char line[512];
+          int len = std::snprintf(line, sizeof line, "  %-12s", c.name);
+          for (int split : {1, 2, 4, 8, 16}) {
+            if (split > ktiles || tiles * split > 8 * sms) continue;
+            const double us = Time(tb ? c.nt : c.nn, m, n, k, split, tb, hot);
+            len += std::snprintf(line + len, sizeof line - len, " s%d %.2f",
+                                 split, us);
+            if (us > 0 && us < best.us) {
+              best.us = us;
+              std::snprintf(best.name, sizeof best.name, "%s s%d (%d CTAs)",
+                            c.name, split, tiles * split);
+            }
+          }
+          std::printf("%s\n", line);
+        }
+        std::printf("KWARPS %s %s m=%d n=%d k=%d: narrow %.2f wide s%d %.2f "
+                    "us, best %s %.2f us: %.3fx\n", tb ? "NT" : "NN",
+                    hot ? "hot " : "cold", m, n, k, narrow > 1e29 ? 0.0 : narrow,
+                    s0, wide, best.name, best.us,
+                    std::min(narrow, wide) / best.us);
+        std::fflush(stdout);
+      }
+}
+
 int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CK(cudaMalloc(&g_red.partials, kPartialFloats * 4));
@@ -1381,6 +1482,23 @@ int main(int argc, char** argv) {
     std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
     if (!ok) return 1;
     WideCells();
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--kwarps") == 0) {
+    AllocBufs(size_t(16) * 4096, size_t(4096) * 4096 * kLayers, 4096);
+    bool ok = true;
+    for (const Candidate& c : kCands) {
+      if (std::strchr(c.name + 1, 'k') == nullptr) continue;  // KW > 1 only
+      for (bool tb : {false, true})
+        for (int split : {1, 4, 16}) {
+          ok &= Check(tb ? c.nt : c.nn, c.name, 13, 1000, 1000, split, 1.5f, tb);
+          ok &= Check(tb ? c.nt : c.nn, c.name, 8, 2048, 2048, split, 0.f, tb);
+          ok &= Check(tb ? c.nt : c.nn, c.name, 1, 72, 40, 1, 0.f, tb);
+        }
+    }
+    std::printf(ok ? "CHECKS OK\n" : "SOME CHECKS FAILED\n");
+    if (!ok) return 1;
+    KWarps();
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--rule") == 0) {
