@@ -320,23 +320,24 @@ __global__ void __launch_bounds__(BN * KW, 1)
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   if constexpr (KW > 1) {  // the K warps' partials, added in order
     float* red = reinterpret_cast<float*>(smem);  // (KW - 1) x BN x 16
+    // K warp r's (r >= 1) accumulator e of fragment j, this lane's.
+    auto slot = [&](int r, int j, int e) -> float& {
+      return red[(((r - 1) * (BN / 32) + wn) * 16 + j * 4 + e) * 32 + lane];
+    };
     __syncthreads();  // every warp is done with the stages
     if (wk > 0) {
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          red[(((wk - 1) * (BN / 32) + wn) * 16 + j * 4 + e) * 32 + lane] =
-              acc[j][e];
+        for (int e = 0; e < 4; ++e) slot(wk, j, e) = acc[j][e];
     }
     __syncthreads();
     if (wk == 0) {
-      for (int r = 0; r < KW - 1; ++r)
+      for (int r = 1; r < KW; ++r)
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            acc[j][e] += red[((r * (BN / 32) + wn) * 16 + j * 4 + e) * 32 + lane];
+          for (int e = 0; e < 4; ++e) acc[j][e] += slot(r, j, e);
     }
   }
   Finish<BN, kThreads>(L, R, acc, w, smem);
@@ -979,15 +980,16 @@ struct Best {
   double us = 1e30;
   char name[64] = "";
 };
+// tb: B transposed (run is then the NT form); hot: B one weight in L2.
 void TimeSplits(RunFn run, const char* name, int bn, int bk,
                 std::initializer_list<int> splits, const char* tag, int m,
-                int n, int k, Best* best) {
+                int n, int k, Best* best, bool tb = false, bool hot = true) {
   const int tiles = (n + bn - 1) / bn, ktiles = (k + bk - 1) / bk;
   char line[512];
   int len = std::snprintf(line, sizeof line, "  %-10s", name);
   for (int split : splits) {
     if (split > ktiles || tiles * split > 8 * sms) continue;
-    const double us = Time(run, m, n, k, split, false, true);
+    const double us = Time(run, m, n, k, split, tb, hot);
     len += std::snprintf(line + len, sizeof line - len, " %s%d %.2f", tag,
                          split, us);
     if (us > 0 && us < best->us) {
@@ -1407,33 +1409,23 @@ void KWarps() {
     for (bool hot : {true, false})
       for (auto& sh : shapes) {
         const int m = sh[0], n = sh[1], k = sh[2], s0 = SkinnySplit(n, k, sms);
+        namespace kn = jax_dynoff::kernels;
+        const bool one_wave = (n + kn::kSkinnyNarrowTileN - 1) /
+                                  kn::kSkinnyNarrowTileN <=
+                              kn::kSkinnyNarrowCtasPerSm * sms;
         const double narrow =
-            (n + 15) / 16 <= 2 * sms
-                ? Time(tb ? &RunNarrow<true> : &RunNarrow<false>, m, n, k, 1,
-                       tb, hot)
-                : 1e30;
+            one_wave ? Time(tb ? &RunNarrow<true> : &RunNarrow<false>, m, n,
+                            k, 1, tb, hot)
+                     : 1e30;
         const double wide =
             Time(tb ? &RunShippedNT : &RunShippedNN, m, n, k, s0, tb, hot);
         Best best;
         for (const Candidate& c : kCands) {
           bool wanted = false;
           for (const char* w : names) wanted |= std::strcmp(w, c.name) == 0;
-          if (!wanted) continue;
-          const int tiles = (n + c.bn - 1) / c.bn, ktiles = (k + c.bk - 1) / c.bk;
-          char line[512];
-          int len = std::snprintf(line, sizeof line, "  %-12s", c.name);
-          for (int split : {1, 2, 4, 8, 16}) {
-            if (split > ktiles || tiles * split > 8 * sms) continue;
-            const double us = Time(tb ? c.nt : c.nn, m, n, k, split, tb, hot);
-            len += std::snprintf(line + len, sizeof line - len, " s%d %.2f",
-                                 split, us);
-            if (us > 0 && us < best.us) {
-              best.us = us;
-              std::snprintf(best.name, sizeof best.name, "%s s%d (%d CTAs)",
-                            c.name, split, tiles * split);
-            }
-          }
-          std::printf("%s\n", line);
+          if (wanted)
+            TimeSplits(tb ? c.nt : c.nn, c.name, c.bn, c.bk, {1, 2, 4, 8, 16},
+                       "s", m, n, k, &best, tb, hot);
         }
         std::printf("KWARPS %s %s m=%d n=%d k=%d: narrow %.2f wide s%d %.2f "
                     "us, best %s %.2f us: %.3fx\n", tb ? "NT" : "NN",
