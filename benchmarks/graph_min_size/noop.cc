@@ -15,3 +15,16 @@ static ffi::Error Noop(ffi::RemainingArgs, ffi::RemainingRets) {
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxDynoffProbeNoop, Noop,
                               ffi::Ffi::Bind().RemainingArgs().RemainingRets(),
                               {xla::ffi::Traits::kCmdBufferCompatible});
+
+// The pure form (pad_probe.py --pure): its one result aliases its one
+// operand, so it has nothing to do, and XLA keeps it because the result is
+// used, with no side effect to take a jitted call off JAX's fast path.
+static ffi::Error PassThrough(ffi::AnyBuffer, ffi::Result<ffi::AnyBuffer>) {
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxDynoffProbePassThrough, PassThrough,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>(),
+                              {xla::ffi::Traits::kCmdBufferCompatible});

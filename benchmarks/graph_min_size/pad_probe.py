@@ -16,6 +16,13 @@ Then it times one jitted call dispatched from the host with P = 0 and with
 P no-ops, since a no-op costs the host a thunk and its side effect takes
 the call off JAX's fast dispatch path.
 
+`--pure` pads with pure pass-throughs instead (noop.cc PassThrough: one
+operand, its result aliased to it, no side effect): P of them after each
+`gemm` on its result, or for `window` on its first traced start, so the
+padded body depends on them and XLA keeps them.  Whether such a body
+still becomes one graph, and whether the call keeps JAX's fast dispatch,
+is what decides if the library could pad its own calls.
+
 Not a product feature: the probe tells what a body graph would be worth at
 the default flags, cell by cell, and what padding would cost where the
 body is not in a loop.
@@ -51,6 +58,7 @@ import sweep  # noqa: E402  benchmarks/sweep.py: the patterns and measure
 import jax_dynoff as dyn  # noqa: E402
 
 TARGET = "jax_dynoff_probe_noop"
+PASS_TARGET = "jax_dynoff_probe_pass_through"
 DEFAULT_PLAN = "table:gemm:3,stacked:gemm:2,kv:gemm:3,cond:window:2"
 # The nine cells of the bfloat16 sweep in the results this probe stands
 # beside (benchmarks/results/2026-12-06-h100-f38a9e2/).
@@ -76,10 +84,23 @@ def register(lib_path: str) -> None:
   for platform in ("CUDA", "cpu"):
     jax.ffi.register_ffi_target(
         TARGET, jax.ffi.pycapsule(lib.JaxDynoffProbeNoop), platform=platform)
+    jax.ffi.register_ffi_target(
+        PASS_TARGET, jax.ffi.pycapsule(lib.JaxDynoffProbePassThrough),
+        platform=platform)
 
 
 def noop() -> None:
   jax.ffi.ffi_call(TARGET, (), has_side_effect=True)()
+
+
+def pass_through(x):
+  """x again, through one pure no-op call (its result aliases x)."""
+  return jax.ffi.ffi_call(PASS_TARGET, jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          input_output_aliases={0: 0})(x)
+
+
+# Pure pass-throughs (--pure) instead of side-effecting no-ops.
+PURE = [False]
 
 
 # How many no-ops go beside each gemm / window call (set per measurement).
@@ -89,14 +110,31 @@ PAD = {"gemm": 0, "window": 0}
 @contextlib.contextmanager
 def padding():
   """Within: dyn.gemm and dyn.window (the patterns call them through the
-  module) first add PAD[name] no-op calls; restored after."""
+  module) first add PAD[name] no-op calls (--pure: pass their result, or
+  the window's first traced start, through as many); restored after."""
   real = {name: getattr(dyn, name) for name in PAD}
 
   def wrap(name):
     def padded(*args, **kwargs):
+      if not PURE[0]:
+        for _ in range(PAD[name]):
+          noop()
+        return real[name](*args, **kwargs)
+      if name == "window" and PAD[name]:  # its first traced start
+        x, starts, *rest = args
+        starts = list(starts)
+        j = next((j for j, v in enumerate(starts)
+                  if isinstance(v, jax.core.Tracer)), None)
+        if j is not None:
+          v = jnp.asarray(starts[j])
+          for _ in range(PAD[name]):
+            v = pass_through(v)
+          starts[j] = v
+        return real[name](x, tuple(starts), *rest, **kwargs)
+      y = real[name](*args, **kwargs)
       for _ in range(PAD[name]):
-        noop()
-      return real[name](*args, **kwargs)
+        y = pass_through(y)
+      return y
     return padded
   try:
     for name in PAD:
@@ -133,7 +171,13 @@ def main(argv=None) -> int:
   ap.add_argument("--repeats", type=int, default=3)
   ap.add_argument("--window", type=float, default=0.1)
   ap.add_argument("--quick", action="store_true")
+  ap.add_argument("--setting", default="default", choices=sweep.SETTINGS,
+                  help="XLA's flags: its defaults, or body graphs (what a "
+                  "pad costs where the body is a graph anyway)")
+  ap.add_argument("--pure", action="store_true",
+                  help="pure pass-throughs instead of side-effecting no-ops")
   a = ap.parse_args(argv)
+  PURE[0] = a.pure
   plan = []
   for item in a.plan.split(","):
     pattern, where, pad = item.split(":")
@@ -149,12 +193,12 @@ def main(argv=None) -> int:
       for m, n, k in cells:
         for p in (0, pad):
           PAD[where] = p
-          c = sweep.measure(pattern, "default", "bfloat16", m, n, k,
+          c = sweep.measure(pattern, a.setting, "bfloat16", m, n, k,
                             a.repeats, a.window, a.quick)
           PAD[where] = 0
-          c.update(pad=p, pad_where=where)
+          c.update(pad=p, pad_where=where, pure=a.pure)
           rows.append(c)
-          print(f"{pattern:8} pad {p} {m:4}x{n}x{k}: ours "
+          print(f"{pattern:8} pad {p}{'p' if a.pure else ''} {m:4}x{n}x{k}: ours "
                 f"{c['ours_us_per_call']:7.2f} xla "
                 f"{c['xla_us_per_call']:7.2f} us/call ratio "
                 f"{c['ratio']:.2f} graphs/iter "
@@ -162,8 +206,9 @@ def main(argv=None) -> int:
                 f"{sweep._fmt(c['xla_graphs_per_iter'])}"  # pylint: disable=protected-access
                 + ("" if c["ok"] else " ERROR: does not match XLA's loop"),
                 flush=True)
-    calls = 20 if a.quick else 3000
-    host = {p: [dispatch_us(p, calls) for _ in range(2)] for p in (0, 3, 4)}
+    calls = 0 if a.setting != "default" else 20 if a.quick else 3000
+    host = ({p: [dispatch_us(p, calls) for _ in range(2)] for p in (0, 3, 4)}
+            if calls else {})
   for p, us in host.items():
     print(f"one jitted call, {p} no-ops: " + ", ".join(f"{u:.1f}" for u in us)
           + " us a call (host dispatch)", flush=True)
