@@ -11,6 +11,10 @@ namespace jax_dynoff {
 
 // The one FFI target every jax_dynoff.gemm call lowers to.
 inline constexpr const char kTargetName[] = "jax_dynoff_gemm";
+// The graph pad (graph_pad.cc): a pass-through that does nothing, put
+// after calls at a while body's top level (jax_dynoff/lowering.py).
+inline constexpr const char kGraphPadName[] = "jax_dynoff_graph_pad";
+XLA_FFI_Handler* GraphPadHandler();
 
 XLA_FFI_Handler* CpuGemmHandler();
 // The CPU handler's BLAS: loads cblas_sgemm from the shared library at

@@ -366,6 +366,7 @@ NB_MODULE(_jax_dynoff, m) {
     stages["execute"] = Capsule(jax_dynoff::CudaGemmHandler());
     nb::dict cuda;
     cuda[jax_dynoff::kTargetName] = stages;
+    cuda[jax_dynoff::kGraphPadName] = Capsule(jax_dynoff::GraphPadHandler());
     platforms["CUDA"] = cuda;
 #endif
     return platforms;

@@ -7,7 +7,8 @@ dynamic starts come from (never attributes, never read on the host;
 plan included), and `out` aliased to result 0 (but on CUDA where the plan
 gives D as a fresh buffer: `_lower_cuda_ragged`).  On CUDA the call has a
 second result, the kernel's workspace, sized here at trace time so the
-handler never allocates.
+handler never allocates, and a call bound at a loop body's top level
+passes its result through the spec's graph pads (graph_pads.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from jax.interpreters import mlir
 from jax._src.interpreters import mlir as _mlir_impl  # lower_per_platform
 from jax._src.lib import xla_client
 
+from jax_dynoff import graph_pads
 from jax_dynoff import plan as plan_lib
 from jax_dynoff import ragged_staging
 from jax_dynoff import spec as spec_lib
@@ -126,7 +128,7 @@ def _lower_cuda(ctx, *operands, spec: GemmSpec, sources):
   ctx2 = ctx.replace(avals_out=[*ctx.avals_out, workspace])
   rule = jax.ffi.ffi_lowering(TARGET, operand_output_aliases=_aliases(spec))
   result, _ = rule(ctx2, *operands, **_attrs(spec, plan, sources))
-  return [result]
+  return [graph_pads.emit(ctx, result, spec.graph_pads)]
 
 
 def _lower_cpu_args(ctx, *args, spec: GemmSpec):

@@ -81,6 +81,16 @@ class KernelOptions:
                  loop the add into the gradient's accumulator (an add apart
                  streams the whole array three times).  False: every
                  gradient product is this library's GEMM.
+  loop_graph_pads: on CUDA, how many graph pads follow a call bound at
+                 the top level of a loop body (`fori_loop`, `scan`,
+                 `lax.map`, `while_loop`): pass-through FFI calls that do
+                 nothing (ffi/graph_pad.cc), so that at XLA's default
+                 flags a body of one call and the loop's counter reaches
+                 XLA's minimum command-buffer size (5 thunks) and runs as
+                 one CUDA graph instead of thunk by thunk from the host.
+                 None: graph_pads.LOOP_GRAPH_PADS; 0: none.  A call
+                 anywhere else (outside loops, inside a `cond` branch,
+                 whose thunks XLA does not count) gets none.
   """
 
   sm90: bool = True
@@ -95,6 +105,7 @@ class KernelOptions:
   split_k_slices: Optional[int] = None
   deterministic: bool = True
   xla_cotangent_dot: bool = True
+  loop_graph_pads: Optional[int] = None
 
   def __post_init__(self):
     for name in ("sm90", "tf32", "direct", "skinny", "split_k",
@@ -110,6 +121,11 @@ class KernelOptions:
       if v is not None and v not in choices:
         raise ValueError(f"KernelOptions.{name}={v!r}: want None or one of "
                          f"{choices}")
+    p = self.loop_graph_pads
+    if p is not None and (isinstance(p, bool) or not isinstance(p, int)
+                          or p < 0):
+      raise ValueError(f"KernelOptions.loop_graph_pads must be None or an "
+                       f"int >= 0, got {p!r}")
     s = self.split_k_slices
     if s is not None and (isinstance(s, bool) or not isinstance(s, int)
                           or s < 1):

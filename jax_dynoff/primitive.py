@@ -19,7 +19,7 @@ import jax
 import numpy as np
 from jax.extend.core import Primitive
 
-from jax_dynoff import sharding
+from jax_dynoff import graph_pads, sharding
 from jax_dynoff.spec import GemmSpec, WinSpec
 from jax_dynoff.window import Window
 
@@ -69,6 +69,10 @@ def bind(spec: GemmSpec, ops: Operands):
   # another does are marked varying first (as JAX's own ops do), so that the
   # result's type says it varies and transposes sum where they must.  A
   # no-op elsewhere.
+  # A call at a loop body's top level gets the graph pads (graph_pads.py).
+  pads = graph_pads.count(spec.opts)
+  if pads != spec.graph_pads:
+    spec = dataclasses.replace(spec, graph_pads=pads)
   return gemm_p.bind(*sharding.vary_alike(ops.flat(spec)), spec=spec)
 
 

@@ -140,6 +140,11 @@ class GemmSpec:
   # lowering drops `out` and its alias).  A rule that binds a spec with
   # another `out`, or without one, clears it.
   out_zeros: bool = False
+  # Pass-through calls after the call on CUDA (graph_pads.py): set by
+  # primitive.bind where the call is bound at a loop body's top level, so
+  # that a short body reaches XLA's minimum graph size.  Never an
+  # attribute of the call: the plan and the kernel do not depend on it.
+  graph_pads: int = 0
 
   @property
   def out_cols(self) -> int:

@@ -134,6 +134,28 @@ def test_body_graphs_capture_the_body_and_keep_the_loop_on_the_host():
   assert any("whole_loops=True" in h for h in rep.hints), rep.hints
 
 
+@pytest.mark.parametrize("pads", [None, 0], ids=["padded", "unpadded"])
+def test_default_flags_make_a_one_call_loop_body_one_graph(pads):
+  """At XLA's default flags a fori_loop body of one call is the call, the
+  loop's counter and the call's graph pads (jax_dynoff/graph_pads.py):
+  five thunks, one command buffer.  Without the pads XLA launches the
+  body's two thunks one by one.  Either way the compiled loop replays with
+  fresh tables and buffers."""
+  opts = dyn.KernelOptions(loop_graph_pads=pads)
+  mod = types.SimpleNamespace(gemm=functools.partial(dyn.gemm, opts=opts))
+  build, args = gc.cases()["fori"]
+  rep = dyn.check_capture(build(mod), *args)
+  if pads is None:
+    assert rep.all_captured, rep.thunks
+  else:
+    assert rep.captured == 0 and rep.uncaptured == 1, rep.thunks
+  compiled = jax.jit(build(mod)).lower(*args).compile()
+  ref = jax.jit(build(dyn.reference))
+  for seed in range(4):
+    fresh = gc.fresh_args("fori", seed)
+    assert _rel(compiled(*fresh), ref(*fresh)) < 1e-2, seed
+
+
 @pytest.mark.parametrize("split_k", [False, True], ids=["tiles", "split_k"])
 @pytest.mark.parametrize("case,setting", [
     ("fori", "whole"), ("cond", "whole"), ("scan_switch", "whole"),

@@ -1,0 +1,81 @@
+"""Graph pads: what lifts a short loop body over XLA's minimum graph size.
+
+At XLA's default flags (jax 0.11) a run of thunks becomes a CUDA graph
+only from `xla_gpu_graph_min_graph_size` = 5 thunks up.  A `fori_loop` body
+of one `gemm` is two thunks, the call and the loop's counter, so XLA
+launches them one by one from the host every iteration, while its own
+loop (slice copy, dot, update, counter: five with its copies) is one graph
+launch.  Host-bound, such a loop lost to XLA's by up to 30-40% at the
+defaults although its kernels were faster.
+
+So a call bound at the top level of a loop body (`fori_loop`, `scan`,
+`lax.map`, a `while_loop`'s body) is followed, on CUDA, by LOOP_GRAPH_PADS
+pass-through FFI calls (ffi/graph_pad.cc): each takes the call's result
+and returns it aliased, launches nothing and moves no byte.  Being pure
+(no side effect), they keep a jitted call on JAX's fast dispatch path; a
+side-effecting no-op took 128-185 us a dispatch against 32-33.
+
+Measured with the same pads put beside the sweep's calls
+(benchmarks/graph_min_size/pad_probe.py --pure, 9 cells a pattern, ratio =
+XLA's loop / ours at XLA's defaults): every padded body became one graph;
+the stacked loop's minimum went from 0.70 to 1.04 on an H200 (0.57 to 0.89
+on an H100), the table loop's from 0.88 to 1.38 and the KV loop's from
+1.29 to 2.02 on an H100.  Where the body is a graph anyway (body graphs)
+the pads moved a call by -10% to +7%, as much as two runs differ; a
+jitted call with 3 pads dispatched in 37-40 us on the H200, as without.
+
+Where no pads go: a call inside a `cond` branch (XLA counts the
+conditional as one thunk, whatever its branches hold), inside a nested
+`jit` or `checkpoint` (XLA inlines them, but their trace does not say it
+sits in a loop), outside loops, and on the CPU.  KernelOptions'
+loop_graph_pads overrides the count (0: none).
+"""
+
+from __future__ import annotations
+
+import jax
+
+# XLA's default minimum graph size (5) less the call and the loop's counter.
+LOOP_GRAPH_PADS = 3
+PAD_TARGET = "jax_dynoff_graph_pad"
+# What JAX's tracer names a loop body it traces (DebugInfo.traced_for):
+# fori_loop's and scan's (lax.map's too) bodies, and while_loop's body
+# (not its condition, "while_cond").
+_LOOP_BODIES = frozenset({"fori_loop", "scan", "while_body"})
+
+
+def _in_loop_body() -> bool:
+  """Whether the call being bound lands at the top level of a loop body:
+  the innermost staging trace (under any vmap or JVP trace) is tracing a
+  loop's body.  Read off JAX's private trace state; where that is not as
+  expected the answer is no (a call without pads: slower at the defaults,
+  never wrong)."""
+  try:
+    from jax._src import core  # pylint: disable=g-import-not-at-top
+    trace = core.trace_ctx.trace
+    while not hasattr(trace, "frame") and hasattr(trace, "parent_trace"):
+      trace = trace.parent_trace
+    return trace.frame.debug_info.traced_for in _LOOP_BODIES
+  except AttributeError:
+    return False
+
+
+def count(opts) -> int:
+  """The pads after a call bound now with KernelOptions `opts`."""
+  if not _in_loop_body():
+    return 0
+  return LOOP_GRAPH_PADS if opts.loop_graph_pads is None else \
+      opts.loop_graph_pads
+
+
+def emit(ctx, value, pads: int):
+  """The CUDA lowering's end: `value` (the call's result, ctx's one
+  result) through `pads` pass-through calls, each aliasing its operand."""
+  if pads == 0:
+    return value
+  aval = ctx.avals_out[0]
+  pad = jax.ffi.ffi_lowering(PAD_TARGET, operand_output_aliases={0: 0})
+  pctx = ctx.replace(avals_in=[aval], avals_out=[aval])
+  for _ in range(pads):
+    value, = pad(pctx, value)
+  return value

@@ -1,0 +1,175 @@
+"""Graph pads (jax_dynoff/graph_pads.py): a call bound at a loop body's top
+level is followed, in a CUDA lowering, by pass-through calls that lift a
+short body over XLA's minimum command-buffer size at the default flags.
+Checked here on the lowered text (no GPU needed): where the pads go and
+where they do not, that each passes the call's result on aliased, and the
+option; tests/test_gpu_graphs.py checks that such a body is one graph."""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import jax_dynoff as dyn
+from jax_dynoff import graph_pads
+
+PAD = f"@{graph_pads.PAD_TARGET}("
+CALL = "@jax_dynoff_gemm("
+M, N, K, L = 8, 64, 32, 4
+
+
+def _args():
+  x = np.ones((L * M, K), np.float32)
+  w = np.ones((L, K, N), np.float32)
+  buf = np.zeros((L * M, N), np.float32)
+  rows = np.arange(L, dtype=np.int32)[::-1] * M
+  return x, w, buf, rows
+
+
+def _call(x, w, buf, rows, i, opts=None):
+  return dyn.gemm(dyn.window(x, (rows[i], 0), (M, K)),
+                  dyn.window(w, (i, 0, 0), (K, N)),
+                  out=dyn.window(buf, (i * M, 0), (M, N)), opts=opts)
+
+
+def fori(x, w, buf, rows, opts=None):
+  return lax.fori_loop(0, L, lambda i, b: _call(x, w, b, rows, i, opts), buf)
+
+
+def fori_traced_bound(x, w, buf, rows):
+  return lax.fori_loop(0, rows[-1] + L, lambda i, b: _call(x, w, b, rows, i),
+                       buf)
+
+
+def scan(x, w, buf, rows):
+  def step(c, _):
+    b, i = c
+    return (_call(x, w, b, rows, i), i + 1), None
+  return lax.scan(step, (buf, jnp.int32(0)), None, length=L)[0][0]
+
+
+def while_loop(x, w, buf, rows):
+  def body(c):
+    i, b = c
+    return i + 1, _call(x, w, b, rows, i)
+  return lax.while_loop(lambda c: c[0] < L, body, (jnp.int32(0), buf))[1]
+
+
+def lax_map(x, w, buf, rows):
+  return lax.map(lambda i: dyn.gemm(dyn.window(x, (rows[i], 0), (M, K)),
+                                    dyn.window(w, (i, 0, 0), (K, N))),
+                 jnp.arange(L))
+
+
+def vmap_in_fori(x, w, buf, rows):
+  def body(i, b):
+    y = jax.vmap(lambda wl: dyn.gemm(x[:M], wl))(w)  # (L, M, N)
+    return lax.dynamic_update_slice(b, y[i], (i * M, 0))
+  return lax.fori_loop(0, L, body, buf)
+
+
+def top_level(x, w, buf, rows):
+  return _call(x, w, buf, rows, 1)
+
+
+def cond_in_fori(x, w, buf, rows):
+  def body(i, b):
+    return lax.cond(rows[i] > 0, lambda b: _call(x, w, b, rows, i),
+                    lambda b: b, b)
+  return lax.fori_loop(0, L, body, buf)
+
+
+def jit_in_fori(x, w, buf, rows):
+  inner = jax.jit(_call)
+  return lax.fori_loop(0, L, lambda i, b: inner(x, w, b, rows, i), buf)
+
+
+def _text(f, platform="cuda", **kw):
+  return jax.jit(lambda *a: f(*a, **kw)).trace(*_args()).lower(
+      lowering_platforms=(platform,)).as_text()
+
+
+def _chains(text: str) -> list[int]:
+  """Per jax_dynoff call, the pads that pass its result on: pad j takes
+  pad j - 1's result (the call's first result for j = 0) and aliases it."""
+  defs = {}
+  for line in text.splitlines():
+    m = re.match(r"\s*(%[\w#:]+) = stablehlo\.custom_call (@\w+)\((.*?)\)",
+                 line)
+    if m:
+      name = m.group(1).split(":")[0]
+      defs[name] = (m.group(2), m.group(3), line)
+  chains = []
+  for name, (target, _, _) in defs.items():
+    if target + "(" != CALL:
+      continue
+    n, cur = 0, name + "#0"
+    while True:
+      nxt = [(k, v) for k, v in defs.items()
+             if v[0] + "(" == PAD and v[1] == cur]
+      if not nxt:
+        break
+      (k, (_, _, line)), = nxt
+      assert "output_operand_alias<output_tuple_indices = []" in line, line
+      n, cur = n + 1, k
+    chains.append(n)
+  return chains
+
+
+@pytest.mark.parametrize("f", [fori, fori_traced_bound, scan, while_loop,
+                               lax_map, vmap_in_fori],
+                         ids=lambda f: f.__name__)
+def test_a_call_at_a_loop_bodys_top_level_is_padded(f):
+  text = _text(f)
+  assert text.count(PAD) == graph_pads.LOOP_GRAPH_PADS, text
+  assert _chains(text) == [graph_pads.LOOP_GRAPH_PADS], text
+
+
+@pytest.mark.parametrize("f", [top_level, cond_in_fori, jit_in_fori],
+                         ids=lambda f: f.__name__)
+def test_a_call_elsewhere_is_not_padded(f):
+  """Outside loops the pads would cost thunks for nothing; in a cond branch
+  XLA does not count them; a nested jit's trace does not say it sits in a
+  loop (a call without pads: slower at the defaults, never wrong)."""
+  text = _text(f)
+  assert text.count(CALL) == 1 and PAD not in text, text
+
+
+def test_the_cpu_lowering_is_never_padded():
+  assert PAD not in _text(fori, platform="cpu")
+
+
+@pytest.mark.parametrize("pads", [0, 1, 5])
+def test_loop_graph_pads_sets_the_count(pads):
+  text = _text(fori, opts=dyn.KernelOptions(loop_graph_pads=pads))
+  assert text.count(PAD) == pads and _chains(text) == [pads], text
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.0, "3"])
+def test_loop_graph_pads_rejects_what_is_not_a_count(bad):
+  with pytest.raises(ValueError, match="loop_graph_pads"):
+    dyn.KernelOptions(loop_graph_pads=bad)
+
+
+def test_padded_loops_compute_what_the_reference_does():
+  """On this machine's backend (the CPU: no pads; a GPU: padded), each loop
+  against the same loop over jax_dynoff.reference.gemm."""
+  args = [jnp.asarray(a) for a in _args()]
+  k = jax.random.split(jax.random.key(0), 2)
+  args[0] = jax.random.normal(k[0], args[0].shape)
+  args[1] = jax.random.normal(k[1], args[1].shape)
+  for f in (fori, scan, while_loop, cond_in_fori):
+    got = jax.jit(f)(*args)
+    real = dyn.gemm
+    try:
+      dyn.gemm = dyn.reference.gemm
+      want = jax.jit(f)(*args)
+    finally:
+      dyn.gemm = real
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-2,
+                               atol=2e-2)
