@@ -17,12 +17,14 @@ side-effecting no-op took 128-185 us a dispatch against 32-33.
 
 Measured with the same pads put beside the sweep's calls
 (benchmarks/graph_min_size/pad_probe.py --pure, 9 cells a pattern, ratio =
-XLA's loop / ours at XLA's defaults): every padded body became one graph;
-the stacked loop's minimum went from 0.70 to 1.04 on an H200 (0.57 to 0.89
-on an H100), the table loop's from 0.88 to 1.38 and the KV loop's from
-1.29 to 2.02 on an H100.  Where the body is a graph anyway (body graphs)
-the pads moved a call by -10% to +7%, as much as two runs differ; a
-jitted call with 3 pads dispatched in 37-40 us on the H200, as without.
+XLA's loop / ours at XLA's defaults; docs/cuda_graphs.md has the table):
+every padded body became one graph; the stacked loop's minimum went from
+0.70 to 1.04 on an H200 (0.57 to 0.89 on an H100), the table loop's from
+0.88 to 1.38 and the KV loop's from 1.29 to 1.56 on an H100.  Where the
+body is a graph anyway (body graphs) the pads moved a call by -10% to
++13%, as much as two runs of a cell differ; a jitted call with 3 pads
+dispatched in 37-40 us on the H200, as without (48-50 against 40 on an
+H100's host), and no pad goes where a call is not in a loop body.
 
 Where no pads go: a call inside a `cond` branch (XLA counts the
 conditional as one thunk, whatever its branches hold), inside a nested
