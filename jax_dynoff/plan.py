@@ -563,16 +563,19 @@ def explain(spec: GemmSpec) -> str:
   act at run time (sm90=False, tf32=False, direct=False, skinny=False)
   leave the plan as it is and show in that kernel.  A call with ragged
   windows that is composed (XLA window ops around one plain gemm, planned
-  when it is lowered) names no kernel."""
+  when it is lowered) names no kernel.  A call at a loop body's top level
+  ends with its graph pads (graph_pads.py)."""
   a = _planned(spec)
   line = str(a["explain"])
+  pads = (f"; then {spec.graph_pads} graph pads (a loop body's top level)"
+          if spec.graph_pads else "")
   if spec.ragged and a["path"] != "sm90_grouped":  # composed (lowering.py)
-    return line
+    return line + pads
   choice = launch_choice(spec, sm90_device=device()[1:] == (9, 0),
                          sm90_built=sm90_kernels_built())
   if choice["error"]:
     return f"{line}; cannot run: {choice['error']}"
-  return f"{line}; launches {choice['kernel']}"
+  return f"{line}; launches {choice['kernel']}{pads}"
 
 
 # --- Test helpers: which specs / paths a traced function uses. -------------

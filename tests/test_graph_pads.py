@@ -140,6 +140,18 @@ def test_a_call_elsewhere_is_not_padded(f):
   assert text.count(CALL) == 1 and PAD not in text, text
 
 
+def test_explain_names_a_calls_pads():
+  args = _args()
+  inside, = dyn.explain(fori, *args)
+  outside, = dyn.explain(top_level, *args)
+  assert inside.endswith(f"; then {graph_pads.LOOP_GRAPH_PADS} graph pads "
+                         "(a loop body's top level)"), inside
+  assert "graph pads" not in outside, outside
+  off, = dyn.explain(
+      lambda *a: fori(*a, opts=dyn.KernelOptions(loop_graph_pads=0)), *args)
+  assert "graph pads" not in off, off
+
+
 def test_the_cpu_lowering_is_never_padded():
   assert PAD not in _text(fori, platform="cpu")
 
