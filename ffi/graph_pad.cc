@@ -6,9 +6,9 @@
 // gemm is two thunks, the call and XLA's counter, so XLA launches them one
 // by one from the host every iteration while its own loop (five thunks
 // with its slice copies) is one graph launch; a `lax.cond` outside a graph
-// even copies its predicate to the host every step.  jax_dynoff/lowering.py
-// puts a few of these after each call that sits at a while body's top
-// level.  Each passes the call's result through, aliased (its result is
+// even copies its predicate to the host every step.  jax_dynoff/graph_pads.py
+// puts a few of these after each call bound at a loop body's top level.
+// Each passes the call's result through, aliased (its result is
 // its operand's buffer), so XLA keeps it without a side effect (which
 // would take a jitted function off JAX's fast dispatch path), it moves no
 // byte and launches nothing: captured, it is an empty node.

@@ -12,7 +12,7 @@ namespace jax_dynoff {
 // The one FFI target every jax_dynoff.gemm call lowers to.
 inline constexpr const char kTargetName[] = "jax_dynoff_gemm";
 // The graph pad (graph_pad.cc): a pass-through that does nothing, put
-// after calls at a while body's top level (jax_dynoff/lowering.py).
+// after calls at a loop body's top level (jax_dynoff/graph_pads.py).
 inline constexpr const char kGraphPadName[] = "jax_dynoff_graph_pad";
 XLA_FFI_Handler* GraphPadHandler();
 
