@@ -43,6 +43,8 @@ from typing import Callable, Optional
 
 import jax
 
+from jax_dynoff.graph_pads import PAD_TARGET
+
 # Per-compile command kinds: XLA's defaults that compile options accept, plus
 # WHILE (off by default), which puts a whole fori_loop / scan / while_loop
 # into one graph.
@@ -101,8 +103,10 @@ class CaptureReport:
   """Where the jax_dynoff calls of one compiled program run.
 
   thunks: the dumped thunk sequence (XLA's text), for reading.
-  captured / uncaptured: jax_dynoff custom calls inside / outside a command
-  buffer.  whole_program: the program's top level is one command buffer.
+  captured / uncaptured: jax_dynoff's custom-call thunks inside / outside
+  a command buffer: its calls, and after a call at a loop body's top level
+  its graph pads (graph_pads.py; XLA's dump does not tell them apart).
+  whole_program: the program's top level is one command buffer.
   hints: why it is not, when the dump shows a known cause (plain text).
   """
 
@@ -146,7 +150,8 @@ def _parse(text: str) -> CaptureReport:
     elif top_kinds and top_kinds[-1] == "kWhile" and (
         "kDynamicSliceFusion" in line or "kAsyncStart" in line):
       loop_copies = True
-    if "kCustomCall" in line and (_TARGET in line or _TARGET not in text):
+    if "kCustomCall" in line and (_TARGET in line or PAD_TARGET in line
+                                  or _TARGET not in text):
       if any(cb for _, cb in stack):
         captured += 1
       else:

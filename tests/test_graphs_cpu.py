@@ -59,6 +59,16 @@ def test_parser_counts_calls_inside_and_outside_command_buffers():
   assert rep.all_captured and rep.whole_program
 
 
+def test_parser_counts_a_calls_graph_pads_with_it():
+  """A named dump: the call and its pads are its custom-call thunks."""
+  rep = graphs._parse("000: kWhile\n  000: kCommandBuffer\n"
+                      "    000: kCustomCall jax_dynoff_gemm.1\n"
+                      "    001: kCustomCall jax_dynoff_graph_pad.2\n"
+                      "    002: kCustomCall jax_dynoff_graph_pad.3\n"
+                      "    003: kKernel\n")
+  assert (rep.captured, rep.uncaptured) == (3, 0)
+
+
 # What XLA (jax 0.11.2, H200) dumped for a loop with lax.cond, captured whole:
 # the "condition:" / "body:" / branch labels sit at odd indents.
 DUMP_COND = """\
