@@ -36,6 +36,7 @@ loop_graph_pads overrides the count (0: none).
 from __future__ import annotations
 
 import jax
+from jax._src import core as _core  # the trace state _in_loop_body reads
 
 # XLA's default minimum graph size (5) less the call and the loop's counter.
 LOOP_GRAPH_PADS = 3
@@ -53,8 +54,7 @@ def _in_loop_body() -> bool:
   expected the answer is no (a call without pads: slower at the defaults,
   never wrong)."""
   try:
-    from jax._src import core  # pylint: disable=g-import-not-at-top
-    trace = core.trace_ctx.trace
+    trace = _core.trace_ctx.trace
     while not hasattr(trace, "frame") and hasattr(trace, "parent_trace"):
       trace = trace.parent_trace
     return trace.frame.debug_info.traced_for in _LOOP_BODIES
@@ -66,8 +66,9 @@ def count(opts) -> int:
   """The pads after a call bound now with KernelOptions `opts`."""
   if not _in_loop_body():
     return 0
-  return LOOP_GRAPH_PADS if opts.loop_graph_pads is None else \
-      opts.loop_graph_pads
+  if opts.loop_graph_pads is None:
+    return LOOP_GRAPH_PADS
+  return opts.loop_graph_pads
 
 
 def emit(ctx, value, pads: int):

@@ -65,14 +65,14 @@ class Operands:
 
 
 def bind(spec: GemmSpec, ops: Operands):
-  # Inside shard_map, operands that do not vary over a manual axis that
-  # another does are marked varying first (as JAX's own ops do), so that the
-  # result's type says it varies and transposes sum where they must.  A
-  # no-op elsewhere.
   # A call at a loop body's top level gets the graph pads (graph_pads.py).
   pads = graph_pads.count(spec.opts)
   if pads != spec.graph_pads:
     spec = dataclasses.replace(spec, graph_pads=pads)
+  # Inside shard_map, operands that do not vary over a manual axis that
+  # another does are marked varying first (as JAX's own ops do), so that the
+  # result's type says it varies and transposes sum where they must.  A
+  # no-op elsewhere.
   return gemm_p.bind(*sharding.vary_alike(ops.flat(spec)), spec=spec)
 
 

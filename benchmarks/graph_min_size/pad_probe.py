@@ -198,7 +198,8 @@ def main(argv=None) -> int:
           PAD[where] = 0
           c.update(pad=p, pad_where=where, pure=a.pure)
           rows.append(c)
-          print(f"{pattern:8} pad {p}{'p' if a.pure else ''} {m:4}x{n}x{k}: ours "
+          kind = "p" if a.pure else ""
+          print(f"{pattern:8} pad {p}{kind} {m:4}x{n}x{k}: ours "
                 f"{c['ours_us_per_call']:7.2f} xla "
                 f"{c['xla_us_per_call']:7.2f} us/call ratio "
                 f"{c['ratio']:.2f} graphs/iter "
