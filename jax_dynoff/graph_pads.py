@@ -26,6 +26,16 @@ body is a graph anyway (body graphs) the pads moved a call by -10% to
 dispatched in 37-40 us on the H200, as without (48-50 against 40 on an
 H100's host), and no pad goes where a call is not in a loop body.
 
+Under autodiff part of a call's loop lands where the call is not: the
+forward loop of a gradient keeps the window starts (residuals for the
+backward loop) and, where the loss's value goes unused, nothing of the
+call (XLA drops it).  That loop is then counter, slices and residual
+stores, four thunks on an H100 in the sweep's backward pattern, under
+the threshold, while XLA's own (which also stores the sliced operand) is
+a graph.  So the JVP rule (rules.py) passes a padded call's first dynamic
+start through as many pads (`pad_start`, a primitive: it sits in whichever
+loop computes the start) before either product uses it.
+
 Where no pads go: a call inside a `cond` branch (XLA counts the
 conditional as one thunk, whatever its branches hold), inside a nested
 `jit` or `checkpoint` (XLA inlines them, but their trace does not say it
@@ -37,6 +47,8 @@ from __future__ import annotations
 
 import jax
 from jax._src import core as _core  # the trace state _in_loop_body reads
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 
 # XLA's default minimum graph size (5) less the call and the loop's counter.
 LOOP_GRAPH_PADS = 3
@@ -82,3 +94,22 @@ def emit(ctx, value, pads: int):
   for _ in range(pads):
     value, = pad(pctx, value)
   return value
+
+
+# A value through `pads` pads, as a primitive: for a window start, which
+# the JVP rule pads where the call is padded (see the module's docstring).
+# The identity everywhere: on the CPU lowered as nothing, linear (a
+# start's tangent is a symbolic zero anyway), elementwise under vmap.
+pad_p = Primitive("jax_dynoff_graph_pad")
+pad_p.def_abstract_eval(lambda x, *, pads: x)
+pad_p.def_impl(lambda x, *, pads: x)
+ad.deflinear2(pad_p, lambda ct, x, *, pads: [ct])
+batching.defvectorized(pad_p)
+mlir.register_lowering(pad_p, lambda ctx, x, *, pads: [x])
+mlir.register_lowering(
+    pad_p, lambda ctx, x, *, pads: [emit(ctx, x, pads)], platform="cuda")
+
+
+def pad_start(start, pads: int):
+  """`start` through `pads` pads (none: start itself)."""
+  return start if pads == 0 else pad_p.bind(start, pads=pads)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad, batching
 
-from jax_dynoff import call, reference, sharding
+from jax_dynoff import call, graph_pads, reference, sharding
 from jax_dynoff.primitive import (Operands, bind, gemm_p, lax_precision,
                                   per_item, shared_out, sum_to, unbatched,
                                   window_of)
@@ -140,8 +140,24 @@ def _no_shared_out_ad(spec: GemmSpec):
         "differentiate jax_dynoff.ragged_dot, which defines its own")
 
 
+def _padded_starts(spec: GemmSpec, primals):
+  """primals, the first dynamic start through the call's graph pads: under
+  a gradient the starts may be all of the call a forward loop keeps
+  (graph_pads.py says why that loop needs them)."""
+  if not spec.graph_pads:
+    return primals
+  p = Operands.split(spec, primals)
+  for name, _ in spec.operands():
+    if p.starts[name]:
+      p.starts[name][0] = graph_pads.pad_start(p.starts[name][0],
+                                               spec.graph_pads)
+      return p.flat(spec)
+  return primals
+
+
 def _jvp_rule(primals, tangents, *, spec: GemmSpec):
   _no_shared_out_ad(spec)
+  primals = _padded_starts(spec, primals)
   y = gemm_p.bind(*primals, spec=spec)
   p = Operands.split(spec, primals)
   t = Operands.split(spec, tangents)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from jax.extend.core import ClosedJaxpr, Jaxpr
 
 import jax_dynoff as dyn
 from jax_dynoff import graph_pads
@@ -184,4 +185,103 @@ def test_padded_loops_compute_what_the_reference_does():
     finally:
       dyn.gemm = real
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-2,
+                               atol=2e-2)
+
+
+# Under a gradient: the forward loop keeps the call's window starts.
+
+
+def _loss(x, w, g, rows):
+  def body(i, acc):
+    y = dyn.gemm(dyn.window(x, (rows[i], 0), (M, K)), w[0])
+    return acc + jnp.sum(y * g[i])
+  return lax.fori_loop(0, L, body, jnp.float32(0))
+
+
+def _loss_args():
+  x, w, _, rows = _args()
+  k = jax.random.split(jax.random.key(1), 3)
+  return (jax.random.normal(k[0], x.shape), jax.random.normal(k[1], w.shape),
+          jax.random.normal(k[2], (L, M, N)), jnp.asarray(rows))
+
+
+def _loops(jaxpr, found):
+  """(primitive names in the body, recursively) of each loop in jaxpr."""
+  for eqn in jaxpr.eqns:
+    subs = [v for v in eqn.params.values()
+            if isinstance(v, (Jaxpr, ClosedJaxpr))]
+    for sub in subs:
+      sub = getattr(sub, "jaxpr", sub)
+      if eqn.primitive.name in ("scan", "while"):
+        found.append(_names(sub))
+      _loops(sub, found)
+  return found
+
+
+def _names(jaxpr):
+  out = set()
+  for eqn in jaxpr.eqns:
+    out.add(eqn.primitive.name)
+    for v in eqn.params.values():
+      if isinstance(v, (Jaxpr, ClosedJaxpr)):
+        out |= _names(getattr(v, "jaxpr", v))
+  return out
+
+
+def test_a_gradients_forward_loop_keeps_the_padded_start():
+  """jax.grad drops the unused loss value, so the forward loop holds no
+  call, only the start (a residual): it gets the pads, in the loop that
+  computes it, the lowering has them and no call."""
+  grad = jax.grad(_loss, argnums=(0, 1))
+  args = _loss_args()
+  loops = _loops(jax.make_jaxpr(grad)(*args).jaxpr, [])
+  forward = [n for n in loops if "jax_dynoff_graph_pad" in n]
+  assert len(forward) == 1 and "dot_general" not in forward[0], loops
+  text = jax.jit(grad).trace(*args).lower(
+      lowering_platforms=("cuda",)).as_text()
+  assert text.count(PAD) == graph_pads.LOOP_GRAPH_PADS, text
+  assert CALL not in text, text  # the value's call, dropped
+  assert PAD not in jax.jit(grad).trace(*args).lower(
+      lowering_platforms=("cpu",)).as_text()
+
+
+def test_a_gradient_outside_loops_or_unpadded_has_no_pads():
+  def once(x, w, g, rows):
+    return jnp.sum(dyn.gemm(dyn.window(x, (rows[1], 0), (M, K)), w[0]) * g[0])
+
+  def off(x, w, g, rows):
+    def body(i, acc):
+      y = dyn.gemm(dyn.window(x, (rows[i], 0), (M, K)), w[0],
+                   opts=dyn.KernelOptions(loop_graph_pads=0))
+      return acc + jnp.sum(y * g[i])
+    return lax.fori_loop(0, L, body, jnp.float32(0))
+
+  for f in (once, off):
+    text = jax.jit(jax.grad(f, argnums=(0, 1))).trace(*_loss_args()).lower(
+        lowering_platforms=("cuda",)).as_text()
+    assert PAD not in text, (f.__name__, text)
+
+
+def test_padded_starts_leave_gradients_as_the_reference_has_them():
+  """value_and_grad (the call kept: its pads and the start's), grad, and a
+  vmap of the grad (the pad vectorised), against the same loss over
+  jax_dynoff.reference.gemm."""
+  args = _loss_args()
+
+  def run():
+    vg = jax.jit(jax.value_and_grad(_loss, argnums=(0, 1)))(*args)
+    g = jax.jit(jax.grad(_loss, argnums=(0, 1)))(*args)
+    vm = jax.jit(jax.vmap(jax.grad(_loss), in_axes=(None, None, 0, None)))(
+        args[0], args[1], jnp.stack([args[2], -args[2]]), args[3])
+    return vg, g, vm
+
+  got = run()
+  real = dyn.gemm
+  try:
+    dyn.gemm = dyn.reference.gemm
+    want = run()
+  finally:
+    dyn.gemm = real
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-2,
                                atol=2e-2)
