@@ -36,6 +36,17 @@ a graph.  So the JVP rule (rules.py) passes a padded call's first dynamic
 start through as many pads (`pad_start`, a primitive: it sits in whichever
 loop computes the start) before either product uses it.
 
+A call inside a `cond` branch cannot lift its loop body (XLA counts the
+conditional as one thunk), but a window made at the body's top level and
+used in the branch can: `window()` there (`window_starts`) clamps its first
+traced start as the call would (one small fusion: a fresh value, which
+the pads alias without a copy) and passes it through LOOP_GRAPH_PADS pads.
+A call bound below a loop body's top level (in a `cond` branch, a nested
+`jit`) takes that padded start (`use_window_pads`), so the pads sit at
+the body's top level and count there; a call at a loop body's top level
+takes the start as it is (its own pads lift the body), and XLA drops the
+unused pads and fusion.
+
 Where no pads go: a call inside a `cond` branch (XLA counts the
 conditional as one thunk, whatever its branches hold), inside a nested
 `jit` or `checkpoint` (XLA inlines them, but their trace does not say it
@@ -46,6 +57,8 @@ loop_graph_pads overrides the count (0: none).
 from __future__ import annotations
 
 import jax
+import numpy as np
+from jax import lax
 from jax._src import core as _core  # the trace state _in_loop_body reads
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
@@ -60,10 +73,10 @@ _LOOP_BODIES = frozenset({"fori_loop", "scan", "while_body"})
 
 
 def _in_loop_body() -> bool:
-  """Whether the call being bound lands at the top level of a loop body:
-  the innermost staging trace (under any vmap or JVP trace) is tracing a
-  loop's body.  Read off JAX's private trace state; where that is not as
-  expected the answer is no (a call without pads: slower at the defaults,
+  """Whether the call (or window) being made lands at the top level of a
+  loop body: the innermost staging trace (under any vmap or JVP trace) is
+  tracing a loop's body.  Read off JAX's private trace state; where that
+  is not as expected the answer is no (no pads: slower at the defaults,
   never wrong)."""
   try:
     trace = _core.trace_ctx.trace
@@ -113,3 +126,35 @@ mlir.register_lowering(
 def pad_start(start, pads: int):
   """`start` through `pads` pads (none: start itself)."""
   return start if pads == 0 else pad_p.bind(start, pads=pads)
+
+
+def window_starts(start, dims, win):
+  """For a window made now with starts `start` over an array of shape
+  `dims`, extent `win` a dim: at a loop body's top level, per dim None but
+  at its first traced start, that start clamped as lax.dynamic_slice
+  clamps it (the kernels clamp it again: the same value) and through
+  LOOP_GRAPH_PADS pads; elsewhere (or without a traced start) None."""
+  if not _in_loop_body():
+    return None
+  for d, (s, dim, size) in enumerate(zip(start, dims, win)):
+    if isinstance(s, int):
+      continue
+    dtype = np.dtype(s.dtype)
+    if dim > np.iinfo(dtype).max:
+      return None
+    s = lax.select(s < 0, s + dtype.type(dim), s)
+    s = lax.clamp(dtype.type(0), s, dtype.type(dim - size))
+    out = [None] * len(start)
+    out[d] = pad_start(s, LOOP_GRAPH_PADS)
+    return tuple(out)
+  return None
+
+
+def use_window_pads(graph_start, opts) -> bool:
+  """Whether a call bound now takes its window's padded start: the window
+  has one, the call does not turn pads off, and the call is not at a loop
+  body's top level itself (it is in a `cond` branch, a nested `jit`); at
+  a loop body's top level the call's own pads lift the body, and the
+  padded start goes unused."""
+  return (graph_start is not None and opts.loop_graph_pads != 0
+          and not _in_loop_body())

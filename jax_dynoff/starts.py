@@ -21,6 +21,7 @@ from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import hlo
 
 from jax_dynoff import scalar_eval
+from jax_dynoff.graph_pads import PAD_TARGET
 from jax_dynoff import spec as spec_lib
 from jax_dynoff.spec import GemmSpec
 
@@ -29,6 +30,16 @@ def _is_plain(value) -> bool:
   """Whether an IR value is an argument of its block (a function parameter,
   a loop carry such as a `fori_loop` counter) rather than computed here."""
   return isinstance(value, ir.BlockArgument)
+
+
+def _is_padded(value) -> bool:
+  """Whether an IR value is a graph pad's result (graph_pads.py: a start
+  padded at a loop body's top level, which a call in a `cond` branch
+  takes): a buffer that holds the value as it is, as a block argument does."""
+  op = None if _is_plain(value) else value.owner
+  return (op is not None and op.name == "stablehlo.custom_call" and
+          ir.StringAttr(op.attributes["call_target_name"]).value
+          == PAD_TARGET)
 
 
 def _producer(value):
@@ -134,7 +145,7 @@ def _index(value, module):
   loop counter, a function argument), possibly divided by a constant
   (`_division`), through conversions that keep every value; else None."""
   value = _through_converts(value)
-  if _is_plain(value):
+  if _is_plain(value) or _is_padded(value):
     return (value, spec_lib.NO_DIVISION) if _is_signed_int(value) else None
   found = _division(value, module)
   if found is None or not _is_plain(found[0]) or not _is_signed_int(found[0]):

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax_dynoff import graph_pads
+
 Start = Union[int, jax.Array]
 
 
@@ -55,6 +57,10 @@ class Window:
   start: tuple[Start, ...]
   shape: tuple[int, int]
   valid: Optional[tuple[Start, Start]] = None
+  # Per dim, None but at the start `window()` padded for XLA's graph
+  # threshold (graph_pads.window_starts; a call may use it instead).
+  graph_start: Optional[tuple] = dataclasses.field(default=None,
+                                                   repr=False)
 
   def __post_init__(self):
     # Built directly or through `window`: the same checks either way.
@@ -106,14 +112,21 @@ class Window:
     """The traced valid extents (rows first)."""
     return [v for v in (self.valid or ()) if not isinstance(v, int)]
 
-  def dynamic_starts(self) -> list[jax.Array]:
+  def dynamic_starts(self, padded: bool = False) -> list[jax.Array]:
     """The starts `static_starts` leaves to the device (dim order): the
-    start operands of the primitive.  Traced ones as they are; a Python int
+    start operands of the primitive.  Traced ones as they are (with
+    `padded`, the one `graph_start` holds in its place); a Python int
     whose dim has a traced valid extent as a constant, first brought into
     [0, dim] (lax's rule then clamps it exactly as it would the int)."""
     out = []
-    for s, d, st in zip(self.start, self.x.shape, self.static_starts()):
+    graph = (self.graph_start if padded and self.graph_start is not None
+             else (None,) * len(self.start))
+    for s, d, st, g in zip(self.start, self.x.shape, self.static_starts(),
+                           graph):
       if st is not None:
+        continue
+      if g is not None:
+        out.append(g)
         continue
       if isinstance(s, int):
         s = min(max(s + d if s < 0 else s, 0), d)
@@ -132,17 +145,19 @@ class Window:
             f"start=({show(self.start)}), shape={tuple(self.shape)}{valid})")
 
   def tree_flatten(self):
-    return (self.x, self.start, self.valid), self.shape
+    return (self.x, self.start, self.valid, self.graph_start), self.shape
 
   @classmethod
   def tree_unflatten(cls, shape, children):
     # No checks: JAX rebuilds pytrees with placeholder leaves too.
-    x, start, valid = children
+    x, start, valid, graph_start = children
     w = object.__new__(cls)
     object.__setattr__(w, "x", x)
     object.__setattr__(w, "start", tuple(start))
     object.__setattr__(w, "shape", shape)
     object.__setattr__(w, "valid", None if valid is None else tuple(valid))
+    object.__setattr__(w, "graph_start",
+                       None if graph_start is None else tuple(graph_start))
     return w
 
 
@@ -200,8 +215,16 @@ def window(x: jax.Array, start: Sequence[Start], shape: Sequence[int],
   Reads count the elements outside the valid part as zeros; `out` is
   written only in its valid part; the two trailing starts are clamped
   with vr / vc in place of rows / cols.  `valid=None` is the plain window.
+
+  A plain window made at a loop body's top level also carries its first
+  traced start clamped and through graph pads, for a call in a `cond`
+  branch of that body (jax_dynoff/graph_pads.py says why).
   """
-  return Window(x, start, shape, valid)
+  w = Window(x, start, shape, valid)
+  if w.valid is None:
+    object.__setattr__(w, "graph_start", graph_pads.window_starts(
+        w.start, w.x.shape, w.win))
+  return w
 
 
 def _checked(x: Any, start: Any, shape: Any, valid: Any = None):
