@@ -135,24 +135,27 @@ def test_body_graphs_capture_the_body_and_keep_the_loop_on_the_host():
 
 
 @pytest.mark.parametrize("pads", [None, 0], ids=["padded", "unpadded"])
-def test_default_flags_make_a_one_call_loop_body_one_graph(pads):
+@pytest.mark.parametrize("case,calls", [("fori", 1), ("cond", 2)])
+def test_default_flags_make_a_one_call_loop_body_one_graph(case, calls,
+                                                           pads):
   """At XLA's default flags a fori_loop body of one call is the call, the
   loop's counter and the call's graph pads (jax_dynoff/graph_pads.py):
-  five thunks, one command buffer.  Without the pads XLA launches the
-  body's two thunks one by one.  Either way the compiled loop replays with
-  fresh tables and buffers."""
+  five thunks, one command buffer.  A body of a cond between two calls
+  reaches it through the pads on the start of the window made above the
+  cond.  Without the pads XLA launches the body's thunks one by one.
+  Either way the compiled loop replays with fresh tables and buffers."""
   opts = dyn.KernelOptions(loop_graph_pads=pads)
   mod = types.SimpleNamespace(gemm=functools.partial(dyn.gemm, opts=opts))
-  build, args = gc.cases()["fori"]
+  build, args = gc.cases()[case]
   rep = dyn.check_capture(build(mod), *args)
   if pads is None:
     assert rep.all_captured, rep.thunks
   else:
-    assert rep.captured == 0 and rep.uncaptured == 1, rep.thunks
+    assert rep.captured == 0 and rep.uncaptured == calls, rep.thunks
   compiled = jax.jit(build(mod)).lower(*args).compile()
   ref = jax.jit(build(dyn.reference))
   for seed in range(4):
-    fresh = gc.fresh_args("fori", seed)
+    fresh = gc.fresh_args(case, seed)
     assert _rel(compiled(*fresh), ref(*fresh)) < 1e-2, seed
 
 
