@@ -58,8 +58,9 @@ class Window:
   shape: tuple[int, int]
   valid: Optional[tuple[Start, Start]] = None
   # Per dim, None but at the start `window()` padded for XLA's graph
-  # threshold (graph_pads.window_starts; a call may use it instead).
-  graph_start: Optional[tuple] = dataclasses.field(default=None,
+  # threshold (graph_pads.window_starts; a call may use it instead).  Not
+  # a constructor argument: only `window()` sets it.
+  graph_start: Optional[tuple] = dataclasses.field(default=None, init=False,
                                                    repr=False)
 
   def __post_init__(self):
