@@ -146,19 +146,21 @@ class Window:
             f"start=({show(self.start)}), shape={tuple(self.shape)}{valid})")
 
   def tree_flatten(self):
-    return (self.x, self.start, self.valid, self.graph_start), self.shape
+    # graph_start is no child: a window carried through a loop must keep
+    # one structure, padded or not.  Flattened (a jit's argument, a carry),
+    # a window loses its pads, never its value.
+    return (self.x, self.start, self.valid), self.shape
 
   @classmethod
   def tree_unflatten(cls, shape, children):
     # No checks: JAX rebuilds pytrees with placeholder leaves too.
-    x, start, valid, graph_start = children
+    x, start, valid = children
     w = object.__new__(cls)
     object.__setattr__(w, "x", x)
     object.__setattr__(w, "start", tuple(start))
     object.__setattr__(w, "shape", shape)
     object.__setattr__(w, "valid", None if valid is None else tuple(valid))
-    object.__setattr__(w, "graph_start",
-                       None if graph_start is None else tuple(graph_start))
+    object.__setattr__(w, "graph_start", None)
     return w
 
 

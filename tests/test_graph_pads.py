@@ -100,12 +100,24 @@ def cond_window_outside(x, w, buf, rows):
 
 
 def jit_window_outside(x, w, buf, rows):
-  inner = jax.jit(lambda xi, wi, b: dyn.gemm(xi, wi, out=b))
-
+  """A nested jit closing over windows made at the body's top level."""
   def body(i, b):
-    return inner(dyn.window(x, (rows[i], 0), (M, K)),
-                 dyn.window(w, (i, 0, 0), (K, N)), b[:M]).sum() + b
+    xi = dyn.window(x, (rows[i], 0), (M, K))
+    wi = dyn.window(w, (i, 0, 0), (K, N))
+    inner = jax.jit(lambda b: dyn.gemm(xi, wi, out=b))
+    return inner(b[:M]).sum() + b
   return lax.fori_loop(0, L, body, buf)
+
+
+def window_carry(x, w, buf, rows):
+  """A window carried through the loop: made outside (no pads) and in the
+  body (padded), one structure either way."""
+  def body(i, c):
+    xi, b = c
+    b = dyn.gemm(xi, dyn.window(w, (i, 0, 0), (K, N)),
+                 out=dyn.window(b, (i * M, 0), (M, N)))
+    return dyn.window(x, (rows[i], 0), (M, K)), b
+  return lax.fori_loop(0, L, body, (dyn.window(x, (0, 0), (M, K)), buf))[1]
 
 
 def jit_in_fori(x, w, buf, rows):
@@ -251,7 +263,7 @@ def test_padded_loops_compute_what_the_reference_does():
   args[0] = jax.random.normal(k[0], args[0].shape)
   args[1] = jax.random.normal(k[1], args[1].shape)
   for f in (fori, scan, while_loop, cond_in_fori, cond_window_outside,
-            jit_window_outside):
+            jit_window_outside, window_carry):
     got = jax.jit(f)(*args)
     real = dyn.gemm
     try:
