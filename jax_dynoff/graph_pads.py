@@ -45,7 +45,10 @@ A call bound below a loop body's top level (in a `cond` branch, a nested
 `jit`) takes that padded start (`use_window_pads`), so the pads sit at
 the body's top level and count there; a call at a loop body's top level
 takes the start as it is (its own pads lift the body), and XLA drops the
-unused pads and fusion.
+unused pads and fusion.  The padded start is no pytree leaf of the
+window, so a window passed as a jit's argument or carried through a loop
+arrives without it (and without pads), and a carried window keeps one
+structure whether it was made inside the body or not.
 
 Measured on an H100 with the sweep (12 cells, bfloat16, ratio = XLA's
 loop / ours, min / geomean; docs/cuda_graphs.md has the tables): at the
