@@ -140,26 +140,22 @@ def _no_shared_out_ad(spec: GemmSpec):
         "differentiate jax_dynoff.ragged_dot, which defines its own")
 
 
-def _padded_starts(spec: GemmSpec, primals):
-  """primals, the first dynamic start through the call's graph pads: under
-  a gradient the starts may be all of the call a forward loop keeps
+def _pad_first_start(spec: GemmSpec, p: Operands) -> Operands:
+  """p, its first dynamic start through the call's graph pads: under a
+  gradient the starts may be all of the call a forward loop keeps
   (graph_pads.py says why that loop needs them)."""
-  if not spec.graph_pads:
-    return primals
-  p = Operands.split(spec, primals)
   for name, _ in spec.operands():
-    if p.starts[name]:
+    if spec.graph_pads and p.starts[name]:
       p.starts[name][0] = graph_pads.pad_start(p.starts[name][0],
                                                spec.graph_pads)
-      return p.flat(spec)
-  return primals
+      break
+  return p
 
 
 def _jvp_rule(primals, tangents, *, spec: GemmSpec):
   _no_shared_out_ad(spec)
-  primals = _padded_starts(spec, primals)
-  y = gemm_p.bind(*primals, spec=spec)
-  p = Operands.split(spec, primals)
+  p = _pad_first_start(spec, Operands.split(spec, primals))
+  y = gemm_p.bind(*p.flat(spec), spec=spec)
   t = Operands.split(spec, tangents)
   nz = lambda v: v is not None and type(v) is not ad.Zero
   da = t.a if nz(t.a) else None

@@ -32,19 +32,19 @@ def _is_plain(value) -> bool:
   return isinstance(value, ir.BlockArgument)
 
 
+def _producer(value):
+  """The op computing `value`, or None for a block argument."""
+  return None if _is_plain(value) else value.owner
+
+
 def _is_padded(value) -> bool:
   """Whether an IR value is a graph pad's result (graph_pads.py: a start
   padded at a loop body's top level, which a call in a `cond` branch
   takes): a buffer that holds the value as it is, as a block argument does."""
-  op = None if _is_plain(value) else value.owner
+  op = _producer(value)
   return (op is not None and op.name == "stablehlo.custom_call" and
           ir.StringAttr(op.attributes["call_target_name"]).value
           == PAD_TARGET)
-
-
-def _producer(value):
-  """The op computing `value`, or None for a block argument."""
-  return None if _is_plain(value) else value.owner
 
 
 def _is_ready(value) -> bool:

@@ -130,15 +130,25 @@ def _text(f, platform="cuda", **kw):
       lowering_platforms=(platform,)).as_text()
 
 
+def _custom_calls(text: str) -> dict:
+  """Each custom call's result name -> (target, operands, its line)."""
+  defs = {}
+  for line in text.splitlines():
+    m = re.match(r"\s*(%[\w#:]+) = stablehlo\.custom_call (@\w+)\((.*?)\)",
+                 line)
+    if m:
+      defs[m.group(1).split(":")[0]] = (m.group(2), m.group(3), line)
+  return defs
+
+
 def _live_pads(text: str) -> int:
   """The pads whose result something other than a dead pad uses.  A
   window made at a loop body's top level pads its start for a call in a
   `cond` branch; where the call sits beside it instead, those pads go
   unused (XLA drops them; JAX keeps them in a while loop's body)."""
-  pads = {}  # a pad's result -> its operand
-  for m in re.finditer(r"(%[\w#:]+) = stablehlo\.custom_call " +
-                       re.escape(PAD) + r"(%[\w#:]+)\)", text):
-    pads[m.group(1)] = m.group(2)
+  # a pad's result -> its operand
+  pads = {name: operands for name, (target, operands, _)
+          in _custom_calls(text).items() if target + "(" == PAD}
   live = set()
   for name in pads:
     uses = len(re.findall(re.escape(name) + r"(?![\w#:])", text)) - 1
@@ -152,13 +162,7 @@ def _live_pads(text: str) -> int:
 def _chains(text: str) -> list[int]:
   """Per jax_dynoff call, the pads that pass its result on: pad j takes
   pad j - 1's result (the call's first result for j = 0) and aliases it."""
-  defs = {}
-  for line in text.splitlines():
-    m = re.match(r"\s*(%[\w#:]+) = stablehlo\.custom_call (@\w+)\((.*?)\)",
-                 line)
-    if m:
-      name = m.group(1).split(":")[0]
-      defs[name] = (m.group(2), m.group(3), line)
+  defs = _custom_calls(text)
   chains = []
   for name, (target, _, _) in defs.items():
     if target + "(" != CALL:
