@@ -26,13 +26,19 @@ def _winspec(w: Window) -> WinSpec:
                  valid=w.static_valid() if w.ragged else None)
 
 
-def _slots(w: Optional[Window], opts: KernelOptions) -> list:
-  """The window's dynamic starts (its graph-padded one where the call
-  takes it: graph_pads.use_window_pads), then its dynamic valid extents."""
-  if w is None:
-    return []
-  padded = graph_pads.use_window_pads(w.graph_start, opts)
-  return w.dynamic_starts(padded) + w.dynamic_valid()
+def _slots(w: Optional[Window]) -> list:
+  """The window's dynamic starts, then its dynamic valid extents."""
+  return [] if w is None else w.dynamic_starts() + w.dynamic_valid()
+
+
+def _graph_tokens(windows, opts: KernelOptions) -> list:
+  """The graph token the call takes (graph_pads.use_window_pads): its
+  first window's that has one, where the call sits below a loop body's
+  top level; one is enough to lift the body."""
+  for w in windows:
+    if w is not None and graph_pads.use_window_pads(w.graph_token, opts):
+      return [w.graph_token]
+  return []
 
 
 def make_spec(call: GemmCall) -> GemmSpec:
@@ -85,6 +91,7 @@ def gemm(a: Operand, b: Operand, c: Optional[Operand] = None, *,
       call.out.x if call.out is not None else None,
       # Clamped where they are lowered (starts.start_operands) and again
       # on the device.
-      {"a": _slots(call.a, spec.opts), "b": _slots(call.b, spec.opts),
-       "c": _slots(call.c, spec.opts), "d": _slots(call.out, spec.opts)})
+      {"a": _slots(call.a), "b": _slots(call.b), "c": _slots(call.c),
+       "d": _slots(call.out)},
+      _graph_tokens((call.a, call.b, call.c, call.out), spec.opts))
   return bind(spec, ops)

@@ -38,17 +38,21 @@ loop computes the start) before either product uses it.
 
 A call inside a `cond` branch cannot lift its loop body (XLA counts the
 conditional as one thunk), but a window made at the body's top level and
-used in the branch can: `window()` there (`window_starts`) clamps its first
-traced start as the call would (one small fusion: a fresh value, which
-the pads alias without a copy) and passes it through LOOP_GRAPH_PADS pads.
-A call bound below a loop body's top level (in a `cond` branch, a nested
-`jit`) takes that padded start (`use_window_pads`), so the pads sit at
-the body's top level and count there; a call at a loop body's top level
-takes the start as it is (its own pads lift the body), and XLA drops the
-unused pads and fusion.  The padded start is no pytree leaf of the
-window, so a window passed as a jit's argument or carried through a loop
-arrives without it (and without pads), and a carried window keeps one
-structure whether it was made inside the body or not.
+used in the branch can: `window()` there (`window_token`) starts a chain
+of LOOP_GRAPH_PADS pads from its first traced start that, unlike a call's
+pads, alias nothing: each returns a fresh buffer it never writes, the
+window's graph token.  A call bound below a loop body's top level (in a
+`cond` branch, a nested `jit`) takes its first window's token as a
+trailing operand its handlers ignore (`use_window_pads`), so the pads sit
+at the body's top level and count there, and the call reads its starts as
+they are (no kernel of the pads' own: an aliasing pad on a live start, the
+loop counter, would cost XLA a copy, and a clamp into a fresh value its
+own fusion).  A call at a loop body's top level takes no token (its own
+pads lift the body), and XLA drops the unused pads.  The token is no
+pytree leaf of the window, so a window passed as a jit's argument or
+carried through a loop arrives without it (and without pads), and a
+carried window keeps one structure whether it was made inside the body or
+not.
 
 Measured on an H100 with the sweep (12 cells, bfloat16, ratio = XLA's
 loop / ours, min / geomean; docs/cuda_graphs.md has the tables): at the
@@ -69,8 +73,6 @@ count (0: none; for a window's pads, 0 on the call leaves them unused).
 from __future__ import annotations
 
 import jax
-import numpy as np
-from jax import lax
 from jax._src import core as _core  # the trace state _in_loop_body reads
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
@@ -140,33 +142,47 @@ def pad_start(start, pads: int):
   return start if pads == 0 else pad_p.bind(start, pads=pads)
 
 
-def window_starts(start, dims, win):
-  """For a window made now with starts `start` over an array of shape
-  `dims`, extent `win` a dim: at a loop body's top level, per dim None but
-  at its first traced start, that start clamped as lax.dynamic_slice
-  clamps it (the kernels clamp it again: the same value) and through
-  LOOP_GRAPH_PADS pads; elsewhere (or without a traced start) None."""
+# A window's graph token (see the module's docstring): LOOP_GRAPH_PADS pads
+# in a chain, the first reading the window's start, each result a fresh
+# buffer that no pad writes and no kernel reads.  A call below the loop
+# body's top level takes the last one as a trailing operand (its handlers
+# ignore trailing operands), which keeps the chain alive at the top level.
+# The identity on the CPU, elementwise under vmap, no derivative (integer).
+token_p = Primitive("jax_dynoff_graph_token")
+token_p.def_abstract_eval(lambda x, *, pads: x)
+token_p.def_impl(lambda x, *, pads: x)
+ad.defjvp(token_p, None)  # no tangent: an integer
+batching.defvectorized(token_p)
+
+
+def _token_lowering(ctx, x, *, pads):
+  aval = ctx.avals_out[0]
+  pad = jax.ffi.ffi_lowering(PAD_TARGET)  # no alias: a fresh result
+  pctx = ctx.replace(avals_in=[aval], avals_out=[aval])
+  for _ in range(pads):
+    x, = pad(pctx, x)
+  return [x]
+
+
+mlir.register_lowering(token_p, lambda ctx, x, *, pads: [x])
+mlir.register_lowering(token_p, _token_lowering, platform="cuda")
+
+
+def window_token(start):
+  """For a window made now with starts `start`: at a loop body's top
+  level, a graph token from its first traced start (LOOP_GRAPH_PADS pads);
+  elsewhere, or without a traced start, None."""
   if not _in_loop_body():
     return None
-  for d, (s, dim, size) in enumerate(zip(start, dims, win)):
-    if isinstance(s, int):
-      continue
-    dtype = np.dtype(s.dtype)
-    if dim > np.iinfo(dtype).max:
-      return None
-    s = lax.select(s < 0, s + dtype.type(dim), s)
-    s = lax.clamp(dtype.type(0), s, dtype.type(dim - size))
-    out = [None] * len(start)
-    out[d] = pad_start(s, LOOP_GRAPH_PADS)
-    return tuple(out)
-  return None
+  s = next((s for s in start if not isinstance(s, int)), None)
+  return None if s is None else token_p.bind(s, pads=LOOP_GRAPH_PADS)
 
 
-def use_window_pads(graph_start, opts) -> bool:
-  """Whether a call bound now takes its window's padded start: the window
+def use_window_pads(graph_token, opts) -> bool:
+  """Whether a call bound now takes its window's graph token: the window
   has one, the call does not turn pads off, and the call is not at a loop
   body's top level itself (it is in a `cond` branch, a nested `jit`); at
   a loop body's top level the call's own pads lift the body, and the
-  padded start goes unused."""
-  return (graph_start is not None and opts.loop_graph_pads != 0
+  token goes unused (XLA drops its pads)."""
+  return (graph_token is not None and opts.loop_graph_pads != 0
           and not _in_loop_body())

@@ -3,7 +3,7 @@
 Every call lowers to one custom call of the target "jax_dynoff_gemm"
 (typed FFI, API version 4): the arrays, then the integer operands its
 dynamic starts come from (never attributes, never read on the host;
-`starts.start_operands`), its named attributes (`spec.call_attrs`, the
+`starts.start_operands`), then its graph tokens if any (graph_pads.py), its named attributes (`spec.call_attrs`, the
 plan included), and `out` aliased to result 0 (but on CUDA where the plan
 gives D as a fresh buffer: `_lower_cuda_ragged`).  On CUDA the call has a
 second result, the kernel's workspace, sized here at trace time so the
@@ -108,12 +108,17 @@ def _attrs(spec: GemmSpec, plan: plan_lib.Plan, sources):
 
 
 def _operands(ctx, args, spec: GemmSpec):
-  """ctx, args and start sources of the custom call: the arrays, then the
-  start operands."""
+  """ctx, args and start sources of the custom call: the arrays, the
+  start operands, then the graph tokens (graph_pads.py), which the
+  handlers ignore."""
   n = spec_lib.num_arrays(spec)
-  extra, extra_avals, sources = start_operands(ctx, list(args[n:]), spec)
-  return (ctx.replace(avals_in=[*ctx.avals_in[:n], *extra_avals]),
-          [*args[:n], *extra], sources)
+  e = len(args) - spec.graph_tokens
+  starts_ctx = ctx.replace(avals_in=ctx.avals_in[:e])
+  extra, extra_avals, sources = start_operands(starts_ctx, list(args[n:e]),
+                                               spec)
+  return (ctx.replace(avals_in=[*ctx.avals_in[:n], *extra_avals,
+                                *ctx.avals_in[e:]]),
+          [*args[:n], *extra, *args[e:]], sources)
 
 
 def _lower_cpu(ctx, *operands, spec: GemmSpec, sources):

@@ -3,7 +3,8 @@ plain implementation, and the bookkeeping its rules share (one batch
 item's windows, per-item application through vmap).
 
 Operands, in order: a, b, [c when c_mode == "own"], [out when has_out], then
-the dynamic starts of A, B, C, D (dim order).  The one parameter `spec`
+the dynamic starts of A, B, C, D (dim order), then the graph tokens the
+call carries for XLA's graph threshold (graph_pads.py; read by nothing).  The one parameter `spec`
 (a `GemmSpec`) holds everything static.  The result is D: the whole `out`
 array with its window rewritten, or a fresh (m, n) array.  Calls are built
 in call.py, the transformation rules live in rules.py, the lowering in
@@ -39,6 +40,9 @@ class Operands:
   c: object = None      # only when c_mode == "own"
   out: object = None    # only when has_out
   starts: dict = dataclasses.field(default_factory=dict)  # name -> list
+  # Graph tokens (graph_pads.window_token): kept by a rule that binds the
+  # same call again, dropped by one that builds other calls.
+  tokens: list = dataclasses.field(default_factory=list)
 
   @classmethod
   def split(cls, spec: GemmSpec, args) -> "Operands":
@@ -50,6 +54,7 @@ class Operands:
       ops.out = args.pop(0)
     for name, w in spec.operands():
       ops.starts[name] = [args.pop(0) for _ in range(w.num_dynamic)]
+    ops.tokens = [args.pop(0) for _ in range(spec.graph_tokens)]
     assert not args, "operand count does not match spec"
     return ops
 
@@ -61,14 +66,15 @@ class Operands:
       out.append(self.out)
     for name, _ in spec.operands():
       out.extend(self.starts[name])
-    return out
+    return out + list(self.tokens)
 
 
 def bind(spec: GemmSpec, ops: Operands):
   # A call at a loop body's top level gets the graph pads (graph_pads.py).
   pads = graph_pads.count(spec.opts)
-  if pads != spec.graph_pads:
-    spec = dataclasses.replace(spec, graph_pads=pads)
+  if (pads, len(ops.tokens)) != (spec.graph_pads, spec.graph_tokens):
+    spec = dataclasses.replace(spec, graph_pads=pads,
+                               graph_tokens=len(ops.tokens))
   # Inside shard_map, operands that do not vary over a manual axis that
   # another does are marked varying first (as JAX's own ops do), so that the
   # result's type says it varies and transposes sum where they must.  A

@@ -333,7 +333,8 @@ def _transpose_rule(ct, *args, spec: GemmSpec):
       if n in res:
         res[n] = sum_to(res[n], w)
   out = Operands(res.get("a"), res.get("b"), res.get("c"), res.get("out"),
-                 {n: [None] * len(v) for n, v in ops.starts.items()})
+                 {n: [None] * len(v) for n, v in ops.starts.items()},
+                 [None] * len(ops.tokens))
   return out.flat(spec)
 
 

@@ -35,7 +35,7 @@ from jax.experimental.custom_partitioning import (ArrayMapping,
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jax_dynoff.spec import GemmSpec, WinSpec
+from jax_dynoff.spec import GemmSpec, WinSpec, num_arrays
 
 Axes = tuple  # the mesh axes of one dim, major first; () when not split
 
@@ -97,10 +97,11 @@ DISPLAY = {"a": "a", "b": "b", "c": "c", "d": "out"}
 
 
 def start_ranks(spec: GemmSpec, avals: Sequence) -> tuple[int, ...]:
-  """The rank of each start operand (the trailing operands): 0, or 1 when
-  vmapped (one value per batch item)."""
+  """The rank of each start operand (the operands after the arrays, but
+  the graph tokens): 0, or 1 when vmapped (one value per batch item)."""
+  first = num_arrays(spec)
   n = sum(w.num_dynamic for _, w in spec.operands())
-  return tuple(a.ndim for a in avals[len(avals) - n:]) if n else ()
+  return tuple(a.ndim for a in avals[first:first + n])
 
 
 @functools.lru_cache(maxsize=512)
@@ -170,6 +171,9 @@ def layout(spec: GemmSpec, start_ranks: tuple[int, ...]) -> Layout:
         operands.append((Dim("b0", True),))
       else:  # one value per item, every vmap dim flattened (row-major)
         operands.append((Dim(tuple(f"b{j}" for j in range(nb)), True),))
+  for _ in range(spec.graph_tokens):  # scalars that nothing reads
+    names.append("a graph token")
+    operands.append(())
 
   if out_dims is not None:
     result = out_dims  # the result is `out`, its window rewritten

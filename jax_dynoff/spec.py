@@ -145,6 +145,10 @@ class GemmSpec:
   # that a short body reaches XLA's minimum graph size.  Never an
   # attribute of the call: the plan and the kernel do not depend on it.
   graph_pads: int = 0
+  # Graph tokens among the call's trailing operands (graph_pads.py: a
+  # window's pads, for a call in a `cond` branch), which the handlers
+  # ignore: set by primitive.bind from its Operands.  Never an attribute.
+  graph_tokens: int = 0
 
   @property
   def out_cols(self) -> int:

@@ -57,11 +57,11 @@ class Window:
   start: tuple[Start, ...]
   shape: tuple[int, int]
   valid: Optional[tuple[Start, Start]] = None
-  # Per dim, None but at the start `window()` padded for XLA's graph
-  # threshold (graph_pads.window_starts; a call may use it instead).  Not
-  # a constructor argument: only `window()` sets it.
-  graph_start: Optional[tuple] = dataclasses.field(default=None, init=False,
-                                                   repr=False)
+  # The graph token `window()` made at a loop body's top level
+  # (graph_pads.window_token; a call below that level takes it).  Not a
+  # constructor argument: only `window()` sets it.
+  graph_token: Optional[jax.Array] = dataclasses.field(default=None,
+                                                       init=False, repr=False)
 
   def __post_init__(self):
     # Built directly or through `window`: the same checks either way.
@@ -113,21 +113,14 @@ class Window:
     """The traced valid extents (rows first)."""
     return [v for v in (self.valid or ()) if not isinstance(v, int)]
 
-  def dynamic_starts(self, padded: bool = False) -> list[jax.Array]:
+  def dynamic_starts(self) -> list[jax.Array]:
     """The starts `static_starts` leaves to the device (dim order): the
-    start operands of the primitive.  Traced ones as they are (with
-    `padded`, the one `graph_start` holds in its place); a Python int
+    start operands of the primitive.  Traced ones as they are; a Python int
     whose dim has a traced valid extent as a constant, first brought into
     [0, dim] (lax's rule then clamps it exactly as it would the int)."""
     out = []
-    graph = (self.graph_start if padded and self.graph_start is not None
-             else (None,) * len(self.start))
-    for s, d, st, g in zip(self.start, self.x.shape, self.static_starts(),
-                           graph):
+    for s, d, st in zip(self.start, self.x.shape, self.static_starts()):
       if st is not None:
-        continue
-      if g is not None:
-        out.append(g)
         continue
       if isinstance(s, int):
         s = min(max(s + d if s < 0 else s, 0), d)
@@ -146,7 +139,7 @@ class Window:
             f"start=({show(self.start)}), shape={tuple(self.shape)}{valid})")
 
   def tree_flatten(self):
-    # graph_start is no child: a window carried through a loop must keep
+    # graph_token is no child: a window carried through a loop must keep
     # one structure, padded or not.  Flattened (a jit's argument, a carry),
     # a window loses its pads, never its value.
     return (self.x, self.start, self.valid), self.shape
@@ -160,7 +153,7 @@ class Window:
     object.__setattr__(w, "start", tuple(start))
     object.__setattr__(w, "shape", shape)
     object.__setattr__(w, "valid", None if valid is None else tuple(valid))
-    object.__setattr__(w, "graph_start", None)
+    object.__setattr__(w, "graph_token", None)
     return w
 
 
@@ -219,14 +212,13 @@ def window(x: jax.Array, start: Sequence[Start], shape: Sequence[int],
   written only in its valid part; the two trailing starts are clamped
   with vr / vc in place of rows / cols.  `valid=None` is the plain window.
 
-  A plain window made at a loop body's top level also carries its first
-  traced start clamped and through graph pads, for a call in a `cond`
+  A plain window made at a loop body's top level also carries a graph
+  token, graph pads from its first traced start, for a call in a `cond`
   branch of that body (jax_dynoff/graph_pads.py says why).
   """
   w = Window(x, start, shape, valid)
   if w.valid is None:
-    object.__setattr__(w, "graph_start", graph_pads.window_starts(
-        w.start, w.x.shape, w.win))
+    object.__setattr__(w, "graph_token", graph_pads.window_token(w.start))
   return w
 
 

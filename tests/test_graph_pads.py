@@ -203,21 +203,43 @@ def test_a_call_elsewhere_is_not_padded(f):
                          ids=lambda f: f.__name__)
 def test_a_window_made_at_the_top_level_pads_for_a_call_below_it(f):
   """XLA counts a conditional (or an inlined jit's calls) at the body's top
-  level, so there each window's first traced start goes through the pads,
-  clamped (one fusion), and every call below takes the padded starts."""
+  level, so there a window's first traced start starts a chain of pads
+  that alias nothing (fresh results, no copy, no clamp's fusion), and
+  every call below takes the chain's end as its last operand: one chain,
+  the first window's, however many calls and windows."""
   text = _text(f)
-  assert _live_pads(text) == 2 * graph_pads.LOOP_GRAPH_PADS, text
-  pads = re.findall(r"(%[\w#:]+) = stablehlo\.custom_call " + re.escape(PAD),
-                    text)
-  ends = [pads[2], pads[5]]  # each window's chain of three, in order
-  # Each chain's end goes to a call as its start (a call in a branch) or
-  # into a function holding the calls (the nested jit; on older jax the
-  # whole loop body is such a function).
+  assert _live_pads(text) == graph_pads.LOOP_GRAPH_PADS, text
+  defs = _custom_calls(text)
+  pads = [name for name, (target, _, _) in defs.items() if target + "(" == PAD]
+  assert all("output_operand_alias" not in defs[p][2] for p in pads), text
+  end = pads[graph_pads.LOOP_GRAPH_PADS - 1]  # the first window's chain
+  # The end goes to each call as its last operand (a call in a branch)
+  # or into a function holding the calls (the nested jit; on older jax
+  # the whole loop body is such a function); no start is a pad's result.
   users = [line for line in text.splitlines()
            if CALL in line or re.search(r"\bcall @", line)]
-  assert all(any(re.search(re.escape(e) + r"[,)]", u) for u in users)
-             for e in ends), text
-  assert "stablehlo.clamp" in text, text
+  assert any(re.search(re.escape(end) + r"[,)]", u) for u in users), text
+  for name, (target, operands, _) in defs.items():
+    if target + "(" == CALL:
+      ops = [o.strip() for o in operands.split(",")]
+      assert not set(ops[:-1]) & set(pads), text
+  assert "stablehlo.clamp" not in text, text
+
+
+def test_a_graph_token_is_the_last_operand_and_read_by_nothing():
+  """In a `cond` branch the call's starts are its windows' own values
+  (read directly: the loop counter, a table look-up) and its token comes
+  last, after every operand its slots name."""
+  text = _text(cond_window_outside)
+  calls = [v for v in _custom_calls(text).values() if v[0] + "(" == CALL]
+  assert len(calls) == 2, text
+  for _, operands, line in calls:
+    ops = [o.strip() for o in operands.split(",")]
+    slots = re.search(r"slots = \{add = .*?arg = dense<(\[[^\]]*\]|\d+)>",
+                      line)
+    assert slots, line
+    args = [int(v) for v in re.findall(r"-?\d+", slots.group(1))]
+    assert max(args) < len(ops) - 1, line  # the token is read by no slot
 
 
 def test_a_call_that_turns_pads_off_takes_the_start_as_it_is():
