@@ -130,6 +130,18 @@ def main(path: str) -> None:
            lambda ai, si: g(dyn.window(ai, (si, 0), (M - 5, K)), B))),
        [arr(4, 2, M, K), (np.arange(8, dtype=np.int32) % 5).reshape(4, 2)],
        [P("y"), P("y")], modes=("auto",))
+  def cond_loop(g):
+    def f(a, w, o):
+      def body(i, o):  # the window made here: its calls carry a graph token
+        wi = dyn.window(w, (i, 0, 0), (K, N))
+        return jax.lax.cond(
+            i % 2 == 0, lambda o: g(a, wi, out=dyn.window(o, (i, 0), (M, N))),
+            lambda o: g(a, wi, out=dyn.window(o, (i + 8, 0), (M, N)),
+                        alpha=-0.5), o)
+      return jax.lax.fori_loop(0, L, body, o)
+    return f
+  case("a cond in a loop on windows made at its top level, n split", "local",
+       cond_loop, [A, W, O], [P(), P(None, None, "y"), P(None, "y")])
   case("bfloat16 inputs into float32, m and n split", "local",
        lambda g: lambda a, b: g(a, b, preferred_element_type=jnp.float32),
        [A.astype(jnp.bfloat16), B.astype(jnp.bfloat16)],

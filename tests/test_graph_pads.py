@@ -400,3 +400,46 @@ def test_padded_starts_leave_gradients_as_the_reference_has_them():
   for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-2,
                                atol=2e-2)
+
+
+def _cond_loss(x, w, g, rows):
+  """A loss over a loop whose windows are made at the body's top level and
+  used in a `cond`'s branches: the calls carry the window's graph token."""
+  def body(i, acc):
+    xi = dyn.window(x, (rows[i], 0), (M, K))
+    wi = dyn.window(w, (i, 0, 0), (K, N))
+    y = lax.cond(i % 2 == 0, lambda: dyn.gemm(xi, wi),
+                 lambda: dyn.gemm(xi, wi, alpha=-0.5))
+    return acc + jnp.sum(y * g[i])
+  return lax.fori_loop(0, L, body, jnp.float32(0))
+
+
+def test_graph_tokens_leave_transforms_as_the_reference_has_them():
+  """value_and_grad, grad and a vmap of the loss whose calls carry a
+  graph token, against the same loss over jax_dynoff.reference.gemm; and
+  each lowers for CUDA (token chains, the token among the call's operands)."""
+  args = _loss_args()
+  fns = {
+      "value_and_grad": jax.value_and_grad(_cond_loss, argnums=(0, 1)),
+      "grad": jax.grad(_cond_loss, argnums=(0, 1)),
+      "vmap": jax.vmap(_cond_loss, in_axes=(None, None, 0, None)),
+  }
+  vargs = {"vmap": (args[0], args[1], jnp.stack([args[2], -args[2]]),
+                    args[3])}
+  for name, f in fns.items():
+    a = vargs.get(name, args)
+    text = jax.jit(f).trace(*a).lower(lowering_platforms=("cuda",)).as_text()
+    assert CALL in text, name
+    got = jax.jit(f)(*a)
+    real = dyn.gemm
+    try:
+      dyn.gemm = dyn.reference.gemm
+      want = jax.jit(f)(*a)
+    finally:
+      dyn.gemm = real
+    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+      np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-2,
+                                 atol=2e-2, err_msg=name)
+  text = jax.jit(_cond_loss).trace(*args).lower(
+      lowering_platforms=("cuda",)).as_text()
+  assert _live_pads(text) == graph_pads.LOOP_GRAPH_PADS, text

@@ -83,6 +83,7 @@ LOCAL = {
     "nested vmap with batched starts, outer batch split":
         ["y", None, None, None],
     "bfloat16 inputs into float32, m and n split": ["x", "y"],
+    "a cond in a loop on windows made at its top level, n split": [None, "y"],
     # dA = G B^T contracts over n: a k split; dA keeps a's sharding.
     "grad, m and n split": ["x", None],
 }
