@@ -283,6 +283,21 @@ def test_loop_graph_pads_rejects_what_is_not_a_count(bad):
     dyn.KernelOptions(loop_graph_pads=bad)
 
 
+def _assert_as_the_reference(run, name=""):
+  """run() with jax_dynoff's gemm, then with jax_dynoff.reference.gemm in
+  its place: every output alike."""
+  got = run()
+  real = dyn.gemm
+  try:
+    dyn.gemm = dyn.reference.gemm
+    want = run()
+  finally:
+    dyn.gemm = real
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-2,
+                               atol=2e-2, err_msg=name)
+
+
 def test_padded_loops_compute_what_the_reference_does():
   """On this machine's backend (the CPU: no pads; a GPU: padded), each loop
   against the same loop over jax_dynoff.reference.gemm."""
@@ -292,15 +307,7 @@ def test_padded_loops_compute_what_the_reference_does():
   args[1] = jax.random.normal(k[1], args[1].shape)
   for f in (fori, scan, while_loop, cond_in_fori, cond_window_outside,
             jit_window_outside, window_carry):
-    got = jax.jit(f)(*args)
-    real = dyn.gemm
-    try:
-      dyn.gemm = dyn.reference.gemm
-      want = jax.jit(f)(*args)
-    finally:
-      dyn.gemm = real
-    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-2,
-                               atol=2e-2)
+    _assert_as_the_reference(lambda: jax.jit(f)(*args), f.__name__)
 
 
 # Under a gradient: the forward loop keeps the call's window starts.
@@ -390,16 +397,7 @@ def test_padded_starts_leave_gradients_as_the_reference_has_them():
         args[0], args[1], jnp.stack([args[2], -args[2]]), args[3])
     return vg, g, vm
 
-  got = run()
-  real = dyn.gemm
-  try:
-    dyn.gemm = dyn.reference.gemm
-    want = run()
-  finally:
-    dyn.gemm = real
-  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-2,
-                               atol=2e-2)
+  _assert_as_the_reference(run)
 
 
 def _cond_loss(x, w, g, rows):
@@ -430,16 +428,7 @@ def test_graph_tokens_leave_transforms_as_the_reference_has_them():
     a = vargs.get(name, args)
     text = jax.jit(f).trace(*a).lower(lowering_platforms=("cuda",)).as_text()
     assert CALL in text, name
-    got = jax.jit(f)(*a)
-    real = dyn.gemm
-    try:
-      dyn.gemm = dyn.reference.gemm
-      want = jax.jit(f)(*a)
-    finally:
-      dyn.gemm = real
-    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-      np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-2,
-                                 atol=2e-2, err_msg=name)
+    _assert_as_the_reference(lambda: jax.jit(f)(*a), name)
   text = jax.jit(_cond_loss).trace(*args).lower(
       lowering_platforms=("cuda",)).as_text()
   assert _live_pads(text) == graph_pads.LOOP_GRAPH_PADS, text
