@@ -58,9 +58,11 @@ Measured on an H100 with the sweep (12 cells, bfloat16, ratio = XLA's
 loop / ours, min / geomean; docs/cuda_graphs.md has the tables): at the
 defaults table 0.67 / 1.56 -> 1.18 / 2.13, stacked 0.68 / 1.18 -> 1.16 /
 1.50, cond 0.72 / 0.92 -> 0.96 / 1.16, backward 0.63 / 0.97 -> 0.99 /
-1.07, every padded body one graph.  The start pads cost one small kernel
-a step (cond: the clamp's fusion; backward: the start's own fusion),
-which loses 5-6% where the body is a graph anyway (body graphs).
+1.07, every padded body one graph.  Those pads cost one small kernel a
+step (cond: the start clamped into a fresh value, which the window's
+pads then aliased; backward: the start's own fusion), which lost 5-6%
+where the body is a graph anyway (body graphs).  The graph token has
+since removed cond's kernel; the gradient's start pads keep theirs.
 
 Where no pads go: a call inside a `cond` branch on windows made inside
 it (XLA counts the conditional as one thunk, whatever its branches

@@ -9,6 +9,7 @@ tests/graph_cases.py in a subprocess with
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 import jax_dynoff as dyn
+from jax_dynoff import graph_pads
 from jax_dynoff.graphs import BODY_GRAPHS, WHOLE_LOOP_GRAPHS
 import graph_cases as gc
 
@@ -157,6 +159,26 @@ def test_default_flags_make_a_one_call_loop_body_one_graph(case, calls,
   for seed in range(4):
     fresh = gc.fresh_args(case, seed)
     assert _rel(compiled(*fresh), ref(*fresh)) < 1e-2, seed
+
+
+def test_a_cond_bodys_graph_token_adds_no_kernel():
+  """The pads that lift a cond body (a graph token: the window's start
+  through pads that alias nothing) add custom calls that launch nothing
+  and no fusion: the compiled program, padded and not, has the same
+  fusions, and the padded one three pads more."""
+  build, args = gc.cases()["cond"]
+
+  def hlo(pads):
+    opts = dyn.KernelOptions(loop_graph_pads=pads)
+    mod = types.SimpleNamespace(gemm=functools.partial(dyn.gemm, opts=opts))
+    return jax.jit(build(mod)).lower(*args).compile().as_text()
+
+  padded, unpadded = hlo(None), hlo(0)
+  fusions = lambda t: len(re.findall(r"\bfusion\(", t))
+  pads = lambda t: t.count(f'custom_call_target="{graph_pads.PAD_TARGET}"')
+  assert fusions(padded) == fusions(unpadded), (padded, unpadded)
+  assert pads(unpadded) == 0, unpadded
+  assert pads(padded) == graph_pads.LOOP_GRAPH_PADS, padded
 
 
 @pytest.mark.parametrize("split_k", [False, True], ids=["tiles", "split_k"])
