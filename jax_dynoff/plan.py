@@ -564,11 +564,15 @@ def explain(spec: GemmSpec) -> str:
   leave the plan as it is and show in that kernel.  A call with ragged
   windows that is composed (XLA window ops around one plain gemm, planned
   when it is lowered) names no kernel.  A call at a loop body's top level
-  ends with its graph pads (graph_pads.py)."""
+  ends with its graph pads, a call below it that takes a window's graph
+  token with that (graph_pads.py)."""
   a = _planned(spec)
   line = str(a["explain"])
   pads = (f"; then {spec.graph_pads} graph pads (a loop body's top level)"
           if spec.graph_pads else "")
+  if spec.graph_tokens:
+    pads += ("; takes a window's graph token (its pads sit at the loop "
+             "body's top level)")
   if spec.ragged and a["path"] != "sm90_grouped":  # composed (lowering.py)
     return line + pads
   choice = launch_choice(spec, sm90_device=device()[1:] == (9, 0),

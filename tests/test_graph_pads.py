@@ -265,6 +265,12 @@ def test_explain_names_a_calls_pads():
   off, = dyn.explain(
       lambda *a: fori(*a, opts=dyn.KernelOptions(loop_graph_pads=0)), *args)
   assert "graph pads" not in off, off
+  token = "takes a window's graph token"
+  assert all(line.endswith(token + " (its pads sit at the loop body's top "
+                           "level)") for line in dyn.explain(
+                               cond_window_outside, *args)), args
+  assert not any(token in line for line in dyn.explain(cond_in_fori, *args)
+                 + [inside, outside, off])
 
 
 def test_the_cpu_lowering_is_never_padded():
