@@ -3,9 +3,10 @@
 Every call lowers to one custom call of the target "jax_dynoff_gemm"
 (typed FFI, API version 4): the arrays, then the integer operands its
 dynamic starts come from (never attributes, never read on the host;
-`starts.start_operands`), then its graph tokens if any (graph_pads.py), its named attributes (`spec.call_attrs`, the
-plan included), and `out` aliased to result 0 (but on CUDA where the plan
-gives D as a fresh buffer: `_lower_cuda_ragged`).  On CUDA the call has a
+`starts.start_operands`), then its graph tokens if any (graph_pads.py);
+its named attributes (`spec.call_attrs`, the plan included), and `out`
+aliased to result 0 (but on CUDA where the plan gives D as a fresh
+buffer: `_lower_cuda_ragged`).  On CUDA the call has a
 second result, the kernel's workspace, sized here at trace time so the
 handler never allocates, and a call bound at a loop body's top level
 passes its result through the spec's graph pads (graph_pads.py).
