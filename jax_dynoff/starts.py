@@ -38,9 +38,9 @@ def _producer(value):
 
 
 def _is_padded(value) -> bool:
-  """Whether an IR value is a graph pad's result (graph_pads.py: a start
-  padded at a loop body's top level, which a call in a `cond` branch
-  takes): a buffer that holds the value as it is, as a block argument does."""
+  """Whether an IR value is a graph pad's result (graph_pads.pad_start: a
+  start the JVP rule padded for a gradient's forward loop): a buffer that
+  holds the value as it is, as a block argument does."""
   op = _producer(value)
   return (op is not None and op.name == "stablehlo.custom_call" and
           ir.StringAttr(op.attributes["call_target_name"]).value
