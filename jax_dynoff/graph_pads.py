@@ -39,8 +39,9 @@ loop computes the start) before either product uses it.
 A call inside a `cond` branch cannot lift its loop body (XLA counts the
 conditional as one thunk), but a window made at the body's top level and
 used in the branch can: `window()` there (`window_token`) starts a chain
-of LOOP_GRAPH_PADS pads from its first traced start that, unlike a call's
-pads, alias nothing: each returns a fresh buffer it never writes, the
+of LOOP_GRAPH_PADS pads from its first traced start (from the loop counter
+or argument that start is computed from, so that XLA computes nothing for
+the pads) that, unlike a call's pads, alias nothing: each returns a fresh buffer it never writes, the
 window's graph token.  A call bound below a loop body's top level (in a
 `cond` branch, a nested `jit`) takes its first window's token as a
 trailing operand its handlers ignore (`use_window_pads`), so the pads sit
@@ -76,6 +77,7 @@ from __future__ import annotations
 
 import jax
 from jax._src import core as _core  # the trace state _in_loop_body reads
+from jax._src.lib.mlir import ir
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
@@ -145,7 +147,8 @@ def pad_start(start, pads: int):
 
 
 # A window's graph token (see the module's docstring): LOOP_GRAPH_PADS pads
-# in a chain, the first reading the window's start, each result a fresh
+# in a chain, the first reading the window's start (on CUDA the loop
+# counter or argument it is computed from: _plain_root), each result a fresh
 # buffer that no pad writes and no kernel reads.  A call below the loop
 # body's top level takes the last one as a trailing operand (its handlers
 # ignore trailing operands), which keeps the chain alive at the top level.
@@ -157,17 +160,44 @@ ad.defjvp(token_p, None)  # no tangent: an integer
 batching.defvectorized(token_p)
 
 
+def _plain_root(value, budget: int = 64):
+  """A block argument of value's own type (a loop counter, a function
+  argument) that `value` is computed from, or None: the first pad reads it
+  instead of value, so that XLA need not compute value for the pads alone
+  (a bare `table[i]` read by a custom call would become a dynamic-slice
+  copy).  Depth first, a dynamic slice's indices before its array, so that
+  `table[i]` leads to `i`, which varies in the loop, not to `table`."""
+  todo = [value]  # a start's producers are few: `budget` bounds the walk
+  while todo and budget > 0:
+    v = todo.pop()
+    budget -= 1
+    if isinstance(v, ir.BlockArgument):
+      if v.type == value.type:
+        return v
+      continue
+    op = v.owner
+    order = list(op.operands)  # the order to visit them in
+    if op.name == "stablehlo.dynamic_slice":
+      order = order[1:] + order[:1]
+    todo.extend(reversed(order))  # a stack: order[0] comes next
+  return None
+
+
 def _token_lowering(ctx, x, *, pads):
   aval = ctx.avals_out[0]
   pad = jax.ffi.ffi_lowering(PAD_TARGET)  # no alias: a fresh result
   pctx = ctx.replace(avals_in=[aval], avals_out=[aval])
+  root = _plain_root(x)
+  x = x if root is None else root
   for _ in range(pads):
     x, = pad(pctx, x)
   return [x]
 
 
 mlir.register_lowering(token_p, lambda ctx, x, *, pads: [x])
-mlir.register_lowering(token_p, _token_lowering, platform="cuda")
+# Not cacheable: lowered inline, where the start's producers are visible.
+mlir.register_lowering(token_p, _token_lowering, platform="cuda",
+                       cacheable=False)
 
 
 def window_token(start):

@@ -224,6 +224,10 @@ def test_a_window_made_at_the_top_level_pads_for_a_call_below_it(f):
       ops = [o.strip() for o in operands.split(",")]
       assert not set(ops[:-1]) & set(pads), text
   assert "stablehlo.clamp" not in text, text
+  # The chain reads the loop counter itself, not the start computed from
+  # it (`rows[i]` read by a custom call would be a dynamic-slice copy).
+  first = defs[pads[0]][1].strip()
+  assert re.fullmatch(r"%iterArg\w*|%arg\d+", first), defs[pads[0]][2]
 
 
 def test_a_graph_token_is_the_last_operand_and_read_by_nothing():
