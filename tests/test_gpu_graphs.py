@@ -16,6 +16,7 @@ import types
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 import numpy as np
 import pytest
 
@@ -179,6 +180,36 @@ def test_a_cond_bodys_graph_token_adds_no_kernel():
   assert fusions(padded) == fusions(unpadded), (padded, unpadded)
   assert pads(unpadded) == 0, unpadded
   assert pads(padded) == graph_pads.LOOP_GRAPH_PADS, padded
+
+
+def test_a_cond_on_a_looked_up_window_is_one_graph_at_the_defaults():
+  """A window made at a cond loop body's top level at a looked-up start
+  (`perm[i]`): its graph token's pads read the loop counter, not the
+  look-up (a bare dynamic slice read by a custom call would be a slice
+  copy of its own), so at XLA's defaults the body is one graph, and the
+  loop computes what the reference does."""
+  x, w, buf, rows, pred = gc.cases()["cond"][1]
+  perm = jnp.asarray(np.random.default_rng(3).permutation(gc.L), jnp.int32)
+
+  def build(mod):
+    def f(x, w, buf, rows, pred, perm):
+      def body(i, buf):
+        wi = dyn.window(w, (perm[i], 0, 0), (gc.K, gc.N))
+        return lax.cond(
+            pred[i] > 0,
+            lambda b: mod.gemm(x, wi, out=dyn.window(b, (rows[i], 0),
+                                                     (gc.M, gc.N))),
+            lambda b: mod.gemm(x, wi, out=dyn.window(
+                b, (rows[gc.L - 1 - i], 0), (gc.M, gc.N)), alpha=-2.0),
+            buf)
+      return lax.fori_loop(0, gc.L, body, buf)
+    return f
+
+  args = (x, w, buf, rows, pred, perm)
+  rep = dyn.check_capture(build(dyn), *args)
+  assert rep.all_captured, rep.thunks
+  got = jax.jit(build(dyn))(*args)
+  assert _rel(got, jax.jit(build(dyn.reference))(*args)) < 1e-2
 
 
 @pytest.mark.parametrize("split_k", [False, True], ids=["tiles", "split_k"])
