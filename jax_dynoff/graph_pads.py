@@ -41,19 +41,19 @@ conditional as one thunk), but a window made at the body's top level and
 used in the branch can: `window()` there (`window_token`) starts a chain
 of LOOP_GRAPH_PADS pads from its first traced start (from the loop counter
 or argument that start is computed from, so that XLA computes nothing for
-the pads) that, unlike a call's pads, alias nothing: each returns a fresh buffer it never writes, the
-window's graph token.  A call bound below a loop body's top level (in a
-`cond` branch, a nested `jit`) takes its first window's token as a
-trailing operand its handlers ignore (`use_window_pads`), so the pads sit
-at the body's top level and count there, and the call reads its starts as
-they are (no kernel of the pads' own: an aliasing pad on a live start, the
-loop counter, would cost XLA a copy, and a clamp into a fresh value its
-own fusion).  A call at a loop body's top level takes no token (its own
-pads lift the body), and XLA drops the unused pads.  The token is no
-pytree leaf of the window, so a window passed as a jit's argument or
-carried through a loop arrives without it (and without pads), and a
-carried window keeps one structure whether it was made inside the body or
-not.
+the pads) that, unlike a call's pads, alias nothing: each returns a fresh
+buffer it never writes, the window's graph token.  A call bound below a
+loop body's top level (in a `cond` branch, a nested `jit`) takes its first
+window's token as a trailing operand its handlers ignore
+(`use_window_pads`), so the pads sit at the body's top level and count
+there, and the call reads its starts as they are (no kernel of the pads'
+own: an aliasing pad on a live start, the loop counter, would cost XLA a
+copy, and a clamp into a fresh value its own fusion).  A call at a loop
+body's top level takes no token (its own pads lift the body), and XLA
+drops the unused pads.  The token is no pytree leaf of the window, so a
+window passed as a jit's argument or carried through a loop arrives
+without it (and without pads), and a carried window keeps one structure
+whether it was made inside the body or not.
 
 Measured on an H100 with the sweep (12 cells, bfloat16, ratio = XLA's
 loop / ours, min / geomean; docs/cuda_graphs.md has the tables): at the

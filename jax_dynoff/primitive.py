@@ -5,8 +5,9 @@ item's windows, per-item application through vmap).
 Operands, in order: a, b, [c when c_mode == "own"], [out when has_out], then
 the dynamic starts of A, B, C, D (dim order), then the graph tokens the
 call carries for XLA's graph threshold (graph_pads.py; read by nothing).
-The one parameter `spec` (a `GemmSpec`) holds everything static.  The result is D: the whole `out`
-array with its window rewritten, or a fresh (m, n) array.  Calls are built
+The one parameter `spec` (a `GemmSpec`) holds everything static.  The
+result is D: the whole `out` array with its window rewritten, or a fresh
+(m, n) array.  Calls are built
 in call.py, the transformation rules live in rules.py, the lowering in
 lowering.py and partition.py.
 """

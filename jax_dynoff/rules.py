@@ -144,8 +144,10 @@ def _pad_first_start(spec: GemmSpec, p: Operands) -> Operands:
   """p, its first dynamic start through the call's graph pads: under a
   gradient the starts may be all of the call a forward loop keeps
   (graph_pads.py says why that loop needs them)."""
+  if not spec.graph_pads:
+    return p
   for name, _ in spec.operands():
-    if spec.graph_pads and p.starts[name]:
+    if p.starts[name]:
       p.starts[name][0] = graph_pads.pad_start(p.starts[name][0],
                                                spec.graph_pads)
       break

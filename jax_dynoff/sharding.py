@@ -35,7 +35,7 @@ from jax.experimental.custom_partitioning import (ArrayMapping,
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jax_dynoff.spec import GemmSpec, WinSpec, num_arrays
+from jax_dynoff.spec import GemmSpec, WinSpec, num_arrays, num_slots
 
 Axes = tuple  # the mesh axes of one dim, major first; () when not split
 
@@ -100,8 +100,7 @@ def start_ranks(spec: GemmSpec, avals: Sequence) -> tuple[int, ...]:
   """The rank of each start operand (the operands after the arrays, but
   the graph tokens): 0, or 1 when vmapped (one value per batch item)."""
   first = num_arrays(spec)
-  n = sum(w.num_dynamic for _, w in spec.operands())
-  return tuple(a.ndim for a in avals[first:first + n])
+  return tuple(a.ndim for a in avals[first:first + num_slots(spec)])
 
 
 @functools.lru_cache(maxsize=512)
