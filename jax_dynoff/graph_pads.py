@@ -32,9 +32,17 @@ backward loop) and, where the loss's value goes unused, nothing of the
 call (XLA drops it).  That loop is then counter, slices and residual
 stores, four thunks on an H100 in the sweep's backward pattern, under
 the threshold, while XLA's own (which also stores the sliced operand) is
-a graph.  So the JVP rule (rules.py) passes a padded call's first dynamic
-start through as many pads (`pad_start`, a primitive: it sits in whichever
-loop computes the start) before either product uses it.
+a graph.  So the JVP rule (rules.py) anchors as many pads to a padded
+call's first dynamic start (`anchor`: the identity in JAX, so it sits in
+whichever loop computes the start and lives as long as the start is
+used).  The anchor's pads, like a graph token's (below), read the loop
+counter or argument the start is computed from and return fresh buffers;
+nothing reads the last one, which is marked as having a side effect in
+the HLO alone, so XLA keeps the chain.  JAX sees no effect (a jitted call
+stays on its fast dispatch path; an FFI effect took it off,
+docs/cuda_graphs.md).  The start itself comes out as it went in, so XLA
+fuses it into the residual store: an earlier form passed the start
+through aliasing pads, which cost the start a fusion of its own.
 
 A call inside a `cond` branch cannot lift its loop body (XLA counts the
 conditional as one thunk), but a window made at the body's top level and
@@ -62,8 +70,9 @@ defaults table 0.67 / 1.56 -> 1.18 / 2.13, stacked 0.68 / 1.18 -> 1.16 /
 1.07, every padded body one graph.  Those pads cost one small kernel a
 step (cond: the start clamped into a fresh value, which the window's
 pads then aliased; backward: the start's own fusion), which lost 5-6%
-where the body is a graph anyway (body graphs).  The graph token has
-since removed cond's kernel; the gradient's start pads keep theirs.
+where the body is a graph anyway (body graphs).  The graph token and the
+gradient's anchor remove both kernels from the lowered program (not yet
+timed on a GPU).
 
 Where no pads go: a call inside a `cond` branch on windows made inside
 it (XLA counts the conditional as one thunk, whatever its branches
@@ -127,25 +136,6 @@ def emit(ctx, value, pads: int):
   return value
 
 
-# A value through `pads` pads, as a primitive: for a window start, which
-# the JVP rule pads where the call is padded (see the module's docstring).
-# The identity everywhere: on the CPU lowered as nothing, linear (a
-# start's tangent is a symbolic zero anyway), elementwise under vmap.
-pad_p = Primitive("jax_dynoff_graph_pad")
-pad_p.def_abstract_eval(lambda x, *, pads: x)
-pad_p.def_impl(lambda x, *, pads: x)
-ad.deflinear2(pad_p, lambda ct, x, *, pads: [ct])
-batching.defvectorized(pad_p)
-mlir.register_lowering(pad_p, lambda ctx, x, *, pads: [x])
-mlir.register_lowering(
-    pad_p, lambda ctx, x, *, pads: [emit(ctx, x, pads)], platform="cuda")
-
-
-def pad_start(start, pads: int):
-  """`start` through `pads` pads (none: start itself)."""
-  return start if pads == 0 else pad_p.bind(start, pads=pads)
-
-
 # A window's graph token (see the module's docstring): LOOP_GRAPH_PADS pads
 # in a chain, the first reading the window's start (on CUDA the loop
 # counter or argument it is computed from: _plain_root), each result a fresh
@@ -183,21 +173,60 @@ def _plain_root(value, budget: int = 64):
   return None
 
 
-def _token_lowering(ctx, x, *, pads):
-  aval = ctx.avals_out[0]
-  pad = jax.ffi.ffi_lowering(PAD_TARGET)  # no alias: a fresh result
-  pctx = ctx.replace(avals_in=[aval], avals_out=[aval])
+def _chain(ctx, aval, x, pads: int, side_effect: bool = False):
+  """`pads` pads in a chain from x's plain root (else x), each result a
+  fresh buffer (no alias); the last marked as having a side effect in the
+  HLO where `side_effect` (XLA then keeps it unread).  Returns the last."""
   root = _plain_root(x)
   x = x if root is None else root
-  for _ in range(pads):
+  pctx = ctx.replace(avals_in=[aval], avals_out=[aval])
+  for j in range(pads):
+    pad = jax.ffi.ffi_lowering(
+        PAD_TARGET, has_side_effect=side_effect and j == pads - 1)
     x, = pad(pctx, x)
-  return [x]
+  return x
+
+
+def _token_lowering(ctx, x, *, pads):
+  return [_chain(ctx, ctx.avals_out[0], x, pads)]
 
 
 mlir.register_lowering(token_p, lambda ctx, x, *, pads: [x])
 # Not cacheable: lowered inline, where the start's producers are visible.
 mlir.register_lowering(token_p, _token_lowering, platform="cuda",
                        cacheable=False)
+
+
+# A gradient's anchor (see the module's docstring): the identity on a start,
+# whose CUDA lowering adds `pads` pads in a chain from the start's loop
+# counter (as a graph token's), the last one marked as having a side
+# effect in the HLO, so that XLA keeps the chain although nothing reads it.
+# The start comes out as the very value that went in (the pads only read
+# beside it); being its value's producer in JAX keeps the primitive as
+# long as the start is used.  No effect in JAX: a jitted call stays on the
+# fast dispatch path.  Linear (a start's tangent is a symbolic zero
+# anyway), elementwise under vmap, nothing on the CPU.
+anchor_p = Primitive("jax_dynoff_graph_anchor")
+anchor_p.def_abstract_eval(lambda x, *, pads: x)
+anchor_p.def_impl(lambda x, *, pads: x)
+ad.deflinear2(anchor_p, lambda ct, x, *, pads: [ct])
+batching.defvectorized(anchor_p)
+
+
+def _anchor_lowering(ctx, x, *, pads):
+  _chain(ctx, ctx.avals_in[0], x, pads, side_effect=True)
+  return [x]
+
+
+mlir.register_lowering(anchor_p, lambda ctx, x, *, pads: [x])
+mlir.register_lowering(anchor_p, _anchor_lowering, platform="cuda",
+                       cacheable=False)
+
+
+def anchor(start, pads: int):
+  """`start`, with `pads` pads (none: start itself) anchored to its loop
+  counter where `start` is computed (a gradient's forward loop)."""
+  return start if pads == 0 else anchor_p.bind(start, pads=pads)
 
 
 def window_token(start):

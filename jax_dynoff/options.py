@@ -89,12 +89,13 @@ class KernelOptions:
                  XLA's minimum command-buffer size (5 thunks) and runs as
                  one CUDA graph instead of thunk by thunk from the host.
                  None: graph_pads.LOOP_GRAPH_PADS; 0: none.  Under a
-                 gradient the call's first dynamic start gets as many
-                 (the forward loop may keep only the start).  A call
-                 anywhere else (outside loops, inside a `cond` branch,
-                 whose thunks XLA does not count) gets none, but takes
-                 a window's padded start where that window was made at
-                 the loop body's top level (unless 0 here).
+                 gradient as many are anchored to the call's first
+                 dynamic start (the forward loop may keep only the
+                 start).  A call anywhere else (outside loops, inside a
+                 `cond` branch, whose thunks XLA does not count) gets
+                 none, but takes a window's graph token where that
+                 window was made at the loop body's top level (unless 0
+                 here).
   """
 
   sm90: bool = True

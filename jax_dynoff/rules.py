@@ -140,23 +140,21 @@ def _no_shared_out_ad(spec: GemmSpec):
         "differentiate jax_dynoff.ragged_dot, which defines its own")
 
 
-def _pad_first_start(spec: GemmSpec, p: Operands) -> Operands:
-  """p, its first dynamic start through the call's graph pads: under a
+def _anchor_pads(spec: GemmSpec, p: Operands) -> Operands:
+  """p, the call's graph pads anchored to its first dynamic start: under a
   gradient the starts may be all of the call a forward loop keeps
   (graph_pads.py says why that loop needs them)."""
-  if not spec.graph_pads:
-    return p
   for name, _ in spec.operands():
     if p.starts[name]:
-      p.starts[name][0] = graph_pads.pad_start(p.starts[name][0],
-                                               spec.graph_pads)
+      p.starts[name][0] = graph_pads.anchor(p.starts[name][0],
+                                            spec.graph_pads)
       break
   return p
 
 
 def _jvp_rule(primals, tangents, *, spec: GemmSpec):
   _no_shared_out_ad(spec)
-  p = _pad_first_start(spec, Operands.split(spec, primals))
+  p = _anchor_pads(spec, Operands.split(spec, primals))
   y = gemm_p.bind(*p.flat(spec), spec=spec)
   t = Operands.split(spec, tangents)
   nz = lambda v: v is not None and type(v) is not ad.Zero

@@ -21,7 +21,6 @@ from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import hlo
 
 from jax_dynoff import scalar_eval
-from jax_dynoff.graph_pads import PAD_TARGET
 from jax_dynoff import spec as spec_lib
 from jax_dynoff.spec import GemmSpec
 
@@ -35,16 +34,6 @@ def _is_plain(value) -> bool:
 def _producer(value):
   """The op computing `value`, or None for a block argument."""
   return None if _is_plain(value) else value.owner
-
-
-def _is_padded(value) -> bool:
-  """Whether an IR value is a graph pad's result (graph_pads.pad_start: a
-  start the JVP rule padded for a gradient's forward loop): a buffer that
-  holds the value as it is, as a block argument does."""
-  op = _producer(value)
-  return (op is not None and op.name == "stablehlo.custom_call" and
-          ir.StringAttr(op.attributes["call_target_name"]).value
-          == PAD_TARGET)
 
 
 def _is_ready(value) -> bool:
@@ -145,7 +134,7 @@ def _index(value, module):
   loop counter, a function argument), possibly divided by a constant
   (`_division`), through conversions that keep every value; else None."""
   value = _through_converts(value)
-  if _is_plain(value) or _is_padded(value):
+  if _is_plain(value):
     return (value, spec_lib.NO_DIVISION) if _is_signed_int(value) else None
   found = _division(value, module)
   if found is None or not _is_plain(found[0]) or not _is_signed_int(found[0]):

@@ -142,17 +142,20 @@ def _custom_calls(text: str) -> dict:
 
 
 def _live_pads(text: str) -> int:
-  """The pads whose result something other than a dead pad uses.  A
-  window made at a loop body's top level pads its start for a call in a
-  `cond` branch; where the call sits beside it instead, those pads go
-  unused (XLA drops them; JAX keeps them in a while loop's body)."""
+  """The pads whose result something other than a dead pad uses, or that
+  lead to a pad with a side effect (a gradient's anchor).  A window made
+  at a loop body's top level pads its start for a call in a `cond`
+  branch; where the call sits beside it instead, those pads go unused
+  (XLA drops them; JAX keeps them in a while loop's body)."""
   # a pad's result -> its operand
+  calls = _custom_calls(text)
   pads = {name: operands for name, (target, operands, _)
-          in _custom_calls(text).items() if target + "(" == PAD}
+          in calls.items() if target + "(" == PAD}
   live = set()
   for name in pads:
     uses = len(re.findall(re.escape(name) + r"(?![\w#:])", text)) - 1
-    if uses > sum(op == name for op in pads.values()):
+    if (uses > sum(op == name for op in pads.values())
+        or "has_side_effect = true" in calls[name][2]):
       while name in pads:  # used by something else: the chain up to it
         live.add(name)
         name = pads[name]
@@ -360,19 +363,38 @@ def _names(jaxpr):
   return out
 
 
-def test_a_gradients_forward_loop_keeps_the_padded_start():
+def test_a_gradients_forward_loop_keeps_the_anchored_pads():
   """jax.grad drops the unused loss value, so the forward loop holds no
-  call, only the start (a residual): it gets the pads, in the loop that
-  computes it, the lowering has them and no call."""
+  call, only the start (a residual): the pads are anchored there, in the
+  loop that computes it, and the lowering has them, no call, the last pad
+  marked as having a side effect (XLA keeps it unread), the first reading
+  the loop counter (a block argument), and no pad result among the
+  values the loop stores."""
   grad = jax.grad(_loss, argnums=(0, 1))
   args = _loss_args()
   loops = _loops(jax.make_jaxpr(grad)(*args).jaxpr, [])
-  forward = [n for n in loops if "jax_dynoff_graph_pad" in n]
+  forward = [n for n in loops if graph_pads.anchor_p.name in n]
   assert len(forward) == 1 and "dot_general" not in forward[0], loops
+  assert not jax.make_jaxpr(grad)(*args).effects  # JAX's fast path stays
   text = jax.jit(grad).trace(*args).lower(
       lowering_platforms=("cuda",)).as_text()
   assert _live_pads(text) == graph_pads.LOOP_GRAPH_PADS, text
   assert CALL not in text, text  # the value's call, dropped
+  calls = _custom_calls(text)
+  pads = [(name, ops, line) for name, (target, ops, line) in calls.items()
+          if target + "(" == PAD]
+  assert sum("has_side_effect = true" in line for *_, line in pads) == 1
+  firsts = [ops for name, ops, _ in pads if ops not in calls]
+  assert firsts and all(re.fullmatch(r"%iterArg\w*|%arg\d+", ops)
+                        for ops in firsts), pads
+  # In the forward loop's region (its names are its own), pads read pads
+  # alone: up to the next loop or function, whichever comes first.
+  start = text.index(pads[0][2])
+  end = re.compile(r"stablehlo\.while\(|func\.func ").search(text, start)
+  loop = text[start:end.start() if end else len(text)]
+  for name, *_ in pads:
+    uses = re.findall(re.escape(name) + r"(?![\w#:])", loop)
+    assert len(uses) - 1 == sum(o == name for _, o, _ in pads), name
   assert PAD not in jax.jit(grad).trace(*args).lower(
       lowering_platforms=("cpu",)).as_text()
 
