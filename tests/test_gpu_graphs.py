@@ -182,6 +182,50 @@ def test_a_cond_bodys_graph_token_adds_no_kernel():
   assert pads(padded) == graph_pads.LOOP_GRAPH_PADS, padded
 
 
+def _windowed_loss(gemm):
+  """A loss over L windows of x at looked-up rows (the sweep's backward
+  pattern): under jax.grad the forward loop keeps only the starts."""
+  def loss(x, w, g, rows):
+    def body(i, acc):
+      y = gemm(dyn.window(x, (rows[i], 0), (gc.M, gc.K)), w)
+      return acc + jnp.sum(y.astype(jnp.float32) * g[i])
+    return lax.fori_loop(0, gc.L, body, jnp.float32(0))
+  return loss
+
+
+def test_a_gradients_anchored_pads_add_no_kernel_and_lift_its_loops():
+  """A gradient's pads are anchored to the loop counter, not passed the
+  start: the compiled gradient, padded and not, has the same fusions and
+  the padded one three pads more (the start is stored as it is); at XLA's
+  defaults every thunk is in a graph; and dX, dW are the reference's."""
+  x = jax.random.normal(jax.random.key(0), (gc.L * gc.M, gc.K), jnp.bfloat16)
+  w = jax.random.normal(jax.random.key(1), (gc.K, gc.N), jnp.bfloat16) / 16
+  g = jax.random.normal(jax.random.key(2), (gc.L, gc.M, gc.N), jnp.float32)
+  rows = jnp.asarray(np.random.default_rng(5).permutation(gc.L) * gc.M,
+                     jnp.int32)
+  args = (x, w, g, rows)
+
+  def grad(pads=None):
+    opts = dyn.KernelOptions(loop_graph_pads=pads)
+    return jax.grad(_windowed_loss(functools.partial(dyn.gemm, opts=opts)),
+                    argnums=(0, 1))
+
+  hlo = lambda pads: jax.jit(grad(pads)).lower(*args).compile().as_text()
+  padded, unpadded = hlo(None), hlo(0)
+  fusions = lambda t: len(re.findall(r"\bfusion\(", t))
+  pads = lambda t: t.count(f'custom_call_target="{graph_pads.PAD_TARGET}"')
+  assert fusions(padded) == fusions(unpadded), (padded, unpadded)
+  assert (pads(padded), pads(unpadded)) == (graph_pads.LOOP_GRAPH_PADS, 0)
+  rep = dyn.check_capture(grad(), *args)  # the pads, in the forward loop
+  assert rep.all_captured, rep.thunks
+  assert rep.captured == graph_pads.LOOP_GRAPH_PADS, rep.thunks
+  got = jax.jit(grad())(*args)
+  want = jax.jit(jax.grad(_windowed_loss(dyn.reference.gemm),
+                          argnums=(0, 1)))(*args)
+  for a, b in zip(got, want):
+    assert _rel(a, b) < 2e-2
+
+
 def test_a_cond_on_a_looked_up_window_is_one_graph_at_the_defaults():
   """A window made at a cond loop body's top level at a looked-up start
   (`perm[i]`): its graph token's pads read the loop counter, not the
