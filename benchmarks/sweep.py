@@ -64,7 +64,7 @@ backward's programs compile longer); `--budget-s` stops starting cells.
     python benchmarks/sweep.py OUT_DIR [--cells C | --full] [--no-named]
         [--m 1,8 --n 512 --k 768] [--patterns table,stacked,cond,kv,backward]
         [--dtypes bfloat16,float16] [--settings default,body] [--repeats R]
-        [--window S] [--budget-s T] [--quick]
+        [--window S] [--budget-s T] [--quick] [--loop-graph-pads P]
     python benchmarks/sweep.py OUT_DIR --from-json sweep.json   (maps only)
 
 Writes OUT_DIR/sweep.json (the cells, the skipped ones, and a summary per
@@ -76,6 +76,10 @@ heat map per pattern and setting, OUT_DIR/sweep_{pattern}_{setting}.png
 side), and prints the summary last.
 `--quick` shortens the inner loops and, where --m / --n / --k are not
 given, takes QUICK_GRID's tiny shapes (the CPU test).
+`--loop-graph-pads P` gives ours' calls KernelOptions(loop_graph_pads=P)
+(the patterns of OPTS_PATTERNS only; each cell records it, None for the
+library's default): what the pads cost where the body is a graph anyway
+is the same cells run with 0 and without, on one machine.
 """
 
 from __future__ import annotations
@@ -363,10 +367,16 @@ def _outer_iters(p: Pattern, dtype: str, gpu: bool) -> int:
 
 
 def measure(pattern: str, setting: str, dtype: str, m: int, n: int, k: int,
-            repeats: int, window: float, quick: bool) -> dict:
-  """One cell: check, time (interleaved) and trace both sides."""
+            repeats: int, window: float, quick: bool,
+            loop_graph_pads: Optional[int] = None) -> dict:
+  """One cell: check, time (interleaved) and trace both sides; ours' calls
+  with KernelOptions(loop_graph_pads=...) where it is given (a pattern of
+  OPTS_PATTERNS)."""
   gpu = jax.default_backend() == "gpu"
-  p = BUILDERS[pattern](m, n, k, jnp.dtype(dtype), quick)
+  extra = {}
+  if loop_graph_pads is not None:
+    extra["opts"] = dyn.KernelOptions(loop_graph_pads=loop_graph_pads)
+  p = BUILDERS[pattern](m, n, k, jnp.dtype(dtype), quick, **extra)
   for loop in (p.ours, p.xla):
     loop.compiler_options = SETTINGS[setting]
   iters = _outer_iters(p, dtype, gpu)
@@ -396,7 +406,8 @@ def measure(pattern: str, setting: str, dtype: str, m: int, n: int, k: int,
       ours_busy_us_per_iter=per(bo), xla_busy_us_per_iter=per(bx),
       ours_graphs_per_iter=per(go), xla_graphs_per_iter=per(gx),
       flops=p.flops, bytes=p.bytes, floor_us=1e6 * floor_s / p.calls,
-      roofline_pct=100 * floor_s / t_ours, max_rel_err=err, ok=ok)
+      roofline_pct=100 * floor_s / t_ours, max_rel_err=err, ok=ok,
+      loop_graph_pads=loop_graph_pads)
   if p.weight_bytes:
     cell["tbps"] = p.weight_bytes / t_ours / 1e12
   return cell
@@ -562,6 +573,10 @@ def main(argv=None) -> int:
   ap.add_argument("--no-named", action="store_true",
                   help="sample without NAMED_CELLS")
   ap.add_argument("--from-json", help="redraw and summarize this file only")
+  ap.add_argument("--loop-graph-pads", type=int,
+                  help="KernelOptions.loop_graph_pads for ours' calls "
+                  f"(patterns {', '.join(OPTS_PATTERNS)}; default: the "
+                  "library's)")
   a = ap.parse_args(argv)
   os.makedirs(a.out_dir, exist_ok=True)
   if a.from_json:
@@ -574,6 +589,9 @@ def main(argv=None) -> int:
   for p in patterns:
     if p not in BUILDERS:
       ap.error(f"unknown pattern {p!r}; known: {', '.join(BUILDERS)}")
+    if a.loop_graph_pads is not None and p not in OPTS_PATTERNS:
+      ap.error(f"--loop-graph-pads: pattern {p!r} takes no options; "
+               f"want {', '.join(OPTS_PATTERNS)}")
   settings = a.settings.split(",")
   for s in settings:
     if s not in SETTINGS:
@@ -597,7 +615,8 @@ def main(argv=None) -> int:
     if elapsed > a.budget_s:
       skipped.append(dict(pattern=p, setting=s, dtype=d, m=m, n=n, k=k))
       continue
-    c = measure(p, s, d, m, n, k, a.repeats, a.window, a.quick)
+    c = measure(p, s, d, m, n, k, a.repeats, a.window, a.quick,
+                a.loop_graph_pads)
     cells.append(c)
     took = time.perf_counter() - t0 - elapsed
     print(f"[{j + 1}/{len(todo)} {elapsed + took:6.0f} s, {took:4.1f} s] "

@@ -145,6 +145,33 @@ def test_a_mismatch_fails_the_run(sweep, tmp_path, monkeypatch):
       sweep.QUICK_GRID[d][0] for d in "mnk")
 
 
+def test_loop_graph_pads_reach_ours_calls_and_the_cells(sweep, tmp_path,
+                                                        monkeypatch):
+  """--loop-graph-pads gives ours' calls that KernelOptions.loop_graph_pads
+  (seen by the builder) and is recorded per cell; a pattern that takes no
+  options is refused, and without the flag a cell records None."""
+  seen = []
+  table = sweep.BUILDERS["table"]
+
+  def spy(*args, **kw):
+    seen.append(kw.get("opts"))
+    return table(*args, **kw)
+
+  monkeypatch.setitem(sweep.BUILDERS, "table", spy)
+  base = [str(tmp_path), "--quick", "--patterns", "table", "--dtypes",
+          "bfloat16", "--settings", "body", "--repeats", "1"]
+  assert sweep.main(base + ["--loop-graph-pads", "0"]) == 0
+  cell, = json.loads((tmp_path / "sweep.json").read_text())["cells"]
+  assert cell["loop_graph_pads"] == 0 and cell["ok"]
+  assert seen == [sweep.dyn.KernelOptions(loop_graph_pads=0)]
+  assert sweep.main(base) == 0
+  cell, = json.loads((tmp_path / "sweep.json").read_text())["cells"]
+  assert cell["loop_graph_pads"] is None and seen[-1] is None
+  with pytest.raises(SystemExit):
+    sweep.main([str(tmp_path), "--quick", "--patterns", "cond",
+                "--loop-graph-pads", "0"])
+
+
 def test_cell_timeline_builds_the_sweeps_cell_for_both_sides(sweep, capsys):
   """benchmarks/cell_timeline.py: one cell per pattern, both settings, run
   and traced per side (CPU: no device events, said so); a shape that is not
