@@ -102,6 +102,16 @@ def _rel(a, b):
   return np.linalg.norm(a - b) / np.linalg.norm(b)
 
 
+def _fusions(hlo: str) -> int:
+  """The fusions of a compiled program's text."""
+  return len(re.findall(r"\bfusion\(", hlo))
+
+
+def _pads(hlo: str) -> int:
+  """The graph pads of a compiled program's text."""
+  return hlo.count(f'custom_call_target="{graph_pads.PAD_TARGET}"')
+
+
 def _split_k():
   """A module for the cases' builders (their `mod`) whose gemm plans every
   call of the cases (K = 192, out slices of 128 x 256) for the direct
@@ -175,11 +185,9 @@ def test_a_cond_bodys_graph_token_adds_no_kernel():
     return jax.jit(build(mod)).lower(*args).compile().as_text()
 
   padded, unpadded = hlo(None), hlo(0)
-  fusions = lambda t: len(re.findall(r"\bfusion\(", t))
-  pads = lambda t: t.count(f'custom_call_target="{graph_pads.PAD_TARGET}"')
-  assert fusions(padded) == fusions(unpadded), (padded, unpadded)
-  assert pads(unpadded) == 0, unpadded
-  assert pads(padded) == graph_pads.LOOP_GRAPH_PADS, padded
+  assert _fusions(padded) == _fusions(unpadded), (padded, unpadded)
+  assert _pads(unpadded) == 0, unpadded
+  assert _pads(padded) == graph_pads.LOOP_GRAPH_PADS, padded
 
 
 def _windowed_loss(gemm):
@@ -212,10 +220,8 @@ def test_a_gradients_anchored_pads_add_no_kernel_and_lift_its_loops():
 
   hlo = lambda pads: jax.jit(grad(pads)).lower(*args).compile().as_text()
   padded, unpadded = hlo(None), hlo(0)
-  fusions = lambda t: len(re.findall(r"\bfusion\(", t))
-  pads = lambda t: t.count(f'custom_call_target="{graph_pads.PAD_TARGET}"')
-  assert fusions(padded) == fusions(unpadded), (padded, unpadded)
-  assert (pads(padded), pads(unpadded)) == (graph_pads.LOOP_GRAPH_PADS, 0)
+  assert _fusions(padded) == _fusions(unpadded), (padded, unpadded)
+  assert (_pads(padded), _pads(unpadded)) == (graph_pads.LOOP_GRAPH_PADS, 0)
   rep = dyn.check_capture(grad(), *args)  # the pads, in the forward loop
   assert rep.all_captured, rep.thunks
   assert rep.captured == graph_pads.LOOP_GRAPH_PADS, rep.thunks
